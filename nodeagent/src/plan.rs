@@ -1,0 +1,288 @@
+//! The plan: a pure, ordered, serializable description of everything `run` will do.
+//!
+//! `plan::build` (pure) turns instance data + a validated cloud-config into a `Plan`;
+//! `apply` executes it. Nothing here touches the node. All validation that can be done
+//! without side effects happens while building the plan, so a bad input fails before
+//! the first write. Secret material (file contents, passwords, tokens) never
+//! serializes: contents print as length + SHA-256, commands print redacted.
+
+use serde::{Serialize, Serializer};
+use sha2::{Digest, Sha256};
+
+/// Plan format version, printed by `nodeagent plan --json`.
+pub const PLAN_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    pub version: u32,
+    pub instance_id: String,
+    pub steps: Vec<Step>,
+    /// Non-fatal findings (only in `--compat` mode or for deprecated-but-safe input).
+    pub warnings: Vec<String>,
+}
+
+impl Plan {
+    pub fn steps_for(&self, stage: RunStage) -> impl Iterator<Item = &Step> {
+        self.steps.iter().filter(move |s| s.stage == stage)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Step {
+    /// Stable id, unique within the plan; the instance journal records finished steps by it.
+    /// Examples: `write_files[3]:/etc/kubernetes/pki/ca.key`, `runcmd[0]`, `kubeadm`, `user:capv`.
+    pub id: String,
+    pub stage: RunStage,
+    pub frequency: Frequency,
+    pub action: Action,
+}
+
+/// Which boot stage runs the step (`nodeagent run --stage`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunStage {
+    /// Before the network is up: hostname, network configuration.
+    Local,
+    /// Everything else, after network-online and the container runtime.
+    Main,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Frequency {
+    /// Runs on every boot (bootcmd, /etc/hosts).
+    PerBoot,
+    /// Runs once per instance-id (everything CABPK emits).
+    PerInstance,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Action {
+    WriteFile(FileWrite),
+    Group(GroupSpec),
+    User(UserSpec),
+    Hostname(HostnameSpec),
+    Network(NetworkSpec),
+    Ntp(NtpSpec),
+    DiskSetup(DiskSetupSpec),
+    FsSetup(FsSetupSpec),
+    Mounts(MountsSpec),
+    Command(CommandSpec),
+    Kubeadm(KubeadmSpec),
+}
+
+/// Bytes that must not be printed: serialize as `{len, sha256}`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Content(pub Vec<u8>);
+
+impl Content {
+    pub fn sha256_hex(&self) -> String {
+        hex::encode(Sha256::digest(&self.0))
+    }
+}
+
+impl std::fmt::Debug for Content {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Content({} bytes, sha256 {})", self.0.len(), &self.sha256_hex()[..12])
+    }
+}
+
+impl Serialize for Content {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("Content", 2)?;
+        st.serialize_field("len", &self.0.len())?;
+        st.serialize_field("sha256", &self.sha256_hex())?;
+        st.end()
+    }
+}
+
+/// `user:group` as cloud-init parses it; `None` means "leave unchanged".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct Owner {
+    pub user: Option<String>,
+    pub group: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FileWrite {
+    /// Absolute, normalised path (no `..`, no NUL).
+    pub path: String,
+    pub content: Content,
+    pub owner: Owner,
+    /// Final mode; `None` keeps the creation default (cloud-init's "mode 0 means no chmod").
+    pub mode: Option<u32>,
+    pub append: bool,
+    /// Written after users and groups exist (`defer: true`).
+    pub defer: bool,
+    /// Heuristic: a private key, token or kubeadm config. Affects logging only.
+    pub secret: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupSpec {
+    pub name: String,
+    pub members: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct UserSpec {
+    pub name: String,
+    pub gecos: Option<String>,
+    pub homedir: Option<String>,
+    pub primary_group: Option<String>,
+    pub groups: Vec<String>,
+    pub shell: Option<String>,
+    /// Password hash; never printed.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "redacted_opt")]
+    pub passwd: Option<String>,
+    pub lock_passwd: bool,
+    pub sudo: Vec<String>,
+    pub ssh_authorized_keys: Vec<String>,
+    pub system: bool,
+    pub no_create_home: bool,
+    pub no_user_group: bool,
+    pub uid: Option<u32>,
+    pub inactive: Option<String>,
+    pub expiredate: Option<String>,
+}
+
+fn redacted_opt<S: Serializer>(v: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(_) => s.serialize_str("<redacted>"),
+        None => s.serialize_none(),
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HostnameSpec {
+    /// Short host name (first label).
+    pub hostname: String,
+    pub fqdn: String,
+    /// Write the FQDN, not the short name, to /etc/hostname and the kernel.
+    pub prefer_fqdn: bool,
+    /// `/etc/hosts` content when `manage_etc_hosts` asks for it (rendered at plan time).
+    pub etc_hosts: Option<EtcHosts>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EtcHosts {
+    /// Rewrite the whole file from cloud-init's Debian template.
+    Template(String),
+    /// Only ensure a `127.0.1.1 <fqdn> <hostname>` line.
+    Localhost { address: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NetworkSpec {
+    /// `networkd` or `netplan`, chosen from the image (facts).
+    pub renderer: String,
+    /// Files rendered at plan time from the netplan-v2 metadata.
+    pub files: Vec<FileWrite>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct NtpSpec {
+    pub enabled: bool,
+    /// `auto`, `chrony`, `systemd-timesyncd`, `ntp`.
+    pub client: String,
+    pub servers: Vec<String>,
+    pub pools: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DiskSetupSpec {
+    pub disks: Vec<DiskSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DiskSpec {
+    pub device: String,
+    /// `mbr` or `gpt`.
+    pub table_type: String,
+    /// Partition sizes in percent with an optional type code; empty = no partitioning, `[100]` = one partition.
+    pub layout: Vec<(u32, Option<String>)>,
+    pub overwrite: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FsSetupSpec {
+    pub filesystems: Vec<FsSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FsSpec {
+    pub label: Option<String>,
+    pub filesystem: String,
+    pub device: String,
+    pub partition: Option<String>,
+    pub overwrite: bool,
+    pub replace_fs: Option<String>,
+    pub extra_opts: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MountsSpec {
+    /// Full 6-field fstab entries after defaults were filled in.
+    pub entries: Vec<[String; 6]>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CommandSpec {
+    /// Where it came from: `runcmd[2]`, `bootcmd[0]`.
+    pub origin: String,
+    pub run: Run,
+    pub timeout_secs: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Run {
+    /// A string item: `/bin/sh -c <script>`.
+    Shell(String),
+    /// A list item: exec argv directly.
+    Argv(Vec<String>),
+}
+
+impl Serialize for Run {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(1))?;
+        match self {
+            Run::Shell(script) => m.serialize_entry("shell", &crate::redact::redact_text(script))?,
+            Run::Argv(argv) => m.serialize_entry(
+                "argv",
+                &argv.iter().map(|a| crate::redact::redact_text(a)).collect::<Vec<_>>(),
+            )?,
+        }
+        m.end()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KubeadmMode {
+    Init,
+    Join,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KubeadmSpec {
+    pub mode: KubeadmMode,
+    /// `--config` file, as written by a `write_files` step earlier in the plan.
+    pub config_path: String,
+    /// Extra arguments after `--config FILE` (e.g. `--v 5`).
+    pub extra_args: Vec<String>,
+    /// Write `/run/cluster-api/bootstrap-success.complete` after success.
+    pub sentinel: bool,
+    /// Control-plane endpoint `host:port` a join waits for (from the join config).
+    pub endpoint: Option<String>,
+    /// The runcmd item this step replaced, redacted.
+    #[serde(serialize_with = "redacted_str")]
+    pub original: String,
+}
+
+fn redacted_str<S: Serializer>(v: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::redact::redact_text(v))
+}
