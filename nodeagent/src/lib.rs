@@ -4,9 +4,25 @@
 //! Pipeline (design.md section 2), one module per stage:
 //! transport -> decode -> metadata/facts/instance -> template -> cloudconfig -> plan -> apply -> report.
 
+pub mod apply;
 pub mod cli;
+pub mod cloudconfig;
+pub mod config;
+pub mod decode;
 pub mod error;
+pub mod facts;
+pub mod instance;
+pub mod kubeadm;
 pub mod limits;
+pub mod metadata;
+pub mod mint;
+pub mod network;
+pub mod pipeline;
+pub mod pki;
 pub mod plan;
 pub mod redact;
+pub mod report;
+pub mod state;
+pub mod template;
 pub mod transport;
+pub mod yaml;

@@ -1,6 +1,20 @@
 //! Command line: argument parsing and dispatch only; every command's work lives in the library.
+//! One file per subcommand.
 
 use clap::{Parser, Subcommand};
+
+pub mod render;
+pub mod plan;
+pub mod validate;
+pub mod query;
+pub mod run;
+pub mod clean;
+pub mod status;
+pub mod certs;
+pub mod analyze;
+pub mod collect_logs;
+pub mod mint;
+pub mod generate;
 
 #[derive(Parser, Debug)]
 #[command(name = "nodeagent", version, about = "Kubernetes node bootstrap agent (cloud-init replacement for Cluster API nodes)")]
@@ -10,9 +24,48 @@ pub struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Command {}
+pub enum Command {
+    /// Print the rendered userdata (template header removed, variables bound).
+    Render(render::Args),
+    /// Print what `run` would do, step by step.
+    Plan(plan::Args),
+    /// Validate a userdata file; exit 1 with the errors.
+    Validate(validate::Args),
+    /// Print an instance-data value by dotted path (as `cloud-init query`).
+    Query(query::Args),
+    /// Bootstrap the node: apply the plan (stage local, main or all).
+    Run(run::Args),
+    /// Reset nodeagent's state so the next boot runs as a new instance.
+    Clean(clean::Args),
+    /// Show the bootstrap status; --wait blocks until done or failed.
+    Status(status::Args),
+    /// List certificates like `kubeadm certs check-expiration`.
+    Certs(certs::Args),
+    /// Per-step and per-phase durations from the journal.
+    Analyze(analyze::Args),
+    /// Write a tar.gz of logs, status and redacted data (no secrets).
+    CollectLogs(collect_logs::Args),
+    /// Make cluster PKI, CAPI Secrets, tokens and per-node bootstrap data.
+    Mint(mint::Args),
+    /// Generate shell completions or the man page.
+    #[command(hide = true)]
+    Generate(generate::Args),
+}
 
 pub fn main() -> i32 {
     let cli = Cli::parse();
-    match cli.command {}
+    match cli.command {
+        Command::Render(a) => render::run(a),
+        Command::Plan(a) => plan::run(a),
+        Command::Validate(a) => validate::run(a),
+        Command::Query(a) => query::run(a),
+        Command::Run(a) => run::run(a),
+        Command::Clean(a) => clean::run(a),
+        Command::Status(a) => status::run(a),
+        Command::Certs(a) => certs::run(a),
+        Command::Analyze(a) => analyze::run(a),
+        Command::CollectLogs(a) => collect_logs::run(a),
+        Command::Mint(a) => mint::run(a),
+        Command::Generate(a) => generate::run(a),
+    }
 }

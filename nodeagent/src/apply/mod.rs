@@ -1,0 +1,1 @@
+//! Executes a Plan step by step with the journal. Owner: apply.

@@ -1,0 +1,9 @@
+//! `nodeagent clean`.
+
+#[derive(clap::Args, Debug)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> i32 {
+    eprintln!("nodeagent clean: not implemented yet");
+    crate::error::exit::FAILED
+}

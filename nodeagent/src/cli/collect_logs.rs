@@ -1,0 +1,9 @@
+//! `nodeagent collect-logs`.
+
+#[derive(clap::Args, Debug)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> i32 {
+    eprintln!("nodeagent collect-logs: not implemented yet");
+    crate::error::exit::FAILED
+}

@@ -1,0 +1,1 @@
+//! Typed cloud-config model, one file per module group. Owner: core.

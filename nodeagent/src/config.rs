@@ -1,0 +1,1 @@
+//! Image configuration /etc/nodeagent/config.yaml. Owner: core (fields added by each stage).

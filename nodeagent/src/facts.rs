@@ -1,0 +1,1 @@
+//! Host facts (hostname, default-route addresses, interfaces, image capabilities), or --facts FILE. Owner: core.

@@ -1,0 +1,1 @@
+//! nodeagent mint: cluster PKI, CAPI Secrets, tokens, hashes, bootstrap bundles. Owner: mint.

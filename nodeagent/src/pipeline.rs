@@ -1,0 +1,1 @@
+//! read -> decode -> instance data -> render -> cloud-config -> plan, as one pure-ish function. Owner: core.
