@@ -15,3 +15,15 @@ pub fn recognise(_runcmd_item: &str) -> Option<KubeadmSpec> {
 pub fn preflight(_plan: &Plan, _root: &std::path::Path) -> Result<()> {
     Ok(())
 }
+
+/// Execute the kubeadm step: wait for the endpoint (join), run kubeadm with a deadline,
+/// retry joins with `kubeadm reset -f` in between, write the sentinel on success.
+/// `root` is the `--root`; `exec` false records the step as skipped (dry apply).
+pub fn execute(
+    _spec: &KubeadmSpec,
+    _settings: &crate::config::KubeadmSettings,
+    _root: &std::path::Path,
+    _reporter: &mut crate::report::Reporter<'_>,
+) -> Result<()> {
+    Err(crate::error::Error::new(crate::error::Stage::Kubeadm, "kubeadm", "not implemented yet"))
+}
