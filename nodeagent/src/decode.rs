@@ -1,1 +1,1 @@
-//! guestinfo value decoding exactly as cloud-init (rstrip, '---', base64/gzip), bounded. Owner: core.
+//! guestinfo value decoding exactly as cloud-init (rstrip, '---', base64/gzip), bounded. Owner: core-xport.

@@ -1,1 +1,1 @@
-//! ## template: jinja detection and sandboxed, bounded minijinja rendering. Owner: core.
+//! ## template: jinja detection and sandboxed, bounded minijinja rendering. Owner: core-tmpl.

@@ -12,3 +12,8 @@ pub trait Transport {
     /// Publish a value (status reports, redaction, `local-ipv4`).
     fn set(&self, key: &str, value: &[u8]) -> Result<()>;
 }
+
+pub mod dir;
+pub mod fwcfg;
+pub mod nocloud;
+pub mod vmware;

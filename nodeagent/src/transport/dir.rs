@@ -1,0 +1,1 @@
+//! Transport dir. Owner: core-xport.

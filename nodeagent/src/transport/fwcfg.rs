@@ -1,0 +1,1 @@
+//! Transport fwcfg. Owner: core-xport.

@@ -1,0 +1,1 @@
+//! Transport nocloud. Owner: core-xport.

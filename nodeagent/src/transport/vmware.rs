@@ -1,0 +1,1 @@
+//! Transport vmware. Owner: core-xport.
