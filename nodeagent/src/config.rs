@@ -44,7 +44,11 @@ impl Default for ImageConfig {
     fn default() -> Self {
         ImageConfig {
             compat: false,
-            transports: vec!["vmware".into(), "fwcfg".into(), "nocloud:/var/lib/cloud/seed/nocloud".into()],
+            transports: vec![
+                "vmware".into(),
+                "fwcfg".into(),
+                "nocloud:/var/lib/cloud/seed/nocloud".into(),
+            ],
             redact_userdata: true,
             command_timeout_secs: 600,
             kubeadm: KubeadmSettings::default(),
@@ -72,7 +76,11 @@ impl ImageConfig {
         match std::fs::read_to_string(&path) {
             Ok(text) => Self::parse(&text).map_err(|e| e.within(&path.display().to_string())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ImageConfig::default()),
-            Err(e) => Err(Error::new(Stage::Usage, path.display().to_string(), e.to_string())),
+            Err(e) => Err(Error::new(
+                Stage::Usage,
+                path.display().to_string(),
+                e.to_string(),
+            )),
         }
     }
 
@@ -81,7 +89,10 @@ impl ImageConfig {
             return Ok(ImageConfig::default());
         }
         serde_yaml::from_str(text).map_err(|e| {
-            let place = e.location().map(|l| format!("line {} column {}", l.line(), l.column())).unwrap_or_default();
+            let place = e
+                .location()
+                .map(|l| format!("line {} column {}", l.line(), l.column()))
+                .unwrap_or_default();
             Error::new(Stage::Usage, place, e.to_string())
         })
     }

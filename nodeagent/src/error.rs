@@ -32,11 +32,19 @@ pub struct Error {
 
 impl Error {
     pub fn new(stage: Stage, place: impl Into<String>, message: impl Into<String>) -> Self {
-        Error { stage, place: place.into(), message: message.into() }
+        Error {
+            stage,
+            place: place.into(),
+            message: message.into(),
+        }
     }
     /// Prefix the place with an outer location, e.g. the guestinfo key a YAML error came from.
     pub fn within(mut self, outer: &str) -> Self {
-        self.place = if self.place.is_empty() { outer.to_string() } else { format!("{outer}: {}", self.place) };
+        self.place = if self.place.is_empty() {
+            outer.to_string()
+        } else {
+            format!("{outer}: {}", self.place)
+        };
         self
     }
 }

@@ -84,7 +84,12 @@ impl Content {
 
 impl std::fmt::Debug for Content {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Content({} bytes, sha256 {})", self.0.len(), &self.sha256_hex()[..12])
+        write!(
+            f,
+            "Content({} bytes, sha256 {})",
+            self.0.len(),
+            &self.sha256_hex()[..12]
+        )
     }
 }
 
@@ -135,7 +140,10 @@ pub struct UserSpec {
     pub groups: Vec<String>,
     pub shell: Option<String>,
     /// Password hash; never printed.
-    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "redacted_opt")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "redacted_opt"
+    )]
     pub passwd: Option<String>,
     pub lock_passwd: bool,
     pub sudo: Vec<String>,
@@ -250,10 +258,15 @@ impl Serialize for Run {
         use serde::ser::SerializeMap;
         let mut m = s.serialize_map(Some(1))?;
         match self {
-            Run::Shell(script) => m.serialize_entry("shell", &crate::redact::redact_text(script))?,
+            Run::Shell(script) => {
+                m.serialize_entry("shell", &crate::redact::redact_text(script))?
+            }
             Run::Argv(argv) => m.serialize_entry(
                 "argv",
-                &argv.iter().map(|a| crate::redact::redact_text(a)).collect::<Vec<_>>(),
+                &argv
+                    .iter()
+                    .map(|a| crate::redact::redact_text(a))
+                    .collect::<Vec<_>>(),
             )?,
         }
         m.end()

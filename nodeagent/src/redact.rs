@@ -45,9 +45,18 @@ fn redact_line(line: &str) -> String {
             continue;
         }
         let lower = w.to_ascii_lowercase();
-        let flag = ["--token", "--certificate-key", "--discovery-token", "--tls-bootstrap-token", "token:", "certificatekey:", "password:", "passwd:"]
-            .iter()
-            .find(|f| lower == **f || lower.starts_with(&format!("{f}=")));
+        let flag = [
+            "--token",
+            "--certificate-key",
+            "--discovery-token",
+            "--tls-bootstrap-token",
+            "token:",
+            "certificatekey:",
+            "password:",
+            "passwd:",
+        ]
+        .iter()
+        .find(|f| lower == **f || lower.starts_with(&format!("{f}=")));
         if let Some(f) = flag {
             if lower.len() > f.len() {
                 words.push(format!("{}=<redacted>", &w[..f.len()]));
@@ -71,5 +80,7 @@ pub fn is_bootstrap_token(s: &str) -> bool {
     let b = s.as_bytes();
     b.len() == 23
         && b[6] == b'.'
-        && b.iter().enumerate().all(|(i, c)| i == 6 || c.is_ascii_lowercase() || c.is_ascii_digit())
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| i == 6 || c.is_ascii_lowercase() || c.is_ascii_digit())
 }

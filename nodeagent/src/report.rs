@@ -28,7 +28,11 @@ pub struct Reporter<'t> {
 
 impl<'t> Reporter<'t> {
     pub fn new(transport: Option<&'t dyn Transport>, root: &Path, instance_id: &str) -> Self {
-        Reporter { transport, root: root.to_path_buf(), instance_id: instance_id.to_string() }
+        Reporter {
+            transport,
+            root: root.to_path_buf(),
+            instance_id: instance_id.to_string(),
+        }
     }
     /// Phase change (and current step). Failures to publish are logged, never fatal.
     pub fn phase(&mut self, _phase: Phase, _step: Option<&str>) {}

@@ -1,1 +1,759 @@
-//! YAML 1.1 loader (as PyYAML safe_load resolves scalars) with line/column for every node, bounded depth and aliases. Owner: core.
+//! YAML 1.1 loader, resolving plain scalars the way PyYAML's `safe_load` does (what
+//! cloud-init uses), with the line and column of every node.
+//!
+//! Why not serde_yaml: it implements the YAML 1.2 core schema (`0644` is 644, `yes` is a
+//! string) and hides scalar style, so it cannot tell `permissions: 644` from `'644'`.
+//! yaml-rust2 gives us the event stream; this module adds 1.1 resolution, merge keys,
+//! `!!binary`, duplicate-key detection and the bounds in `limits` (depth, alias
+//! expansions, node count) so hostile input fails fast with a clear place.
+
+use crate::error::{Error, Result, Stage};
+use crate::limits;
+use serde_json::Value as Json;
+use yaml_rust2::parser::{Event, Parser, Tag};
+use yaml_rust2::scanner::{Marker, TScalarStyle};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    /// `!!binary` scalars.
+    Binary(Vec<u8>),
+    Seq(Vec<Node>),
+    Map(Vec<(Node, Node)>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub value: Value,
+    /// 1-based line and column of the node's first character.
+    pub line: usize,
+    pub col: usize,
+    /// The scalar's text as written (plain scalars only), for messages like "644 is decimal".
+    pub plain: Option<String>,
+    /// Entry copied in by a merge key (`<<`); an explicit key may override it.
+    pub merged: bool,
+}
+
+impl Node {
+    /// Key lookup in a mapping node.
+    pub fn get(&self, key: &str) -> Option<&Node> {
+        match &self.value {
+            Value::Map(entries) => entries
+                .iter()
+                .rev()
+                .find(|(k, _)| k.key_text() == key)
+                .map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    /// The text a mapping key stands for (scalars only; PyYAML keys can be ints or bools).
+    pub fn key_text(&self) -> String {
+        match &self.value {
+            Value::Str(s) => s.clone(),
+            Value::Null => "null".into(),
+            Value::Bool(b) => if *b { "true" } else { "false" }.into(),
+            Value::Int(i) => i.to_string(),
+            Value::Float(f) => f.to_string(),
+            _ => self.plain.clone().unwrap_or_default(),
+        }
+    }
+
+    /// `line L column C`, for error places.
+    pub fn place(&self) -> String {
+        format!("line {} column {}", self.line, self.col)
+    }
+
+    /// Convert to JSON (bytes become base64 strings, as cloud-init's instance data does).
+    pub fn to_json(&self) -> Json {
+        match &self.value {
+            Value::Null => Json::Null,
+            Value::Bool(b) => Json::Bool(*b),
+            Value::Int(i) => Json::from(*i),
+            Value::Float(f) => serde_json::Number::from_f64(*f)
+                .map(Json::Number)
+                .unwrap_or(Json::Null),
+            Value::Str(s) => Json::String(s.clone()),
+            Value::Binary(b) => {
+                use base64::Engine;
+                Json::String(base64::engine::general_purpose::STANDARD.encode(b))
+            }
+            Value::Seq(items) => Json::Array(items.iter().map(Node::to_json).collect()),
+            Value::Map(entries) => {
+                let mut m = serde_json::Map::new();
+                for (k, v) in entries {
+                    m.insert(k.key_text(), v.to_json());
+                }
+                Json::Object(m)
+            }
+        }
+    }
+
+    /// Find the node at a serde path (`write_files[2].permissions`), for error lines.
+    pub fn locate(&self, path: &serde_path_to_error::Path) -> &Node {
+        use serde_path_to_error::Segment;
+        let mut node = self;
+        for seg in path.iter() {
+            let next = match (seg, &node.value) {
+                (Segment::Seq { index }, Value::Seq(items)) => items.get(*index),
+                (Segment::Map { key }, Value::Map(_)) => node.get(key),
+                _ => None,
+            };
+            match next {
+                Some(n) => node = n,
+                None => break,
+            }
+        }
+        node
+    }
+}
+
+/// How strictly to load.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoadOptions {
+    /// PyYAML keeps the last of duplicate keys silently; we refuse them unless asked.
+    pub allow_duplicate_keys: bool,
+}
+
+/// Load a single-document YAML text. An empty document is `Null`.
+pub fn load(text: &str, opts: LoadOptions) -> Result<Node> {
+    let mut docs = load_all(text, opts)?;
+    match docs.len() {
+        0 => Ok(Node {
+            value: Value::Null,
+            line: 1,
+            col: 1,
+            plain: None,
+            merged: false,
+        }),
+        1 => Ok(docs.remove(0)),
+        _ => {
+            let second = &docs[1];
+            Err(Error::new(
+                Stage::CloudConfig,
+                second.place(),
+                "expected a single YAML document, found several",
+            ))
+        }
+    }
+}
+
+/// Load every document of a YAML stream (kubeadm configs are multi-document).
+pub fn load_all(text: &str, opts: LoadOptions) -> Result<Vec<Node>> {
+    let mut builder = Builder::new(opts);
+    let mut parser = Parser::new_from_str(text);
+    loop {
+        let (event, mark) = parser.next_token().map_err(|e| {
+            let m = e.marker();
+            Error::new(
+                Stage::CloudConfig,
+                format!("line {} column {}", m.line(), m.col() + 1),
+                e.info().to_string(),
+            )
+        })?;
+        let end = matches!(event, Event::StreamEnd);
+        builder.on_event(event, mark);
+        if let Some(err) = builder.error.take() {
+            return Err(err);
+        }
+        if end {
+            break;
+        }
+    }
+    Ok(builder.docs)
+}
+
+enum Frame {
+    Seq {
+        node: Node,
+        anchor: usize,
+    },
+    Map {
+        node: Node,
+        anchor: usize,
+        pending_key: Option<Node>,
+    },
+}
+
+struct Builder {
+    opts: LoadOptions,
+    stack: Vec<Frame>,
+    docs: Vec<Node>,
+    anchors: std::collections::HashMap<usize, (Node, usize)>,
+    nodes: usize,
+    alias_expansions: usize,
+    error: Option<Error>,
+}
+
+fn err_at(mark: &Marker, msg: impl Into<String>) -> Error {
+    Error::new(
+        Stage::CloudConfig,
+        format!("line {} column {}", mark.line(), mark.col() + 1),
+        msg,
+    )
+}
+
+fn count_nodes(node: &Node) -> usize {
+    1 + match &node.value {
+        Value::Seq(items) => items.iter().map(count_nodes).sum(),
+        Value::Map(entries) => entries
+            .iter()
+            .map(|(k, v)| count_nodes(k) + count_nodes(v))
+            .sum(),
+        _ => 0,
+    }
+}
+
+impl Builder {
+    fn new(opts: LoadOptions) -> Self {
+        Builder {
+            opts,
+            stack: Vec::new(),
+            docs: Vec::new(),
+            anchors: Default::default(),
+            nodes: 0,
+            alias_expansions: 0,
+            error: None,
+        }
+    }
+
+    fn on_event(&mut self, event: Event, mark: Marker) {
+        if self.error.is_some() {
+            return;
+        }
+        if let Err(e) = self.handle(event, mark) {
+            self.error = Some(e);
+        }
+    }
+
+    fn handle(&mut self, event: Event, mark: Marker) -> Result<()> {
+        let at = |value| Node {
+            value,
+            line: mark.line(),
+            col: mark.col() + 1,
+            plain: None,
+            merged: false,
+        };
+        match event {
+            Event::Scalar(text, style, anchor, tag) => {
+                let node = resolve_scalar(text, style, tag.as_ref(), &mark)?;
+                self.push_value(node, anchor, &mark)?;
+            }
+            Event::SequenceStart(anchor, tag) => {
+                check_collection_tag(tag.as_ref(), "seq", &mark)?;
+                self.open(
+                    Frame::Seq {
+                        node: at(Value::Seq(Vec::new())),
+                        anchor,
+                    },
+                    &mark,
+                )?;
+            }
+            Event::MappingStart(anchor, tag) => {
+                check_collection_tag(tag.as_ref(), "map", &mark)?;
+                self.open(
+                    Frame::Map {
+                        node: at(Value::Map(Vec::new())),
+                        anchor,
+                        pending_key: None,
+                    },
+                    &mark,
+                )?;
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                let (node, anchor) = match self.stack.pop() {
+                    Some(Frame::Seq { node, anchor }) => (node, anchor),
+                    Some(Frame::Map { node, anchor, .. }) => (node, anchor),
+                    None => return Err(err_at(&mark, "unbalanced collection end")),
+                };
+                self.push_value(node, anchor, &mark)?;
+            }
+            Event::Alias(id) => {
+                let (node, size) = self
+                    .anchors
+                    .get(&id)
+                    .cloned()
+                    .ok_or_else(|| err_at(&mark, "alias to an unknown anchor"))?;
+                self.alias_expansions += 1;
+                if self.alias_expansions > limits::MAX_YAML_ALIAS_EXPANSIONS {
+                    return Err(err_at(
+                        &mark,
+                        format!(
+                            "more than {} alias expansions (alias bomb?)",
+                            limits::MAX_YAML_ALIAS_EXPANSIONS
+                        ),
+                    ));
+                }
+                self.nodes += size;
+                if self.nodes > limits::MAX_YAML_NODES {
+                    return Err(err_at(
+                        &mark,
+                        format!(
+                            "document expands to more than {} nodes",
+                            limits::MAX_YAML_NODES
+                        ),
+                    ));
+                }
+                self.push_value(node, 0, &mark)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn open(&mut self, frame: Frame, mark: &Marker) -> Result<()> {
+        if self.stack.len() >= limits::MAX_YAML_DEPTH {
+            return Err(err_at(
+                mark,
+                format!("nesting deeper than {} levels", limits::MAX_YAML_DEPTH),
+            ));
+        }
+        self.stack.push(frame);
+        Ok(())
+    }
+
+    fn push_value(&mut self, node: Node, anchor: usize, mark: &Marker) -> Result<()> {
+        if !matches!(node.value, Value::Seq(_) | Value::Map(_)) {
+            self.nodes += 1;
+            if self.nodes > limits::MAX_YAML_NODES {
+                return Err(err_at(
+                    mark,
+                    format!("document has more than {} nodes", limits::MAX_YAML_NODES),
+                ));
+            }
+        } else {
+            self.nodes += 1;
+        }
+        if anchor > 0 {
+            let size = count_nodes(&node);
+            self.anchors.insert(anchor, (node.clone(), size));
+        }
+        match self.stack.last_mut() {
+            None => self.docs.push(node),
+            Some(Frame::Seq { node: seq, .. }) => {
+                if let Value::Seq(items) = &mut seq.value {
+                    items.push(node);
+                }
+            }
+            Some(Frame::Map {
+                node: map,
+                pending_key,
+                ..
+            }) => match pending_key.take() {
+                None => {
+                    if matches!(node.value, Value::Seq(_) | Value::Map(_)) && node.plain.is_none() {
+                        // PyYAML would fail: unhashable key.
+                        return Err(Error::new(
+                            Stage::CloudConfig,
+                            node.place(),
+                            "a mapping or sequence cannot be a mapping key",
+                        ));
+                    }
+                    *pending_key = Some(node);
+                }
+                Some(key) => {
+                    let allow_dup = self.opts.allow_duplicate_keys;
+                    if let Value::Map(entries) = &mut map.value {
+                        insert_entry(entries, key, node, allow_dup)?;
+                    }
+                }
+            },
+        }
+        Ok(())
+    }
+}
+
+/// Insert one mapping entry, applying YAML merge keys (`<<`) as PyYAML's SafeLoader does.
+fn insert_entry(
+    entries: &mut Vec<(Node, Node)>,
+    key: Node,
+    value: Node,
+    allow_dup: bool,
+) -> Result<()> {
+    if key.plain.as_deref() == Some("<<") {
+        let sources: Vec<&Node> = match &value.value {
+            Value::Map(_) => vec![&value],
+            Value::Seq(items) => items.iter().collect(),
+            _ => {
+                return Err(Error::new(
+                    Stage::CloudConfig,
+                    value.place(),
+                    "a merge key (<<) needs a mapping or a list of mappings",
+                ));
+            }
+        };
+        for src in sources {
+            let Value::Map(src_entries) = &src.value else {
+                return Err(Error::new(
+                    Stage::CloudConfig,
+                    src.place(),
+                    "a merge key (<<) needs a mapping or a list of mappings",
+                ));
+            };
+            for (k, v) in src_entries {
+                if !entries.iter().any(|(ek, _)| ek.key_text() == k.key_text()) {
+                    let mut k = k.clone();
+                    k.merged = true;
+                    entries.push((k, v.clone()));
+                }
+            }
+        }
+        return Ok(());
+    }
+    let text = key.key_text();
+    if let Some(pos) = entries.iter().position(|(k, _)| k.key_text() == text) {
+        if !allow_dup && !entries[pos].0.merged {
+            return Err(Error::new(
+                Stage::CloudConfig,
+                key.place(),
+                format!(
+                    "duplicate key '{}' (first at line {})",
+                    text, entries[pos].0.line
+                ),
+            ));
+        }
+        entries.remove(pos);
+    }
+    entries.push((key, value));
+    Ok(())
+}
+
+fn check_collection_tag(tag: Option<&Tag>, expect: &str, mark: &Marker) -> Result<()> {
+    match tag {
+        None => Ok(()),
+        Some(t)
+            if t.handle == "tag:yaml.org,2002:"
+                && (t.suffix == expect || (expect == "map" && t.suffix == "omap")) =>
+        {
+            Ok(())
+        }
+        Some(t) if t.handle == "!!" && t.suffix == expect => Ok(()),
+        Some(t) => Err(err_at(
+            mark,
+            format!(
+                "unsupported YAML tag {}{} (safe loading only)",
+                t.handle, t.suffix
+            ),
+        )),
+    }
+}
+
+fn resolve_scalar(
+    text: String,
+    style: TScalarStyle,
+    tag: Option<&Tag>,
+    mark: &Marker,
+) -> Result<Node> {
+    let mk = |value, plain: Option<String>| Node {
+        value,
+        line: mark.line(),
+        col: mark.col() + 1,
+        plain,
+        merged: false,
+    };
+    if let Some(t) = tag {
+        let suffix = if t.handle == "!!" || t.handle == "tag:yaml.org,2002:" {
+            t.suffix.as_str()
+        } else {
+            ""
+        };
+        return match suffix {
+            "str" => Ok(mk(Value::Str(text), None)),
+            "binary" => {
+                use base64::Engine;
+                let cleaned: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(cleaned.as_bytes())
+                    .map_err(|e| err_at(mark, format!("!!binary value is not base64: {e}")))?;
+                Ok(mk(Value::Binary(bytes), None))
+            }
+            "int" | "float" | "bool" | "null" => {
+                let v = resolve_plain(&text);
+                let ok = matches!(
+                    (suffix, &v),
+                    ("int", Value::Int(_))
+                        | ("float", Value::Float(_))
+                        | ("float", Value::Int(_))
+                        | ("bool", Value::Bool(_))
+                        | ("null", Value::Null)
+                );
+                if !ok {
+                    return Err(err_at(mark, format!("'{text}' is not a valid !!{suffix}")));
+                }
+                let v = match (suffix, v) {
+                    ("float", Value::Int(i)) => Value::Float(i as f64),
+                    (_, v) => v,
+                };
+                Ok(mk(v, Some(text)))
+            }
+            _ => Err(err_at(
+                mark,
+                format!(
+                    "unsupported YAML tag {}{} (safe loading only)",
+                    t.handle, t.suffix
+                ),
+            )),
+        };
+    }
+    if style != TScalarStyle::Plain {
+        return Ok(mk(Value::Str(text), None));
+    }
+    let v = resolve_plain(&text);
+    Ok(mk(v, Some(text)))
+}
+
+/// PyYAML's implicit resolvers (YAML 1.1) for a plain scalar.
+pub fn resolve_plain(s: &str) -> Value {
+    match s {
+        "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
+        "yes" | "Yes" | "YES" | "true" | "True" | "TRUE" | "on" | "On" | "ON" => {
+            return Value::Bool(true);
+        }
+        "no" | "No" | "NO" | "false" | "False" | "FALSE" | "off" | "Off" | "OFF" => {
+            return Value::Bool(false);
+        }
+        _ => {}
+    }
+    if let Some(i) = resolve_int(s) {
+        return Value::Int(i);
+    }
+    if let Some(f) = resolve_float(s) {
+        return Value::Float(f);
+    }
+    Value::Str(s.to_string())
+}
+
+fn split_sign(s: &str) -> (i64, &str) {
+    match s.as_bytes().first() {
+        Some(b'-') => (-1, &s[1..]),
+        Some(b'+') => (1, &s[1..]),
+        _ => (1, s),
+    }
+}
+
+fn resolve_int(s: &str) -> Option<i64> {
+    let (sign, body) = split_sign(s);
+    if body.is_empty() {
+        return None;
+    }
+    let digits = |t: &str, radix: u32| -> Option<i64> {
+        let cleaned: String = t.chars().filter(|c| *c != '_').collect();
+        if cleaned.is_empty() || t.starts_with('_') && cleaned.is_empty() {
+            return None;
+        }
+        i64::from_str_radix(&cleaned, radix).ok()
+    };
+    let valid = |t: &str, f: fn(char) -> bool| !t.is_empty() && t.chars().all(|c| c == '_' || f(c));
+    if let Some(b) = body.strip_prefix("0b") {
+        return valid(b, |c| c == '0' || c == '1')
+            .then(|| digits(b, 2))
+            .flatten()
+            .map(|v| sign * v);
+    }
+    if let Some(h) = body.strip_prefix("0x") {
+        return valid(h, |c| c.is_ascii_hexdigit())
+            .then(|| digits(h, 16))
+            .flatten()
+            .map(|v| sign * v);
+    }
+    if body == "0" {
+        return Some(0);
+    }
+    if let Some(o) = body.strip_prefix('0') {
+        return valid(o, |c| ('0'..='7').contains(&c))
+            .then(|| digits(o, 8))
+            .flatten()
+            .map(|v| sign * v);
+    }
+    let first = body.chars().next()?;
+    if !('1'..='9').contains(&first) {
+        return None;
+    }
+    if body.contains(':') {
+        // Sexagesimal: 1:20 == 80. Each part after the first is [0-5]?[0-9].
+        let mut parts = body.split(':');
+        let head = parts.next()?;
+        if !valid(head, |c| c.is_ascii_digit()) {
+            return None;
+        }
+        let mut value = digits(head, 10)?;
+        for p in parts {
+            if p.is_empty()
+                || p.len() > 2
+                || !p.chars().all(|c| c.is_ascii_digit())
+                || (p.len() == 2 && p.as_bytes()[0] > b'5')
+            {
+                return None;
+            }
+            value = value.checked_mul(60)?.checked_add(p.parse::<i64>().ok()?)?;
+        }
+        return Some(sign * value);
+    }
+    valid(body, |c| c.is_ascii_digit())
+        .then(|| digits(body, 10))
+        .flatten()
+        .map(|v| sign * v)
+}
+
+fn resolve_float(s: &str) -> Option<f64> {
+    let (sign, body) = split_sign(s);
+    match body {
+        ".inf" | ".Inf" | ".INF" => return Some(sign as f64 * f64::INFINITY),
+        _ => {}
+    }
+    if matches!(s, ".nan" | ".NaN" | ".NAN") {
+        return Some(f64::NAN);
+    }
+    // [0-9][0-9_]*(\.[0-9_]*)?([eE][-+][0-9]+)?  or  \.[0-9_]+([eE][-+][0-9]+)?
+    let cleaned: String = body.chars().filter(|c| *c != '_').collect();
+    let (mantissa, exp) = match cleaned.find(['e', 'E']) {
+        Some(i) => (&cleaned[..i], Some(&cleaned[i + 1..])),
+        None => (cleaned.as_str(), None),
+    };
+    if let Some(e) = exp {
+        let b = e.as_bytes();
+        if b.len() < 2
+            || !(b[0] == b'+' || b[0] == b'-')
+            || !e[1..].chars().all(|c| c.is_ascii_digit())
+        {
+            return None;
+        }
+    }
+    let has_dot = mantissa.contains('.');
+    if !has_dot && exp.is_none() {
+        return None;
+    }
+    let mut parts = mantissa.splitn(2, '.');
+    let int_part = parts.next().unwrap_or("");
+    let frac = parts.next().unwrap_or("");
+    if !int_part.chars().all(|c| c.is_ascii_digit()) || !frac.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    if int_part.is_empty() && frac.is_empty() {
+        return None;
+    }
+    if body.starts_with('_') {
+        return None;
+    }
+    let text = format!("{}{}", if sign < 0 { "-" } else { "" }, cleaned);
+    text.parse::<f64>().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plain(s: &str) -> Value {
+        resolve_plain(s)
+    }
+
+    #[test]
+    fn yaml11_scalars_resolve_like_pyyaml() {
+        // Values from formats/cloud-init.md section 0 (tested there with PyYAML 6.0.3).
+        assert_eq!(plain("0644"), Value::Int(420));
+        assert_eq!(plain("644"), Value::Int(644));
+        assert_eq!(plain("0o644"), Value::Str("0o644".into()));
+        assert_eq!(plain("0x1F"), Value::Int(31));
+        assert_eq!(plain("0b101"), Value::Int(5));
+        assert_eq!(plain("1_000"), Value::Int(1000));
+        assert_eq!(plain("1:20"), Value::Int(80));
+        for t in ["yes", "Yes", "YES", "on", "On", "ON", "true"] {
+            assert_eq!(plain(t), Value::Bool(true), "{t}");
+        }
+        for f in ["no", "off", "false", "OFF"] {
+            assert_eq!(plain(f), Value::Bool(false), "{f}");
+        }
+        assert_eq!(plain("y"), Value::Str("y".into()));
+        assert_eq!(plain("n"), Value::Str("n".into()));
+        assert_eq!(plain("~"), Value::Null);
+        assert_eq!(plain("1.5"), Value::Float(1.5));
+        assert_eq!(
+            plain("1e3"),
+            Value::Str("1e3".into()),
+            "PyYAML needs a signed exponent"
+        );
+        assert_eq!(plain("1.0e+3"), Value::Float(1000.0));
+        assert_eq!(
+            plain("08"),
+            Value::Str("08".into()),
+            "not octal, not decimal"
+        );
+        assert_eq!(plain("2024-01-01"), Value::Str("2024-01-01".into()));
+        assert_eq!(plain("10.0.0.1"), Value::Str("10.0.0.1".into()));
+        assert_eq!(
+            plain("00:50:56:aa:bb:cc"),
+            Value::Str("00:50:56:aa:bb:cc".into())
+        );
+    }
+
+    #[test]
+    fn quoted_scalars_stay_strings_and_lines_are_kept() {
+        let doc = load("a: '0644'\nb: 0644\nc:\n  - yes\n", LoadOptions::default()).unwrap();
+        assert_eq!(doc.get("a").unwrap().value, Value::Str("0644".into()));
+        assert_eq!(doc.get("b").unwrap().value, Value::Int(420));
+        let c = doc.get("c").unwrap();
+        assert_eq!(c.line, 4);
+        assert_eq!(c.to_json(), serde_json::json!([true]));
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused_with_both_lines() {
+        let err = load("a: 1\nb: 2\na: 3\n", LoadOptions::default()).unwrap_err();
+        assert!(err.place.contains("line 3"), "{err}");
+        assert!(err.message.contains("first at line 1"), "{err}");
+        let ok = load(
+            "a: 1\na: 3\n",
+            LoadOptions {
+                allow_duplicate_keys: true,
+            },
+        )
+        .unwrap();
+        assert_eq!(ok.get("a").unwrap().value, Value::Int(3));
+    }
+
+    #[test]
+    fn merge_keys_and_binary() {
+        let doc = load(
+            "base: &b {x: 1, y: 2}\nd:\n  <<: *b\n  y: 3\nbin: !!binary aGk=\n",
+            LoadOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            doc.get("d").unwrap().to_json(),
+            serde_json::json!({"x": 1, "y": 3})
+        );
+        assert_eq!(doc.get("bin").unwrap().value, Value::Binary(b"hi".to_vec()));
+    }
+
+    #[test]
+    fn alias_bomb_and_depth_are_bounded() {
+        let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..12 {
+            bomb.push_str(&format!("a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n", p = i - 1));
+        }
+        let err = load(&bomb, LoadOptions::default()).unwrap_err();
+        assert!(
+            err.message.contains("alias") || err.message.contains("nodes"),
+            "{err}"
+        );
+        let deep = "[".repeat(200) + &"]".repeat(200);
+        let err = load(&deep, LoadOptions::default()).unwrap_err();
+        assert!(err.message.contains("nesting deeper"), "{err}");
+    }
+
+    #[test]
+    fn syntax_errors_name_line_and_column() {
+        let err = load("a: b\n  c: d\n", LoadOptions::default()).unwrap_err();
+        assert!(err.place.starts_with("line 2"), "{err}");
+    }
+
+    #[test]
+    fn unknown_tags_are_refused() {
+        let err = load("a: !!python/object:os.system x\n", LoadOptions::default()).unwrap_err();
+        assert!(err.message.contains("unsupported YAML tag"), "{err}");
+    }
+}

@@ -3,21 +3,25 @@
 
 use clap::{Parser, Subcommand};
 
-pub mod render;
-pub mod plan;
-pub mod validate;
-pub mod query;
-pub mod run;
-pub mod clean;
-pub mod status;
-pub mod certs;
 pub mod analyze;
+pub mod certs;
+pub mod clean;
 pub mod collect_logs;
-pub mod mint;
 pub mod generate;
+pub mod mint;
+pub mod plan;
+pub mod query;
+pub mod render;
+pub mod run;
+pub mod status;
+pub mod validate;
 
 #[derive(Parser, Debug)]
-#[command(name = "nodeagent", version, about = "Kubernetes node bootstrap agent (cloud-init replacement for Cluster API nodes)")]
+#[command(
+    name = "nodeagent",
+    version,
+    about = "Kubernetes node bootstrap agent (cloud-init replacement for Cluster API nodes)"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

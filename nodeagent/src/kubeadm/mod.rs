@@ -25,5 +25,9 @@ pub fn execute(
     _root: &std::path::Path,
     _reporter: &mut crate::report::Reporter<'_>,
 ) -> Result<()> {
-    Err(crate::error::Error::new(crate::error::Stage::Kubeadm, "kubeadm", "not implemented yet"))
+    Err(crate::error::Error::new(
+        crate::error::Stage::Kubeadm,
+        "kubeadm",
+        "not implemented yet",
+    ))
 }
