@@ -1,0 +1,528 @@
+"""QEMU test harness for nodeagent: guest images from Debian packages, boots under TCG,
+bootstrap data in over fw_cfg, status back over virtio-serial.
+
+Everything here is plumbing; the scenarios (scenarios.py) say what must happen.
+Python 3 standard library only. Debian packages only (apt-get download + dpkg-deb -x),
+cached under target/qemu-cache/. Guest networking: only `-netdev user,restrict=on` or
+socket/dgram netdevs on 127.0.0.1.
+"""
+
+import glob
+import hashlib
+import io
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+CACHE = os.path.join(REPO, "target", "qemu-cache")
+GUEST = os.path.join(HERE, "guest")
+
+# Kernel modules the guests load themselves (ext4 is built into Debian's cloud kernel).
+MODULES = ["virtio_pci", "virtio_blk", "virtio_net", "virtio_console", "virtio_rng", "qemu_fw_cfg"]
+STATUS_PORT = "org.nodeagent.status"
+REPORT_PORT = "org.nodeagent.test"
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, **kw)
+
+
+# ---------------------------------------------------------------- host tools and packages
+
+
+def ensure_host_tools():
+    """qemu-system-x86 and e2fsprogs (mkfs.ext4 -d, debugfs) from Debian; idempotent."""
+    need = []
+    if not shutil.which("qemu-system-x86_64"):
+        need.append("qemu-system-x86")
+    if not shutil.which("mkfs.ext4") or not shutil.which("debugfs"):
+        need.append("e2fsprogs")
+    if need:
+        log(f"installing {' '.join(need)} (Debian packages)")
+        subprocess.run(["apt-get", "update", "-qq"], check=True)
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *need], env=env, stdout=subprocess.DEVNULL)
+
+
+def _download(pkg):
+    """apt-get download PKG into the cache (once) and return the .deb path."""
+    debs = os.path.join(CACHE, "debs")
+    os.makedirs(debs, exist_ok=True)
+    found = [p for p in glob.glob(os.path.join(debs, "*.deb")) if os.path.basename(p).split("_")[0] == pkg]
+    if found:
+        return sorted(found)[-1]
+    try:
+        run(["apt-get", "download", "-q", pkg], cwd=debs, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except subprocess.CalledProcessError:
+        run(["apt-get", "update", "-qq"])
+        run(["apt-get", "download", "-q", pkg], cwd=debs, stdout=subprocess.DEVNULL)
+    return _download(pkg)
+
+
+def _extract(deb, name):
+    out = os.path.join(CACHE, "x", name)
+    if not os.path.exists(os.path.join(out, ".complete")):
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out)
+        run(["dpkg-deb", "-x", deb, out])
+        open(os.path.join(out, ".complete"), "w").close()
+    return out
+
+
+def kernel_package():
+    """Name of the versioned kernel package linux-image-cloud-amd64 depends on."""
+    stamp = os.path.join(CACHE, "kernel-package")
+    if os.path.exists(stamp):
+        return open(stamp).read().strip()
+    out = subprocess.run(["apt-cache", "depends", "linux-image-cloud-amd64"], capture_output=True, text=True)
+    if "Depends:" not in out.stdout:
+        run(["apt-get", "update", "-qq"])
+        out = subprocess.run(["apt-cache", "depends", "linux-image-cloud-amd64"], capture_output=True, text=True, check=True)
+    name = next(l.split(":", 1)[1].strip() for l in out.stdout.splitlines() if l.strip().startswith("Depends:"))
+    os.makedirs(CACHE, exist_ok=True)
+    with open(stamp, "w") as f:
+        f.write(name + "\n")
+    return name
+
+
+class Kernel:
+    """Debian's cloud kernel, its modules and busybox-static, from Debian packages."""
+
+    def __init__(self):
+        pkg = kernel_package()
+        self.root = _extract(_download(pkg), pkg)
+        self.version = pkg.removeprefix("linux-image-")
+        self.vmlinuz = os.path.join(self.root, "boot", f"vmlinuz-{self.version}")
+        self.moddir = os.path.join(self.root, "lib", "modules", self.version)
+        self.busybox = os.path.join(_extract(_download("busybox-static"), "busybox-static"), "bin", "busybox")
+
+    def module_closure(self, names):
+        """The .ko files for `names` and everything they depend on, dependencies first
+        (resolved from each module's own `depends=` modinfo, as depmod does)."""
+        index = {}
+        for path in glob.glob(os.path.join(self.moddir, "kernel", "**", "*.ko"), recursive=True):
+            index[os.path.basename(path)[:-3].replace("-", "_")] = path
+        order, seen = [], set()
+
+        def visit(name):
+            name = name.replace("-", "_")
+            if name in seen:
+                return
+            seen.add(name)
+            if name not in index:
+                raise SystemExit(f"kernel module {name} not found in {self.moddir}")
+            data = open(index[name], "rb").read()
+            i = data.find(b"\0depends=")
+            deps = data[i + 9 : data.index(b"\0", i + 9)].decode() if i >= 0 else ""
+            for d in filter(None, deps.split(",")):
+                visit(d)
+            order.append((name, index[name], [d.replace("-", "_") for d in filter(None, deps.split(","))]))
+
+        for n in names:
+            visit(n)
+        return order
+
+    def modules_dep(self, names, rel):
+        """modules.dep text for `names` and their dependencies: each line lists the module's
+        whole dependency closure, innermost last (modprobe loads from the end)."""
+        lines = []
+        for name, path, deps in self.module_closure(names):
+            closure = self.module_closure(deps) if deps else []
+            lines.append(f"{rel(name, path)}: " + " ".join(rel(n, p) for n, p, _ in reversed(closure)))
+        return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- cpio (newc) writer
+
+
+class Cpio:
+    """Minimal newc archive writer: what the kernel unpacks as an initramfs."""
+
+    def __init__(self):
+        self.buf = io.BytesIO()
+        self.ino = 1
+
+    def _entry(self, name, mode, data=b"", nlink=1):
+        name_b = name.encode() + b"\0"
+        hdr = "070701" + "".join(
+            f"{v:08x}" for v in (self.ino, mode, 0, 0, nlink, 0, len(data), 0, 0, 0, 0, len(name_b), 0)
+        )
+        self.ino += 1
+        self.buf.write(hdr.encode() + name_b)
+        self.buf.write(b"\0" * ((4 - (110 + len(name_b)) % 4) % 4))
+        self.buf.write(data)
+        self.buf.write(b"\0" * ((4 - len(data) % 4) % 4))
+
+    def dir(self, name, mode=0o755):
+        self._entry(name, stat.S_IFDIR | mode, nlink=2)
+
+    def file(self, name, data, mode=0o644):
+        self._entry(name, stat.S_IFREG | mode, data)
+
+    def symlink(self, name, target):
+        self._entry(name, stat.S_IFLNK | 0o777, target.encode())
+
+    def finish(self):
+        self._entry("TRAILER!!!", 0)
+        return self.buf.getvalue()
+
+
+def build_initramfs(kernel):
+    """A tiny initramfs shared by both tiers: busybox, the virtio and fw_cfg modules, and
+    an /init that mounts root=/dev/vda and switch_roots into it (ext4 is built in)."""
+    mods = kernel.module_closure(MODULES)
+    init = open(os.path.join(GUEST, "initramfs-init"), "rb").read()
+    bb = open(kernel.busybox, "rb").read()
+    key = hashlib.sha256(b"v3" + init + bb + json.dumps([m[0] for m in mods]).encode() + kernel.version.encode()).hexdigest()[:16]
+    out = os.path.join(CACHE, f"initramfs-{key}.cpio")
+    if os.path.exists(out):
+        return out
+    c = Cpio()
+    for d in ["bin", "dev", "proc", "sys", "newroot", "lib", "lib/modules", f"lib/modules/{kernel.version}", f"lib/modules/{kernel.version}/kernel"]:
+        c.dir(d)
+    c.file("bin/busybox", bb, 0o755)
+    for applet in ["sh", "mount", "umount", "switch_root", "insmod", "modprobe", "sleep", "cat", "echo", "mkdir", "ls", "poweroff", "grep"]:
+        c.symlink(f"bin/{applet}", "busybox")
+    for name, path, deps in mods:
+        c.file(f"lib/modules/{kernel.version}/kernel/{name}.ko", open(path, "rb").read())
+    dep = kernel.modules_dep(MODULES, lambda name, path: f"kernel/{name}.ko")
+    c.file(f"lib/modules/{kernel.version}/modules.dep", dep.encode())
+    c.file("init", init, 0o755)
+    tmp = out + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(c.finish())
+    os.rename(tmp, out)
+    return out
+
+
+# ---------------------------------------------------------------- nodeagent and the kubeadm stand-in
+
+
+def cargo_build(bin_name="nodeagent"):
+    """Build a workspace binary (debug profile: the warm one) and return its path."""
+    run(["cargo", "build", "--quiet", "--bin", bin_name], cwd=REPO)
+    return os.path.join(REPO, "target", "debug", bin_name)
+
+
+def standin_kubeadm():
+    """The recording kubeadm stand-in to bake into guests: the workspace binary
+    `kubeadm-standin` when the workspace has one, else tests/qemu/guest/kubeadm-standin (sh)."""
+    out = subprocess.run(["cargo", "metadata", "--no-deps", "--format-version", "1"], cwd=REPO, capture_output=True, text=True)
+    if out.returncode == 0:
+        for p in json.loads(out.stdout)["packages"]:
+            for t in p["targets"]:
+                if t["name"] == "kubeadm-standin" and "bin" in t["kind"]:
+                    return cargo_build("kubeadm-standin")
+    return os.path.join(GUEST, "kubeadm-standin")
+
+
+def shared_libs(binary):
+    """Absolute paths of the shared libraries `binary` loads (host is Debian 12, like the guest)."""
+    out = subprocess.run(["ldd", binary], capture_output=True, text=True)
+    libs = []
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if "=>" in parts and len(parts) >= 3 and parts[2].startswith("/"):
+            libs.append(parts[2])
+        elif parts and parts[0].startswith("/"):
+            libs.append(parts[0])
+    return libs
+
+
+def copy_with_parents(src, root, dest=None):
+    dest = os.path.join(root, (dest or src).lstrip("/"))
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    shutil.copy2(os.path.realpath(src), dest)
+    return dest
+
+
+# ---------------------------------------------------------------- fast tier root disk
+
+
+def stage_fast_root(kernel, nodeagent, kubeadm):
+    """Directory tree of the fast tier's root disk: busybox, nodeagent + its glibc libraries,
+    the kubeadm stand-in, the kernel modules, and guest/fast-init as /sbin/init."""
+    stage = os.path.join(CACHE, "stage-fast")
+    shutil.rmtree(stage, ignore_errors=True)
+    for d in ["bin", "sbin", "usr/bin", "usr/sbin", "usr/local/bin", "etc", "proc", "sys", "dev", "run", "tmp", "root", "var/lib", "var/log", "home", "mnt"]:
+        os.makedirs(os.path.join(stage, d), exist_ok=True)
+    os.chmod(os.path.join(stage, "tmp"), 0o1777)
+    os.chmod(os.path.join(stage, "root"), 0o700)
+    shutil.copy2(kernel.busybox, os.path.join(stage, "bin", "busybox"))
+    applets = subprocess.run([kernel.busybox, "--list-full"], capture_output=True, text=True, check=True).stdout.split()
+    for a in applets:
+        p = os.path.join(stage, a)
+        if not os.path.lexists(p):
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            os.symlink("/bin/busybox", p)
+    for binary, dest in [(nodeagent, "/usr/bin/nodeagent"), (kubeadm, "/usr/local/bin/kubeadm")]:
+        os.chmod(copy_with_parents(binary, stage, dest), 0o755)
+        if open(binary, "rb").read(4) == b"\x7fELF":
+            for lib in shared_libs(binary):
+                copy_with_parents(lib, stage)
+    moddir = os.path.join(stage, "lib", "modules", kernel.version)
+    for name, path, deps in kernel.module_closure(MODULES):
+        copy_with_parents(path, moddir, os.path.relpath(path, kernel.moddir))
+    _write_modules_dep(kernel, moddir)
+    os.unlink(os.path.join(stage, "sbin", "init")) if os.path.lexists(os.path.join(stage, "sbin", "init")) else None
+    shutil.copy2(os.path.join(GUEST, "fast-init"), os.path.join(stage, "sbin", "init"))
+    with open(os.path.join(stage, "etc", "passwd"), "w") as f:
+        f.write("root:x:0:0:root:/root:/bin/sh\n")
+    with open(os.path.join(stage, "etc", "group"), "w") as f:
+        f.write("root:x:0:\n")
+    with open(os.path.join(stage, "etc", "hostname"), "w") as f:
+        f.write("localhost\n")
+    return stage
+
+
+def _write_modules_dep(kernel, moddir):
+    """modules.dep for the modules the guest loads (the package's postinst would run depmod)."""
+    with open(os.path.join(moddir, "modules.dep"), "w") as f:
+        f.write(kernel.modules_dep(MODULES, lambda name, path: os.path.relpath(path, kernel.moddir)))
+
+
+def make_disk(stage, path, size_mb=256):
+    """ext4 image populated from `stage` with mkfs.ext4 -d (no loop mounts)."""
+    if os.path.exists(path):
+        os.unlink(path)
+    run(["mkfs.ext4", "-q", "-F", "-L", "root", "-E", "root_owner=0:0", "-d", stage, path, f"{size_mb}M"],
+        stdout=subprocess.DEVNULL)
+    return path
+
+
+def debugfs_cat(disk, path):
+    """Read a file from an ext4 image without mounting it (None when absent)."""
+    out = subprocess.run(["debugfs", "-R", f"cat {path}", disk], capture_output=True)
+    if out.returncode != 0 or b"File not found" in out.stderr:
+        return None
+    return out.stdout
+
+
+# ---------------------------------------------------------------- one VM
+
+
+class VM:
+    """One QEMU guest: start, collect status lines (timestamped from QEMU start), collect
+    the guest report (a tar stream on a second virtio port), wait with a timeout, kill."""
+
+    def __init__(self, name, workdir, kernel, initrd, disk, fwcfg=None, append="", mem=384, nets=(), extra=()):
+        self.name = name
+        self.dir = os.path.join(workdir, name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.kernel, self.initrd, self.disk = kernel, initrd, disk
+        self.fwcfg = dict(fwcfg or {})
+        self.append = append
+        self.mem = mem
+        self.nets = list(nets)
+        self.extra = list(extra)
+        self.status = []  # (seconds since start, dict)
+        self.report = bytearray()
+        self.proc = None
+        self.t0 = None
+        self.ended = None
+        self.listeners = []
+
+    def _fwcfg_args(self):
+        args = []
+        for key, value in self.fwcfg.items():
+            path = os.path.join(self.dir, "fwcfg." + key.replace("/", "_"))
+            with open(path, "wb") as f:
+                f.write(value if isinstance(value, bytes) else value.encode())
+            args += ["-fw_cfg", f"name=opt/{key},file={path}"]
+        return args
+
+    def command(self):
+        st = os.path.join(self.dir, "status.sock")
+        rep = os.path.join(self.dir, "report.sock")
+        for s in (st, rep):
+            if os.path.exists(s):
+                os.unlink(s)
+        cmd = [
+            "qemu-system-x86_64", "-accel", "tcg", "-m", str(self.mem), "-smp", "1",
+            "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+            "-kernel", self.kernel, "-initrd", self.initrd,
+            "-append", f"console=ttyS0 root=/dev/vda rw quiet panic=-1 {self.append}".strip(),
+            "-chardev", f"file,id=con,path={os.path.join(self.dir, 'console.log')}", "-serial", "chardev:con",
+            "-drive", f"file={self.disk},if=virtio,format=raw,cache=unsafe",
+            "-device", "virtio-rng-pci",
+            "-device", "virtio-serial-pci",
+            "-chardev", f"socket,id=st,path={st},server=on,wait=off",
+            "-device", f"virtserialport,chardev=st,name={STATUS_PORT}",
+            "-chardev", f"socket,id=rep,path={rep},server=on,wait=off",
+            "-device", f"virtserialport,chardev=rep,name={REPORT_PORT}",
+        ]
+        for i, (netdev, mac) in enumerate(self.nets):
+            cmd += ["-netdev", f"{netdev},id=n{i}", "-device", f"virtio-net-pci,netdev=n{i},mac={mac}"]
+        if not self.nets:
+            cmd += ["-nic", "none"]
+        return cmd + self._fwcfg_args() + self.extra, st, rep
+
+    def start(self):
+        cmd, st, rep = self.command()
+        with open(os.path.join(self.dir, "qemu.cmd"), "w") as f:
+            f.write(" ".join(cmd) + "\n")
+        self.t0 = time.monotonic()
+        self.proc = subprocess.Popen(cmd, stdout=open(os.path.join(self.dir, "qemu.out"), "wb"), stderr=subprocess.STDOUT)
+        threading.Thread(target=self._read_status, args=(st,), daemon=True).start()
+        threading.Thread(target=self._read_report, args=(rep,), daemon=True).start()
+        return self
+
+    def _connect(self, path):
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return None
+            try:
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(path)
+                return s
+            except OSError:
+                time.sleep(0.02)
+        return None
+
+    def _read_status(self, path):
+        s = self._connect(path)
+        if not s:
+            return
+        buf = b""
+        with open(os.path.join(self.dir, "status.log"), "ab") as logf:
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    t = time.monotonic() - self.t0
+                    logf.write(f"{t:7.2f} ".encode() + line + b"\n")
+                    logf.flush()
+                    try:
+                        obj = json.loads(line)
+                    except ValueError:
+                        obj = {"unparsed": line.decode(errors="replace")}
+                    self.status.append((t, obj))
+                    for cb in self.listeners:
+                        cb(self, t, obj)
+
+    def _read_report(self, path):
+        s = self._connect(path)
+        if not s:
+            return
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            self.report += chunk
+
+    def on_status(self, cb):
+        self.listeners.append(cb)
+
+    def wait(self, timeout):
+        """Wait for the guest to power off; kill it and return False on timeout."""
+        try:
+            self.proc.wait(timeout=timeout)
+            self.ended = time.monotonic() - self.t0
+            time.sleep(0.05)  # let the reader threads drain
+            return True
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return False
+
+    def wait_for(self, pred, timeout):
+        """Wait until a status line satisfies pred (or the VM exits); returns the line or None."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for t, obj in list(self.status):
+                if pred(obj):
+                    return obj
+            if self.proc.poll() is not None:
+                time.sleep(0.05)
+                return next((o for _, o in self.status if pred(o)), None)
+            time.sleep(0.02)
+        return None
+
+    def kill(self):
+        """Power cut: SIGKILL QEMU (nothing in the guest gets to flush)."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.ended = time.monotonic() - self.t0
+
+    def phases(self):
+        return [o.get("phase") for _, o in self.status]
+
+    def first(self, phase):
+        return next((t for t, o in self.status if o.get("phase") == phase), None)
+
+    def last_status(self):
+        return self.status[-1][1] if self.status else None
+
+    def console(self):
+        try:
+            return open(os.path.join(self.dir, "console.log"), errors="replace").read()
+        except OSError:
+            return ""
+
+    def report_tar(self):
+        """The guest's report: {path: (TarInfo, bytes)}; empty when the guest sent none."""
+        files = {}
+        if not self.report:
+            return files
+        try:
+            with tarfile.open(fileobj=io.BytesIO(bytes(self.report))) as tf:
+                for m in tf.getmembers():
+                    data = tf.extractfile(m).read() if m.isfile() else None
+                    files["/" + m.name.lstrip("./").lstrip("/")] = (m, data)
+        except tarfile.TarError as e:
+            files["/<report error>"] = (None, str(e).encode())
+        return files
+
+
+# ---------------------------------------------------------------- guest data helpers
+
+
+def fwcfg_guestinfo(metadata=None, userdata=None, userdata_encoding=None, extra=None):
+    """fw_cfg entries (names below opt/) for guestinfo keys, as CAPV sets them on vSphere."""
+    out = {}
+    if metadata is not None:
+        out["guestinfo.metadata"] = metadata
+    if userdata is not None:
+        out["guestinfo.userdata"] = userdata
+    if userdata_encoding is not None:
+        out["guestinfo.userdata.encoding"] = userdata_encoding
+    out.update(extra or {})
+    return out
+
+
+def fwcfg_from_bundle(directory):
+    """fw_cfg entries from a `nodeagent mint ... --format fwcfg` output directory
+    (one file per guestinfo key, named `guestinfo.KEY`)."""
+    out = {}
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if os.path.isfile(path):
+            key = name if name.startswith("guestinfo.") else "guestinfo." + name
+            out[key] = open(path, "rb").read()
+    return out
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
