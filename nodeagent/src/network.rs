@@ -1,11 +1,819 @@
 //! netplan-v2 metadata -> systemd-networkd / netplan files (pure rendering). Owner: apply.
+//!
+//! Input: the metadata's `network` document as CAPV writes it (`version: 2`, `ethernets:` keyed by
+//! `id<N>`, each with `match.macaddress`, `set-name`, `wakeonlan`, `dhcp4`, `dhcp6`, `accept-ra`,
+//! `dhcp4-overrides`/`dhcp6-overrides`, `addresses`, `gateway4`, `gateway6`, `mtu`, `routes`,
+//! `nameservers`). A top-level `routes:` list (CAPV <= v1.16 VM-wide routes, not valid netplan) is
+//! appended to every device, which is what CAPV main does itself.
+//!
+//! Output for `networkd`: per device `/etc/systemd/network/10-nodeagent-<name>.link` (match by MAC,
+//! rename, MTU, wake-on-LAN; udev applies it) and `10-nodeagent-<name>.network` (match by MAC,
+//! DHCP, addresses, gateways, routes, DNS). For `netplan`: the validated document, normalised, in
+//! `/etc/netplan/50-nodeagent.yaml` (0600, as netplan wants).
+//!
+//! Decisions on CAPV's own test goldens (`metadata-golden-*`), which use 5-octet MACs
+//! (`00:00:00:00:00`), prefix-less addresses (`192.168.4.21`) and `use-routes: "route"`:
+//! * strict (default): each is an error naming the field
+//!   (`network.ethernets.id0.match.macaddress: ...`). Real CAPV takes MACs from vCenter (always
+//!   6 octets) and addresses in CIDR form, so only a broken input fails.
+//! * compat (`render_with(.., compat = true)`): a prefix-less address gets the host prefix
+//!   (`/32`, `/128`: what systemd-networkd assumes for `Address=` without one), a non-boolean
+//!   override is dropped, and a malformed MAC is written verbatim as cloud-init passes it on; each
+//!   with a warning. A device whose MAC cannot match is still rendered, so a typo shows up in
+//!   `networkctl`, never as a silently different match.
 
-use crate::error::Result;
-use crate::plan::FileWrite;
+use crate::error::{Error, Result, Stage};
+use crate::plan::{Content, FileWrite, Owner};
+use serde_json::{Map, Value};
+use std::fmt::Write as _;
+
+pub const NETWORKD_DIR: &str = "/etc/systemd/network";
+pub const NETPLAN_PATH: &str = "/etc/netplan/50-nodeagent.yaml";
 
 /// Render the metadata's netplan-v2 network config (`ds.meta_data.network.config`) into the
 /// files the image's renderer reads: `networkd` (.link/.network) or `netplan` (one YAML file).
-/// Pure; called by `plan::build`.
-pub fn render(_config: &serde_json::Value, _renderer: &str) -> Result<Vec<FileWrite>> {
-    Ok(Vec::new())
+/// Pure; called by `plan::build`. Strict: malformed values are errors naming the field.
+pub fn render(config: &Value, renderer: &str) -> Result<Vec<FileWrite>> {
+    render_with(config, renderer, false).map(|r| r.files)
+}
+
+/// Files plus warnings (compat mode repairs instead of failing; see the module doc).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    pub files: Vec<FileWrite>,
+    pub warnings: Vec<String>,
+}
+
+/// A route as netplan describes it.
+#[derive(Debug, Clone, PartialEq)]
+struct Route {
+    to: String,
+    via: Option<String>,
+    metric: Option<u64>,
+}
+
+/// One ethernet device after validation.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct Device {
+    id: String,
+    mac: Option<String>,
+    name: String,
+    wakeonlan: bool,
+    dhcp4: bool,
+    dhcp6: bool,
+    accept_ra: Option<bool>,
+    addresses: Vec<String>,
+    gateway4: Option<String>,
+    gateway6: Option<String>,
+    mtu: Option<u64>,
+    routes: Vec<Route>,
+    dns: Vec<String>,
+    search: Vec<String>,
+    dhcp4_overrides: Vec<(String, String)>,
+    dhcp6_overrides: Vec<(String, String)>,
+}
+
+struct Ctx {
+    compat: bool,
+    warnings: Vec<String>,
+}
+
+impl Ctx {
+    /// Strict: error. Compat: warning, and the caller repairs.
+    fn bad(&mut self, place: &str, msg: String) -> Result<()> {
+        if self.compat {
+            self.warnings.push(format!("{place}: {msg}"));
+            Ok(())
+        } else {
+            Err(err(place, msg))
+        }
+    }
+}
+
+fn err(place: &str, msg: impl Into<String>) -> Error {
+    Error::new(Stage::Metadata, place, msg)
+}
+
+pub fn render_with(config: &Value, renderer: &str, compat: bool) -> Result<Rendered> {
+    let mut ctx = Ctx {
+        compat,
+        warnings: Vec::new(),
+    };
+    let devices = parse(config, &mut ctx)?;
+    let files = match renderer {
+        "networkd" => devices.iter().flat_map(networkd_files).collect(),
+        "netplan" => vec![netplan_file(&devices)],
+        other => {
+            return Err(err(
+                "network renderer",
+                format!("unknown renderer {other:?} (want networkd or netplan)"),
+            ));
+        }
+    };
+    Ok(Rendered {
+        files,
+        warnings: ctx.warnings,
+    })
+}
+
+fn parse(config: &Value, ctx: &mut Ctx) -> Result<Vec<Device>> {
+    let top = match config {
+        Value::Null => return Ok(Vec::new()),
+        Value::Object(m) => m,
+        _ => return Err(err("network", "must be a mapping (netplan version 2)")),
+    };
+    // `network: {network: {...}}` is accepted by cloud-init too.
+    let top = match top.get("network") {
+        Some(Value::Object(inner)) if !top.contains_key("version") => inner,
+        _ => top,
+    };
+    match top.get("version") {
+        Some(v) if v.as_u64() == Some(2) || v.as_str() == Some("2") => {}
+        Some(v) => {
+            return Err(err(
+                "network.version",
+                format!("{v} is not supported (only netplan version 2)"),
+            ));
+        }
+        None => {
+            return Err(err(
+                "network.version",
+                "missing (only netplan version 2 is supported)",
+            ));
+        }
+    }
+    for key in top.keys() {
+        if !matches!(
+            key.as_str(),
+            "version" | "ethernets" | "routes" | "renderer"
+        ) {
+            return Err(err(
+                &format!("network.{key}"),
+                "not supported (only ethernets are)",
+            ));
+        }
+    }
+    let global_routes = match top.get("routes") {
+        Some(v) => routes(v, "network.routes")?,
+        None => Vec::new(),
+    };
+    let mut out = Vec::new();
+    let eths = match top.get("ethernets") {
+        None | Some(Value::Null) => return Ok(out),
+        Some(Value::Object(m)) => m,
+        Some(_) => return Err(err("network.ethernets", "must be a mapping")),
+    };
+    for (id, dev) in eths {
+        let place = format!("network.ethernets.{id}");
+        let Value::Object(d) = dev else {
+            return Err(err(&place, "must be a mapping"));
+        };
+        let mut device = device(id, d, &place, ctx)?;
+        device.routes.extend(global_routes.iter().cloned());
+        out.push(device);
+    }
+    let mut names: Vec<&str> = out.iter().map(|d| d.name.as_str()).collect();
+    names.sort_unstable();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(err(
+            "network.ethernets",
+            format!("two devices are named {:?}", w[0]),
+        ));
+    }
+    Ok(out)
+}
+
+fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Result<Device> {
+    let mut dev = Device {
+        id: id.to_string(),
+        ..Default::default()
+    };
+    for (k, v) in d {
+        let p = format!("{place}.{k}");
+        match k.as_str() {
+            "match" => {
+                let Value::Object(m) = v else {
+                    return Err(err(&p, "must be a mapping"));
+                };
+                for (mk, mv) in m {
+                    let mp = format!("{p}.{mk}");
+                    match mk.as_str() {
+                        "macaddress" => {
+                            let s = string(mv, &mp)?.to_ascii_lowercase();
+                            if !is_mac(&s) {
+                                ctx.bad(&mp, format!("{s:?} is not a MAC address (six hex octets, colon separated)"))?;
+                            }
+                            dev.mac = Some(s);
+                        }
+                        _ => return Err(err(&mp, "not supported (only match.macaddress)")),
+                    }
+                }
+            }
+            "set-name" => dev.name = iface_name(v, &p)?,
+            "wakeonlan" => dev.wakeonlan = boolean(v, &p)?,
+            "dhcp4" => dev.dhcp4 = boolean(v, &p)?,
+            "dhcp6" => dev.dhcp6 = boolean(v, &p)?,
+            "accept-ra" => dev.accept_ra = Some(boolean(v, &p)?),
+            "addresses" => {
+                for (i, a) in list(v, &p)?.iter().enumerate() {
+                    let ap = format!("{p}[{i}]");
+                    dev.addresses.push(address(a, &ap, ctx)?);
+                }
+            }
+            "gateway4" => dev.gateway4 = Some(ip(v, &p, Some(false))?),
+            "gateway6" => dev.gateway6 = Some(ip(v, &p, Some(true))?),
+            "mtu" => dev.mtu = Some(number(v, &p, 68, 65535)?),
+            "routes" => dev.routes = routes(v, &p)?,
+            "nameservers" => {
+                let Value::Object(m) = v else {
+                    return Err(err(&p, "must be a mapping"));
+                };
+                for (nk, nv) in m {
+                    let np = format!("{p}.{nk}");
+                    match nk.as_str() {
+                        "addresses" => {
+                            for (i, a) in list(nv, &np)?.iter().enumerate() {
+                                dev.dns.push(ip(a, &format!("{np}[{i}]"), None)?);
+                            }
+                        }
+                        "search" => {
+                            for (i, a) in list(nv, &np)?.iter().enumerate() {
+                                let s = string(a, &format!("{np}[{i}]"))?;
+                                if s.is_empty()
+                                    || s.contains(|c: char| c.is_whitespace() || c.is_control())
+                                {
+                                    return Err(err(
+                                        &format!("{np}[{i}]"),
+                                        format!("{s:?} is not a domain"),
+                                    ));
+                                }
+                                dev.search.push(s);
+                            }
+                        }
+                        _ => return Err(err(&np, "not supported")),
+                    }
+                }
+            }
+            "dhcp4-overrides" => dev.dhcp4_overrides = overrides(v, &p, ctx, false)?,
+            "dhcp6-overrides" => dev.dhcp6_overrides = overrides(v, &p, ctx, true)?,
+            _ => return Err(err(&p, "not supported by nodeagent's network renderer")),
+        }
+    }
+    if dev.name.is_empty() {
+        if dev.mac.is_some() {
+            return Err(err(
+                &format!("{place}.set-name"),
+                "missing (a device matched by MAC needs set-name)",
+            ));
+        }
+        dev.name = iface_name(&Value::String(id.to_string()), place)?;
+    }
+    Ok(dev)
+}
+
+fn overrides(v: &Value, p: &str, ctx: &mut Ctx, v6: bool) -> Result<Vec<(String, String)>> {
+    let Value::Object(m) = v else {
+        return Err(err(p, "must be a mapping"));
+    };
+    let mut out = Vec::new();
+    for (k, val) in m {
+        let kp = format!("{p}.{k}");
+        let key = match k.as_str() {
+            "use-dns" => "UseDNS",
+            "use-ntp" => "UseNTP",
+            "use-hostname" => "UseHostname",
+            "use-domains" => "UseDomains",
+            "use-mtu" if !v6 => "UseMTU",
+            "use-routes" if !v6 => "UseRoutes",
+            "send-hostname" => "SendHostname",
+            "hostname" => {
+                let s = string(val, &kp)?;
+                if s.is_empty() || s.contains(|c: char| c.is_whitespace() || c.is_control()) {
+                    return Err(err(&kp, format!("{s:?} is not a host name")));
+                }
+                out.push(("Hostname".to_string(), s));
+                continue;
+            }
+            "route-metric" => {
+                out.push((
+                    "RouteMetric".to_string(),
+                    number(val, &kp, 0, u32::MAX as u64)?.to_string(),
+                ));
+                continue;
+            }
+            "use-mtu" | "use-routes" => {
+                ctx.bad(
+                    &kp,
+                    "not available for DHCPv6 in systemd-networkd; ignored".to_string(),
+                )?;
+                continue;
+            }
+            _ => return Err(err(&kp, "not supported")),
+        };
+        match val {
+            Value::Bool(b) => out.push((key.to_string(), yes_no(*b).to_string())),
+            other => {
+                ctx.bad(&kp, format!("{other} is not a boolean; ignored"))?;
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn routes(v: &Value, p: &str) -> Result<Vec<Route>> {
+    let mut out = Vec::new();
+    for (i, r) in list(v, p)?.iter().enumerate() {
+        let rp = format!("{p}[{i}]");
+        let Value::Object(m) = r else {
+            return Err(err(&rp, "must be a mapping"));
+        };
+        let mut route = Route {
+            to: String::new(),
+            via: None,
+            metric: None,
+        };
+        for (k, val) in m {
+            let kp = format!("{rp}.{k}");
+            match k.as_str() {
+                "to" => {
+                    let s = string(val, &kp)?;
+                    route.to = if s == "default" {
+                        "0.0.0.0/0".into()
+                    } else {
+                        cidr(&s, &kp)?
+                    };
+                }
+                "via" => route.via = Some(ip(val, &kp, None)?),
+                "metric" => route.metric = Some(number(val, &kp, 0, u32::MAX as u64)?),
+                _ => return Err(err(&kp, "not supported")),
+            }
+        }
+        if route.to.is_empty() {
+            return Err(err(&format!("{rp}.to"), "missing"));
+        }
+        out.push(route);
+    }
+    Ok(out)
+}
+
+fn list<'a>(v: &'a Value, p: &str) -> Result<&'a Vec<Value>> {
+    match v {
+        Value::Array(a) => Ok(a),
+        _ => Err(err(p, "must be a list")),
+    }
+}
+
+fn string(v: &Value, p: &str) -> Result<String> {
+    match v {
+        Value::String(s) => Ok(s.clone()),
+        Value::Number(n) => Ok(n.to_string()),
+        _ => Err(err(p, "must be a string")),
+    }
+}
+
+fn boolean(v: &Value, p: &str) -> Result<bool> {
+    match v {
+        Value::Bool(b) => Ok(*b),
+        Value::String(s) => match s.to_ascii_lowercase().as_str() {
+            "true" | "yes" | "on" => Ok(true),
+            "false" | "no" | "off" => Ok(false),
+            _ => Err(err(p, format!("{s:?} is not a boolean"))),
+        },
+        _ => Err(err(p, "must be a boolean")),
+    }
+}
+
+fn number(v: &Value, p: &str, min: u64, max: u64) -> Result<u64> {
+    let n = match v {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    };
+    match n {
+        Some(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(err(p, format!("{v} is not a number in {min}..={max}"))),
+    }
+}
+
+fn iface_name(v: &Value, p: &str) -> Result<String> {
+    let s = string(v, p)?;
+    let ok = !s.is_empty()
+        && s.len() <= 15
+        && s != "."
+        && s != ".."
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:@".contains(&b));
+    if ok {
+        Ok(s)
+    } else {
+        Err(err(p, format!("{s:?} is not a valid interface name")))
+    }
+}
+
+fn is_mac(s: &str) -> bool {
+    let parts: Vec<&str> = s.split(':').collect();
+    parts.len() == 6
+        && parts
+            .iter()
+            .all(|o| o.len() == 2 && o.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// `want_v6`: `Some(true)` only IPv6, `Some(false)` only IPv4, `None` either.
+fn ip(v: &Value, p: &str, want_v6: Option<bool>) -> Result<String> {
+    let s = string(v, p)?;
+    match s.parse::<std::net::IpAddr>() {
+        Ok(a) if want_v6.is_none_or(|w| w == a.is_ipv6()) => Ok(a.to_string()),
+        Ok(_) => Err(err(p, format!("{s:?} is the wrong address family"))),
+        Err(_) => Err(err(p, format!("{s:?} is not an IP address"))),
+    }
+}
+
+fn cidr(s: &str, p: &str) -> Result<String> {
+    let Some((a, len)) = s.split_once('/') else {
+        return Err(err(p, format!("{s:?} has no /prefix length")));
+    };
+    let addr: std::net::IpAddr = a
+        .parse()
+        .map_err(|_| err(p, format!("{s:?} is not an IP address")))?;
+    let max = if addr.is_ipv6() { 128 } else { 32 };
+    match len.parse::<u8>() {
+        Ok(l) if l <= max => Ok(format!("{addr}/{l}")),
+        _ => Err(err(p, format!("{s:?} has a bad prefix length"))),
+    }
+}
+
+fn address(v: &Value, p: &str, ctx: &mut Ctx) -> Result<String> {
+    let s = string(v, p)?;
+    if s.contains('/') {
+        return cidr(&s, p);
+    }
+    let addr: std::net::IpAddr = s
+        .parse()
+        .map_err(|_| err(p, format!("{s:?} is not an IP address")))?;
+    let host = if addr.is_ipv6() { 128 } else { 32 };
+    ctx.bad(p, format!("{s:?} has no /prefix length; using /{host}"))?;
+    Ok(format!("{addr}/{host}"))
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+fn file(path: String, text: String, mode: u32) -> FileWrite {
+    FileWrite {
+        path,
+        content: Content(text.into_bytes()),
+        owner: Owner {
+            user: Some("root".into()),
+            group: Some("root".into()),
+        },
+        mode: Some(mode),
+        append: false,
+        defer: false,
+        secret: false,
+    }
+}
+
+fn networkd_files(d: &Device) -> Vec<FileWrite> {
+    let mut files = Vec::new();
+    let base = format!("{NETWORKD_DIR}/10-nodeagent-{}", d.name);
+    let match_section = match &d.mac {
+        Some(mac) => format!("[Match]\nMACAddress={mac}\n"),
+        None => format!("[Match]\nOriginalName={}\n", d.name),
+    };
+    if d.mac.is_some() || d.mtu.is_some() || d.wakeonlan {
+        let mut link = format!("# Written by nodeagent from network.ethernets.{}\n", d.id);
+        link.push_str(&match_section);
+        link.push_str("\n[Link]\n");
+        if d.mac.is_some() {
+            let _ = writeln!(link, "Name={}", d.name);
+        }
+        if let Some(mtu) = d.mtu {
+            let _ = writeln!(link, "MTUBytes={mtu}");
+        }
+        if d.wakeonlan {
+            link.push_str("WakeOnLan=magic\n");
+        }
+        files.push(file(format!("{base}.link"), link, 0o644));
+    }
+
+    let mut net = format!("# Written by nodeagent from network.ethernets.{}\n", d.id);
+    match &d.mac {
+        Some(mac) => {
+            let _ = writeln!(net, "[Match]\nMACAddress={mac}\nName={}", d.name);
+        }
+        None => {
+            let _ = writeln!(net, "[Match]\nName={}", d.name);
+        }
+    }
+    if let Some(mtu) = d.mtu {
+        let _ = write!(net, "\n[Link]\nMTUBytes={mtu}\n");
+    }
+    let dhcp = match (d.dhcp4, d.dhcp6) {
+        (true, true) => "yes",
+        (true, false) => "ipv4",
+        (false, true) => "ipv6",
+        (false, false) => "no",
+    };
+    let _ = write!(net, "\n[Network]\nDHCP={dhcp}\n");
+    let accept_ra = d.accept_ra.unwrap_or(d.dhcp6);
+    let _ = writeln!(net, "IPv6AcceptRA={}", yes_no(accept_ra));
+    if !d.dhcp6 && !accept_ra {
+        net.push_str("LinkLocalAddressing=ipv6\n");
+    }
+    for a in &d.addresses {
+        let _ = writeln!(net, "Address={a}");
+    }
+    for g in d.gateway4.iter().chain(&d.gateway6) {
+        let _ = writeln!(net, "Gateway={g}");
+    }
+    for s in &d.dns {
+        let _ = writeln!(net, "DNS={s}");
+    }
+    if !d.search.is_empty() {
+        let _ = writeln!(net, "Domains={}", d.search.join(" "));
+    }
+    for (section, ov) in [
+        ("DHCPv4", &d.dhcp4_overrides),
+        ("DHCPv6", &d.dhcp6_overrides),
+    ] {
+        if !ov.is_empty() {
+            let _ = write!(net, "\n[{section}]\n");
+            for (k, v) in ov {
+                let _ = writeln!(net, "{k}={v}");
+            }
+        }
+    }
+    for r in &d.routes {
+        let _ = write!(net, "\n[Route]\nDestination={}\n", r.to);
+        if let Some(via) = &r.via {
+            let _ = writeln!(net, "Gateway={via}");
+        }
+        if let Some(m) = r.metric {
+            let _ = writeln!(net, "Metric={m}");
+        }
+    }
+    files.push(file(format!("{base}.network"), net, 0o644));
+    files
+}
+
+fn q(s: &str) -> String {
+    serde_json::to_string(s).expect("string serializes")
+}
+
+fn netplan_file(devices: &[Device]) -> FileWrite {
+    let mut y = String::from(
+        "# Written by nodeagent from the metadata's network config\nnetwork:\n  version: 2\n  renderer: networkd\n",
+    );
+    if !devices.is_empty() {
+        y.push_str("  ethernets:\n");
+    }
+    for d in devices {
+        let _ = writeln!(y, "    {}:", q(&d.id));
+        if let Some(mac) = &d.mac {
+            let _ = writeln!(
+                y,
+                "      match:\n        macaddress: {}\n      set-name: {}",
+                q(mac),
+                q(&d.name)
+            );
+        }
+        let _ = writeln!(y, "      wakeonlan: {}", d.wakeonlan);
+        let _ = writeln!(y, "      dhcp4: {}\n      dhcp6: {}", d.dhcp4, d.dhcp6);
+        if let Some(ra) = d.accept_ra {
+            let _ = writeln!(y, "      accept-ra: {ra}");
+        }
+        for (key, ov) in [
+            ("dhcp4-overrides", &d.dhcp4_overrides),
+            ("dhcp6-overrides", &d.dhcp6_overrides),
+        ] {
+            if ov.is_empty() {
+                continue;
+            }
+            let _ = writeln!(y, "      {key}:");
+            for (k, v) in ov {
+                let (nk, nv) = match k.as_str() {
+                    "Hostname" => ("hostname", q(v)),
+                    "RouteMetric" => ("route-metric", v.clone()),
+                    other => {
+                        let nk = match other {
+                            "UseDNS" => "use-dns",
+                            "UseNTP" => "use-ntp",
+                            "UseHostname" => "use-hostname",
+                            "UseDomains" => "use-domains",
+                            "UseMTU" => "use-mtu",
+                            "UseRoutes" => "use-routes",
+                            _ => "send-hostname",
+                        };
+                        (nk, (v == "yes").to_string())
+                    }
+                };
+                let _ = writeln!(y, "        {nk}: {nv}");
+            }
+        }
+        if !d.addresses.is_empty() {
+            y.push_str("      addresses:\n");
+            for a in &d.addresses {
+                let _ = writeln!(y, "      - {}", q(a));
+            }
+        }
+        if let Some(g) = &d.gateway4 {
+            let _ = writeln!(y, "      gateway4: {}", q(g));
+        }
+        if let Some(g) = &d.gateway6 {
+            let _ = writeln!(y, "      gateway6: {}", q(g));
+        }
+        if let Some(m) = d.mtu {
+            let _ = writeln!(y, "      mtu: {m}");
+        }
+        if !d.routes.is_empty() {
+            y.push_str("      routes:\n");
+            for r in &d.routes {
+                let _ = writeln!(y, "      - to: {}", q(&r.to));
+                if let Some(v) = &r.via {
+                    let _ = writeln!(y, "        via: {}", q(v));
+                }
+                if let Some(m) = r.metric {
+                    let _ = writeln!(y, "        metric: {m}");
+                }
+            }
+        }
+        if !d.dns.is_empty() || !d.search.is_empty() {
+            y.push_str("      nameservers:\n");
+            if !d.dns.is_empty() {
+                y.push_str("        addresses:\n");
+                for a in &d.dns {
+                    let _ = writeln!(y, "        - {}", q(a));
+                }
+            }
+            if !d.search.is_empty() {
+                y.push_str("        search:\n");
+                for a in &d.search {
+                    let _ = writeln!(y, "        - {}", q(a));
+                }
+            }
+        }
+    }
+    file(NETPLAN_PATH.to_string(), y, 0o600)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn text(f: &FileWrite) -> &str {
+        std::str::from_utf8(&f.content.0).unwrap()
+    }
+
+    fn capv() -> Value {
+        json!({"version": 2, "ethernets": {"id0": {
+            "match": {"macaddress": "00:50:56:AA:bb:01"}, "set-name": "eth0", "wakeonlan": true,
+            "dhcp4": false, "dhcp6": false, "accept-ra": false,
+            "addresses": ["10.20.30.21/24", "fd00::5/64"], "gateway4": "10.20.30.1", "mtu": 9000,
+            "routes": [{"to": "192.168.5.0/24", "via": "10.20.30.254", "metric": 3}],
+            "nameservers": {"addresses": ["10.20.0.53"], "search": ["corp.example"]}}}})
+    }
+
+    #[test]
+    fn networkd_link_and_network() {
+        let files = render(&capv(), "networkd").unwrap();
+        assert_eq!(files.len(), 2);
+        assert_eq!(files[0].path, "/etc/systemd/network/10-nodeagent-eth0.link");
+        assert_eq!(
+            text(&files[0]),
+            "# Written by nodeagent from network.ethernets.id0\n[Match]\nMACAddress=00:50:56:aa:bb:01\n\n[Link]\nName=eth0\nMTUBytes=9000\nWakeOnLan=magic\n"
+        );
+        assert_eq!(
+            files[1].path,
+            "/etc/systemd/network/10-nodeagent-eth0.network"
+        );
+        assert_eq!(
+            text(&files[1]),
+            "# Written by nodeagent from network.ethernets.id0\n[Match]\nMACAddress=00:50:56:aa:bb:01\nName=eth0\n\n[Link]\nMTUBytes=9000\n\n[Network]\nDHCP=no\nIPv6AcceptRA=no\nLinkLocalAddressing=ipv6\nAddress=10.20.30.21/24\nAddress=fd00::5/64\nGateway=10.20.30.1\nDNS=10.20.0.53\nDomains=corp.example\n\n[Route]\nDestination=192.168.5.0/24\nGateway=10.20.30.254\nMetric=3\n"
+        );
+        assert_eq!(files[1].mode, Some(0o644));
+    }
+
+    #[test]
+    fn netplan_roundtrips_through_yaml() {
+        let files = render(&capv(), "netplan").unwrap();
+        assert_eq!(files.len(), 1);
+        assert_eq!(files[0].path, NETPLAN_PATH);
+        assert_eq!(files[0].mode, Some(0o600));
+        let back: Value = serde_yaml::from_str(text(&files[0])).unwrap();
+        let eth = &back["network"]["ethernets"]["id0"];
+        assert_eq!(eth["match"]["macaddress"], "00:50:56:aa:bb:01");
+        assert_eq!(eth["addresses"], json!(["10.20.30.21/24", "fd00::5/64"]));
+        assert_eq!(eth["routes"][0]["metric"], 3);
+        assert_eq!(eth["nameservers"]["search"], json!(["corp.example"]));
+        // Rendering the rendered document again gives the same devices.
+        let again = render(&back["network"], "netplan").unwrap();
+        assert_eq!(text(&again[0]), text(&files[0]));
+    }
+
+    #[test]
+    fn dhcp_overrides_and_global_routes() {
+        let cfg = json!({"version": 2, "routes": [{"to": "0.0.0.0/0", "via": "192.168.4.1", "metric": 222}],
+            "ethernets": {"id0": {"match": {"macaddress": "00:50:56:00:00:01"}, "set-name": "eth0",
+            "dhcp4": true, "dhcp6": true, "dhcp4-overrides": {"use-dns": false, "route-metric": 100, "hostname": "hal"}}}});
+        let files = render(&cfg, "networkd").unwrap();
+        let net = text(&files[1]);
+        assert!(net.contains("DHCP=yes\nIPv6AcceptRA=yes\n"), "{net}");
+        assert!(
+            net.contains("[DHCPv4]\nUseDNS=no\nRouteMetric=100\nHostname=hal\n"),
+            "{net}"
+        );
+        assert!(
+            net.contains("[Route]\nDestination=0.0.0.0/0\nGateway=192.168.4.1\nMetric=222\n"),
+            "{net}"
+        );
+    }
+
+    #[test]
+    fn strict_errors_name_the_field() {
+        let mut cfg = capv();
+        cfg["ethernets"]["id0"]["match"]["macaddress"] = json!("00:00:00:00:00");
+        let e = render(&cfg, "networkd").unwrap_err();
+        assert_eq!(e.place, "network.ethernets.id0.match.macaddress");
+        let mut cfg = capv();
+        cfg["ethernets"]["id0"]["addresses"] = json!(["192.168.4.21"]);
+        let e = render(&cfg, "networkd").unwrap_err();
+        assert_eq!(e.place, "network.ethernets.id0.addresses[0]");
+        let mut cfg = capv();
+        cfg["ethernets"]["id0"]["gateway4"] = json!("fe80::1");
+        assert_eq!(
+            render(&cfg, "networkd").unwrap_err().place,
+            "network.ethernets.id0.gateway4"
+        );
+        let mut cfg = capv();
+        cfg["ethernets"]["id0"]["set-name"] = json!("../x");
+        assert_eq!(
+            render(&cfg, "networkd").unwrap_err().place,
+            "network.ethernets.id0.set-name"
+        );
+        let mut cfg = capv();
+        cfg["ethernets"]["id0"]["bogus"] = json!(1);
+        assert_eq!(
+            render(&cfg, "networkd").unwrap_err().place,
+            "network.ethernets.id0.bogus"
+        );
+        assert_eq!(
+            render(&json!({"version": 1}), "networkd")
+                .unwrap_err()
+                .place,
+            "network.version"
+        );
+    }
+
+    #[test]
+    fn compat_repairs_with_warnings() {
+        let mut cfg = capv();
+        cfg["ethernets"]["id0"]["match"]["macaddress"] = json!("00:00:00:00:00");
+        cfg["ethernets"]["id0"]["addresses"] = json!(["192.168.4.21"]);
+        let r = render_with(&cfg, "networkd", true).unwrap();
+        assert_eq!(r.warnings.len(), 2, "{:?}", r.warnings);
+        assert!(text(&r.files[1]).contains("Address=192.168.4.21/32\n"));
+        assert!(text(&r.files[1]).contains("MACAddress=00:00:00:00:00\n"));
+    }
+
+    #[test]
+    fn capv_goldens_strict_fail_compat_render() {
+        for dir in ["metadata-golden-head", "metadata-golden-v1.10.0"] {
+            let d = format!("/work/shared/corpus/capi/capv/{dir}");
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                let md: Value =
+                    serde_yaml::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+                let net = &md["network"];
+                // Every golden uses 5-octet test MACs: strict rejects, naming the MAC field.
+                let e = render(net, "networkd").unwrap_err();
+                assert!(e.place.contains("macaddress"), "{}: {e}", p.display());
+                for renderer in ["networkd", "netplan"] {
+                    let r = render_with(net, renderer, true)
+                        .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                    assert!(!r.files.is_empty());
+                }
+                let n = net["ethernets"].as_object().unwrap().len();
+                let r = render_with(net, "networkd", true).unwrap();
+                assert_eq!(
+                    r.files
+                        .iter()
+                        .filter(|f| f.path.ends_with(".network"))
+                        .count(),
+                    n
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn empty_config_renders_nothing() {
+        assert!(render(&Value::Null, "networkd").unwrap().is_empty());
+        assert!(
+            render(&json!({"version": 2}), "networkd")
+                .unwrap()
+                .is_empty()
+        );
+    }
 }
