@@ -482,6 +482,8 @@ class VM:
         files = {}
         if not self.report:
             return files
+        with open(os.path.join(self.dir, "report.tar"), "wb") as f:
+            f.write(bytes(self.report))
         try:
             with tarfile.open(fileobj=io.BytesIO(bytes(self.report))) as tf:
                 for m in tf.getmembers():

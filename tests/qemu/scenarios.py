@@ -294,6 +294,29 @@ def sc_plumbing(s):
     return c.failures
 
 
+def sc_net_plumbing(s):
+    """Network plumbing alone: a guest on the private 127.0.0.1 dgram network reaches a TCP
+    listener in a second guest that starts later."""
+    c = Checks()
+    net_a, net_b = pair_nets()
+    a = s.vm("net-probe", s.fast_disk("net-probe"), {"test.mode": "probe", "test.probe": "10.0.0.2 6443", "test.addr": "10.0.0.3/24"},
+             nets=[(net_a, "52:54:00:00:00:03")])
+    b = s.vm("net-listener", s.fast_disk("net-listener"),
+             {"test.mode": "echo", "test.echo": "{}\n", "test.addr": "10.0.0.2/24", "test.listen": "6443"},
+             nets=[(net_b, "52:54:00:00:00:02")])
+    a.start()
+    time.sleep(3)
+    b.start()
+    c.ok(a.wait(90), "probing guest did not power off")
+    s.record(a, "ok")
+    b.kill()
+    s.record(b, "killed")
+    line = a.last_status() or {}
+    c.eq(line.get("phase"), "probe", "probe result line")
+    c.ok(0 < line.get("tries", 0) < 120, f"listener never answered or answered before it started: {line}")
+    return c.failures
+
+
 def cp_init_data(instance_id="cp-1", hostname="cp-1"):
     userdata = corpus_init_userdata()
     return userdata, q.fwcfg_guestinfo(metadata=capv_metadata(instance_id, hostname), userdata=userdata)
@@ -480,6 +503,7 @@ def sc_join(s, late=True):
 
 FAST = [
     ("plumbing", sc_plumbing),
+    ("net-plumbing", sc_net_plumbing),
     ("cp-init", sc_cp_init),
     ("malformed-userdata", sc_malformed),
     ("reboot-same-instance", sc_reboot),

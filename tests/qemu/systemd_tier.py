@@ -1,0 +1,347 @@
+"""Systemd tier: a debootstrap'd Debian bookworm root (tests/qemu/build-rootfs) on an ext4
+image made with `mkfs.ext4 -d`, nodeagent installed by image-build/scripts/provision.sh (the
+script the real images use), booting the real units from units/ with systemd as init.
+
+Also the boot benchmark (`python3 tests/qemu/systemd_tier.py bench`): QEMU start to
+multi-user.target and to the node's `done`, for (a) no agent, (b) nodeagent, (c) Debian's
+cloud-init 22.4 on the same bootstrap data, kubeadm replaced by `true` in (b) and (c).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import qemulib as q  # noqa: E402
+import scenarios as sc  # noqa: E402
+
+MARK_PORT = "org.nodeagent.mark"
+PROVISION = os.path.join(q.REPO, "image-build", "scripts", "provision.sh")
+UNITS = os.path.join(q.REPO, "units")
+
+
+def rootfs(variant):
+    """The cached debootstrap tree (built on first use)."""
+    out = subprocess.run([os.path.join(q.HERE, "build-rootfs"), variant], check=True, capture_output=True, text=True)
+    return out.stdout.strip().splitlines()[-1]
+
+
+def _write(root, path, text, mode=0o644):
+    full = os.path.join(root, path.lstrip("/"))
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    with open(full, "w") as f:
+        f.write(text)
+    os.chmod(full, mode)
+
+
+def _enable(root, unit, target="multi-user.target"):
+    wants = os.path.join(root, "etc/systemd/system", f"{target}.wants")
+    os.makedirs(wants, exist_ok=True)
+    link = os.path.join(wants, unit)
+    if not os.path.lexists(link):
+        os.symlink(f"/etc/systemd/system/{unit}", link)
+
+
+# Test-only guest units: a marker when multi-user.target is reached, and the end-of-test
+# report (tar of the node's files on org.nodeagent.test, then power off).
+MARK_SH = """#!/bin/sh
+# Test plumbing: one line "<event> <guest uptime>" on virtio port org.nodeagent.mark.
+echo "$1 $(cut -d' ' -f1 /proc/uptime)" > /dev/virtio-ports/org.nodeagent.mark
+"""
+
+REPORT_SH = """#!/bin/sh
+# Test plumbing: wait for the bootstrap to end (opt/test.wait: nodeagent | cloudinit | none),
+# send the node's files as a tar stream on org.nodeagent.test, then power off.
+opt() { cat "/sys/firmware/qemu_fw_cfg/by_name/opt/test.$1/raw" 2>/dev/null; }
+mode=$(opt wait); mode=${mode:-nodeagent}
+i=0
+while [ $i -lt 1200 ]; do
+  case "$mode" in
+    nodeagent) grep -qE '"phase": *"(done|failed)"' /run/nodeagent/status.json 2>/dev/null && break ;;
+    cloudinit) [ -e /var/lib/cloud/instance/boot-finished ] && break ;;
+    *) break ;;
+  esac
+  sleep 0.1; i=$((i+1))
+done
+/usr/local/lib/qemu-test/mark "end-$mode"
+mkdir -p /run/test
+ip addr > /run/test/ip-addr.txt
+hostname > /run/test/hostname.txt
+systemctl list-units --failed --no-legend --plain > /run/test/failed-units.txt 2>&1
+systemctl show -p ActiveState,Result nodeagent-local.service nodeagent.service > /run/test/agent-units.txt 2>&1
+journalctl -b -o short-monotonic --no-pager > /run/test/journal.txt 2>&1
+set --
+for p in /etc/kubernetes /run/kubeadm /run/cluster-api /run/nodeagent /run/test /var/lib/nodeagent /var/log/kubeadm-standin /etc/hostname /etc/systemd/network /etc/netplan; do
+  [ -e "$p" ] && set -- "$@" "$p"
+done
+tar -cf /dev/virtio-ports/org.nodeagent.test "$@" 2>/dev/null
+sync
+[ "$(opt hold)" = 1 ] || systemctl poweroff --no-block
+"""
+
+MARK_UNIT = """[Unit]
+Description=QEMU test plumbing: mark multi-user.target reached
+After=multi-user.target
+
+[Service]
+Type=oneshot
+ExecStart=/usr/local/lib/qemu-test/mark multi-user
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+REPORT_UNIT = """[Unit]
+Description=QEMU test plumbing: report the node's files and power off
+After=multi-user.target qemu-test-mark.service
+
+[Service]
+Type=oneshot
+ExecStart=/usr/local/lib/qemu-test/report
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def _install_modules(kernel, root):
+    moddir = os.path.join(root, "lib", "modules", kernel.version)
+    shutil.rmtree(moddir, ignore_errors=True)
+    for name, path, deps in kernel.module_closure(q.MODULES):
+        q.copy_with_parents(path, moddir, os.path.relpath(path, kernel.moddir))
+    with open(os.path.join(moddir, "modules.dep"), "w") as f:
+        f.write(kernel.modules_dep(q.MODULES, lambda n, p: os.path.relpath(p, kernel.moddir)))
+
+
+def install_nodeagent(root, nodeagent, log):
+    """Install nodeagent and its units the way the shipped images do: provision.sh."""
+    if not os.path.exists(PROVISION):
+        raise RuntimeError("image-build/scripts/provision.sh is not in the tree yet")
+    if not os.path.isdir(UNITS):
+        raise RuntimeError("units/ is not in the tree yet")
+    env = dict(os.environ, NODEAGENT_ROOT=root, ROOT=root, DESTDIR=root)
+    with open(log, "w") as f:
+        out = subprocess.run(["bash", PROVISION, "--root", root, "--binary", nodeagent, "--units", UNITS],
+                             stdout=f, stderr=subprocess.STDOUT, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(f"provision.sh failed (exit {out.returncode}), see {log}")
+
+
+def stage(name, variant, kernel, nodeagent=None, kubeadm=None, seed=None, workdir=None):
+    """Copy the cached rootfs and add what this image needs; returns the staged tree."""
+    base = rootfs("cloudinit" if variant == "cloudinit" else "base")
+    root = os.path.join(q.CACHE, f"stage-systemd-{name}")
+    shutil.rmtree(root, ignore_errors=True)
+    subprocess.run(["cp", "-a", base, root], check=True)
+    _install_modules(kernel, root)
+    _write(root, "/etc/hostname", "localhost\n")
+    _write(root, "/etc/fstab", "/dev/vda / ext4 rw,relatime 0 1\n")
+    _write(root, "/usr/local/lib/qemu-test/mark", MARK_SH, 0o755)
+    _write(root, "/usr/local/lib/qemu-test/report", REPORT_SH, 0o755)
+    _write(root, "/etc/systemd/system/qemu-test-mark.service", MARK_UNIT)
+    _write(root, "/etc/systemd/system/qemu-test-report.service", REPORT_UNIT)
+    _enable(root, "qemu-test-mark.service")
+    _enable(root, "qemu-test-report.service")
+    # The same fixed networkd setup in every variant: networkd enabled, nothing else.
+    os.makedirs(os.path.join(root, "etc/systemd/system/multi-user.target.wants"), exist_ok=True)
+    link = os.path.join(root, "etc/systemd/system/multi-user.target.wants/systemd-networkd.service")
+    if not os.path.lexists(link):
+        os.symlink("/lib/systemd/system/systemd-networkd.service", link)
+    for timer in ["apt-daily-upgrade.timer", "apt-daily.timer", "dpkg-db-backup.timer", "e2scrub_all.timer", "fstrim.timer"]:
+        p = os.path.join(root, "etc/systemd/system/timers.target.wants", timer)
+        if os.path.lexists(p):
+            os.unlink(p)
+    if kubeadm:
+        dest = os.path.join(root, "usr/local/bin/kubeadm")
+        shutil.copy2(kubeadm, dest)
+        os.chmod(dest, 0o755)
+    if variant == "nodeagent":
+        install_nodeagent(root, nodeagent, os.path.join(workdir or q.CACHE, f"provision-{name}.log"))
+    if variant == "cloudinit":
+        # NoCloud seed (cloud-init's own local datasource) with the same bootstrap data.
+        meta, user, netcfg = seed
+        _write(root, "/var/lib/cloud/seed/nocloud/meta-data", meta)
+        _write(root, "/var/lib/cloud/seed/nocloud/user-data", user)
+        if netcfg:
+            _write(root, "/var/lib/cloud/seed/nocloud/network-config", netcfg)
+        _write(root, "/etc/cloud/cloud.cfg.d/99-qemu-test.cfg", "datasource_list: [ NoCloud, None ]\n")
+    return root
+
+
+class SystemdSession:
+    """Adds systemd-tier images to a scenarios.Session."""
+
+    def __init__(self, s):
+        self.s = s
+        self.images = {}
+
+    def disk(self, name, variant, **kw):
+        kernel, _, _, nodeagent = self.s.fast()
+        key = (variant, kw.get("seed") and json.dumps(kw["seed"]))
+        if key not in self.images:
+            self.images[key] = stage(name, variant, kernel, nodeagent=nodeagent, kubeadm=q.standin_kubeadm(),
+                                     workdir=self.s.workdir, **kw)
+        return q.make_disk(self.images[key], os.path.join(self.s.workdir, f"{name}.img"), size_mb=1024)
+
+    def vm(self, name, disk, fwcfg, **kw):
+        kernel, initrd, _, _ = self.s.fast()
+        mark = os.path.join(self.s.workdir, name, "mark.sock")
+        vm = q.VM(name, self.s.workdir, kernel.vmlinuz, initrd, disk, fwcfg=fwcfg, mem=512,
+                  extra=["-chardev", f"socket,id=mk,path={mark},server=on,wait=off",
+                         "-device", f"virtserialport,chardev=mk,name={MARK_PORT}"], **kw)
+        vm.marks = []
+        orig_start = vm.start
+
+        def start():
+            os.makedirs(vm.dir, exist_ok=True)
+            if os.path.exists(mark):
+                os.unlink(mark)
+            orig_start()
+            import threading
+
+            threading.Thread(target=_read_marks, args=(vm, mark), daemon=True).start()
+            return vm
+
+        vm.start = start
+        return vm
+
+
+def _read_marks(vm, path):
+    s = vm._connect(path)
+    if not s:
+        return
+    buf = b""
+    while True:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            vm.marks.append((time.monotonic() - vm.t0, line.decode(errors="replace").strip()))
+
+
+def mark_time(vm, event):
+    return next((t for t, line in vm.marks if line.split()[0] == event), None)
+
+
+def sysd(s):
+    if not hasattr(s, "systemd"):
+        s.systemd = SystemdSession(s)
+    return s.systemd
+
+
+# ---------------------------------------------------------------- scenarios
+
+
+STATIC_NET = """network:
+  version: 2
+  ethernets:
+    id0:
+      match:
+        macaddress: "52:54:00:12:34:56"
+      set-name: "eth0"
+      wakeonlan: true
+      dhcp4: false
+      dhcp6: false
+      addresses:
+      - "192.168.77.21/24"
+      gateway4: "192.168.77.1"
+      nameservers:
+        addresses:
+        - "192.168.77.53"
+"""
+
+
+def sc_systemd_cp_init(s):
+    """systemd tier: control-plane init through the real units reaches done; PKI, kubeadm
+    config, sentinel and status correct; units finished without failure."""
+    c = sc.Checks()
+    t = sysd(s)
+    userdata, fw = sc.cp_init_data("sd-cp-1", "sd-cp-1")
+    vm = t.vm("systemd-cp-init", t.disk("systemd-cp-init", "nodeagent"), fw)
+    c.ok(s.boot(vm, 240), "guest did not power off")
+    files = vm.report_tar()
+    sc.check_status_stream(c, vm, "sd-cp-1", "done")
+    sc.check_node_files(c, vm, files, sc.cabpk_write_files(userdata), sc.INIT_CMD)
+    c.eq((sc.report_file(files, "/run/test/hostname.txt") or b"").decode().strip(), "sd-cp-1", "hostname")
+    failed = (sc.report_file(files, "/run/test/failed-units.txt") or b"").decode().strip()
+    c.ok("nodeagent" not in failed, f"failed units: {failed}")
+    q.log(f"    multi-user at {mark_time(vm, 'multi-user')}s, done at {vm.first('done')}s")
+    return c.failures
+
+
+def sc_systemd_network(s):
+    """systemd tier: CAPV-style static network metadata configures the guest's NIC (ip addr
+    in the guest shows the address on the interface matched by MAC and renamed eth0)."""
+    c = sc.Checks()
+    t = sysd(s)
+    _, fw = sc.cp_init_data("sd-net-1", "sd-net-1")
+    fw["guestinfo.metadata"] = sc.capv_metadata("sd-net-1", "sd-net-1", STATIC_NET)
+    vm = t.vm("systemd-static-net", t.disk("systemd-static-net", "nodeagent"), fw,
+              nets=[("user,restrict=on", "52:54:00:12:34:56")])
+    c.ok(s.boot(vm, 240), "guest did not power off")
+    files = vm.report_tar()
+    ipaddr = (sc.report_file(files, "/run/test/ip-addr.txt") or b"").decode()
+    c.ok("inet 192.168.77.21/24" in ipaddr, f"static address not configured; ip addr:\n{ipaddr}")
+    c.ok(any(": eth0:" in l and "52:54:00:12:34:56" in ipaddr for l in ipaddr.splitlines()), "interface not named eth0")
+    c.eq(vm.phases()[-1:], ["done"], "final phase")
+    return c.failures
+
+
+SCENARIOS = [
+    ("cp-init", sc_systemd_cp_init),
+    ("static-network", sc_systemd_network),
+]
+
+
+# ---------------------------------------------------------------- benchmark
+
+
+def bench(workdir):
+    """One boot each of (a) no agent, (b) nodeagent, (c) cloud-init 22.4, same kernel, rootfs
+    and bootstrap data (kubeadm replaced by `true`), TCG. Prints a Markdown table."""
+    s = sc.Session(workdir)
+    t = sysd(s)
+    userdata = sc.corpus_init_userdata().replace("kubeadm init --config", "true --config")
+    net = "version: 2\nethernets:\n  id0:\n    match:\n      macaddress: \"52:54:00:12:34:56\"\n    set-name: \"eth0\"\n    dhcp4: true\n"
+    meta = sc.capv_metadata("bench-1", "bench-1", "network:\n" + textwrap.indent(net, "  "))
+    fw = q.fwcfg_guestinfo(metadata=meta, userdata=userdata)
+    nic = [("user,restrict=on", "52:54:00:12:34:56")]
+    rows = []
+    for label, variant, fwcfg, seed in [
+        ("(a) no bootstrap agent", "none", {"test.wait": "none"}, None),
+        ("(b) nodeagent", "nodeagent", dict(fw, **{"test.wait": "nodeagent"}), None),
+        ("(c) cloud-init 22.4 (NoCloud seed)", "cloudinit", {"test.wait": "cloudinit"},
+         ('instance-id: "bench-1"\nlocal-hostname: "bench-1"\n', userdata, net)),
+    ]:
+        vm = t.vm(f"bench-{variant}", t.disk(f"bench-{variant}", variant, seed=seed), fwcfg, nets=nic)
+        s.boot(vm, 400)
+        mu = mark_time(vm, "multi-user")
+        if variant == "nodeagent":
+            done = vm.first("done")
+        elif variant == "cloudinit":
+            done = mark_time(vm, "end-cloudinit")
+            files = vm.report_tar()
+            if (sc.report_file(files, sc.SENTINEL) or b"").strip() != b"success":
+                done = None
+        else:
+            done = None
+        rows.append((label, mu, done, vm.ended))
+    print("| image | QEMU start → multi-user.target | QEMU start → done | boot to power-off |")
+    print("|---|---|---|---|")
+    for label, mu, done, end in rows:
+        f = lambda x: f"{x:.2f} s" if x is not None else "—"
+        print(f"| {label} | {f(mu)} | {f(done)} | {f(end)} |")
+    return rows
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["bench"]:
+        bench(os.path.join(q.REPO, "target", "qemu-runs", "bench-" + time.strftime("%Y%m%d-%H%M%S")))
+    else:
+        sys.exit(sc.main(["--tier", "systemd", *sys.argv[1:]]))
