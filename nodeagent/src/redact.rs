@@ -1,86 +1,420 @@
 //! Secret redaction for anything that leaves the process: logs, journal, status,
 //! error messages, collect-logs. One function so every channel redacts the same way.
+//! Owner: kubeadm.
+//!
+//! What is removed (replaced by `<redacted>`):
+//! - PEM bodies (`-----BEGIN X-----` … `-----END X-----`), also when the newlines are
+//!   JSON-escaped (`\n`) or the END line is missing (a truncated tail of output);
+//! - kubeadm bootstrap tokens (`[a-z0-9]{6}.[a-z0-9]{16}`) anywhere;
+//! - values of `--token`, `--certificate-key`, `--discovery-token`, `--tls-bootstrap-token`,
+//!   `--password` (as `--flag=V` or `--flag V`);
+//! - values of secret keys in YAML/JSON/`k=v` text: `token`, `certificateKey`, `password`,
+//!   `passwd`, `tlsBootstrapToken`, `token-secret`, `client-key-data`, `secret`, …;
+//! - the line after kubeadm's `Using certificate key:` (the key is printed on its own line).
+//!
+//! The text is otherwise unchanged (same lines, same order), so redacted logs stay readable.
 
-/// Replace bootstrap tokens, `--token`/`--certificate-key`/`--discovery-token*` values,
-/// `token:`/`certificateKey:`/`password:` YAML values and PEM bodies with `<redacted>`.
+pub const REDACTED: &str = "<redacted>";
+
+/// Flags whose value (next word or `=value`) is secret.
+const SECRET_FLAGS: &[&str] = &[
+    "--token",
+    "--certificate-key",
+    "--discovery-token",
+    "--tls-bootstrap-token",
+    "--password",
+];
+
+/// Keys whose value is secret, in YAML (`k: v`), JSON (`"k":"v"`) or `k=v` form; matched
+/// case-insensitively and only as whole keys (`caCertHashes` and `token-id` are not secret).
+const SECRET_KEYS: &[&str] = &[
+    "token",
+    "certificatekey",
+    "certificate-key",
+    "certificate_key",
+    "password",
+    "passwd",
+    "plain_text_passwd",
+    "hashed_passwd",
+    "tlsbootstraptoken",
+    "token-secret",
+    "client-key-data",
+    "secret",
+];
+
+/// Replace every secret in `text` with `<redacted>` (see the module doc for what counts).
 pub fn redact_text(text: &str) -> String {
-    // Implemented in full by the kubeadm/report work; this is the shared entry point.
-    let mut out = String::with_capacity(text.len());
-    let mut in_pem = false;
-    for (i, line) in text.split('\n').enumerate() {
+    let pem_free = redact_pem(text);
+    let mut out = String::with_capacity(pem_free.len());
+    let mut cert_key_next = false;
+    for (i, line) in pem_free.split('\n').enumerate() {
         if i > 0 {
             out.push('\n');
         }
-        let t = line.trim();
-        if t.starts_with("-----BEGIN ") {
-            in_pem = true;
-            out.push_str(line);
+        if cert_key_next && !line.trim().is_empty() {
+            let indent = &line[..line.len() - line.trim_start().len()];
+            out.push_str(indent);
+            out.push_str(REDACTED);
+            cert_key_next = false;
             continue;
         }
-        if t.starts_with("-----END ") {
-            in_pem = false;
-            out.push_str(line);
-            continue;
-        }
-        if in_pem {
-            if !out.ends_with("<redacted>") {
-                out.push_str("<redacted>");
-            } else {
-                out.pop();
-            }
-            continue;
-        }
-        out.push_str(&redact_line(line));
+        let red = redact_line(line);
+        cert_key_next = red
+            .trim_end()
+            .to_ascii_lowercase()
+            .ends_with("certificate key:");
+        out.push_str(&red);
     }
     out
 }
 
-fn redact_line(line: &str) -> String {
-    let mut words: Vec<String> = Vec::new();
-    let mut redact_next = false;
-    for w in line.split(' ') {
-        if redact_next && !w.is_empty() {
-            words.push("<redacted>".into());
-            redact_next = false;
-            continue;
-        }
-        let lower = w.to_ascii_lowercase();
-        let flag = [
-            "--token",
-            "--certificate-key",
-            "--discovery-token",
-            "--tls-bootstrap-token",
-            "token:",
-            "certificatekey:",
-            "password:",
-            "passwd:",
-        ]
-        .iter()
-        .find(|f| lower == **f || lower.starts_with(&format!("{f}=")));
-        if let Some(f) = flag {
-            if lower.len() > f.len() {
-                words.push(format!("{}=<redacted>", &w[..f.len()]));
-            } else {
-                words.push(w.to_string());
-                redact_next = true;
+/// Redact PEM bodies, keeping the BEGIN/END markers so readers see what was there.
+fn redact_pem(text: &str) -> String {
+    const BEGIN: &str = "-----BEGIN ";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(b) = rest.find(BEGIN) {
+        // Header ends at the next "-----" after the label.
+        let after_begin = b + BEGIN.len();
+        let Some(h) = rest[after_begin..].find("-----") else {
+            break;
+        };
+        let header_end = after_begin + h + 5;
+        // Keep the line break after the header (real or JSON-escaped).
+        let header_end = ["\r\n", "\n", "\\n"]
+            .iter()
+            .find(|nl| rest[header_end..].starts_with(**nl))
+            .map(|nl| header_end + nl.len())
+            .unwrap_or(header_end);
+        out.push_str(&rest[..header_end]);
+        let body = &rest[header_end..];
+        match body.find("-----END ") {
+            Some(e) => {
+                out.push_str(REDACTED);
+                // Keep the line break style just before END (newline or escaped \n).
+                let before_end = &body[..e];
+                if before_end.ends_with("\\n") {
+                    out.push_str("\\n");
+                } else if before_end.ends_with('\n') {
+                    out.push('\n');
+                }
+                rest = &body[e..];
+                // Skip past the END marker's "-----END " so the loop does not see it as BEGIN.
+                let end_len = body[e + 9..]
+                    .find("-----")
+                    .map(|x| 9 + x + 5)
+                    .unwrap_or(body.len() - e);
+                out.push_str(&rest[..end_len]);
+                rest = &rest[end_len..];
             }
-            continue;
+            None => {
+                // Truncated PEM: swallow everything that can belong to a PEM body.
+                let mut n = 0;
+                let bytes = body.as_bytes();
+                while n < bytes.len() {
+                    let c = bytes[n];
+                    if c.is_ascii_alphanumeric()
+                        || matches!(c, b'+' | b'/' | b'=' | b' ' | b'\t' | b'\r' | b'\n')
+                    {
+                        n += 1;
+                    } else if c == b'\\' && bytes.get(n + 1) == Some(&b'n') {
+                        n += 2;
+                    } else {
+                        break;
+                    }
+                }
+                out.push_str(REDACTED);
+                if body[..n].ends_with('\n') {
+                    out.push('\n');
+                }
+                rest = &body[n..];
+            }
         }
-        if is_bootstrap_token(w.trim_matches(|c: char| !c.is_ascii_alphanumeric() && c != '.')) {
-            words.push("<redacted>".into());
-            continue;
-        }
-        words.push(w.to_string());
     }
-    words.join(" ")
+    out.push_str(rest);
+    out
+}
+
+fn is_word_byte(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_' || c == b'-'
+}
+
+/// Redact flag values, secret key values and bootstrap tokens within one line.
+fn redact_line(line: &str) -> String {
+    let with_values = redact_values(line);
+    redact_bootstrap_tokens(&with_values)
+}
+
+fn redact_values(line: &str) -> String {
+    let bytes = line.as_bytes();
+    let lower = line.to_ascii_lowercase();
+    let mut out = String::with_capacity(line.len());
+    let mut copied = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        if i > 0 && is_word_byte(bytes[i - 1]) {
+            i += 1;
+            continue;
+        }
+        if let Some((value_start, value_end)) = secret_value_at(line, &lower, i)
+            && &line[value_start..value_end] != REDACTED
+        {
+            out.push_str(&line[copied..value_start]);
+            out.push_str(REDACTED);
+            copied = value_end;
+            i = value_end.max(i + 1);
+            continue;
+        }
+        i += 1;
+    }
+    out.push_str(&line[copied..]);
+    out
+}
+
+/// If a secret flag or key starts at `i`, the byte range of its value.
+fn secret_value_at(line: &str, lower: &str, i: usize) -> Option<(usize, usize)> {
+    let bytes = line.as_bytes();
+    let lower = &lower.as_bytes()[i..];
+    for flag in SECRET_FLAGS {
+        if lower.starts_with(flag.as_bytes()) {
+            let mut j = i + flag.len();
+            match bytes.get(j) {
+                Some(b'=') => j += 1,
+                Some(b' ' | b'\t') => {
+                    while matches!(bytes.get(j), Some(b' ' | b'\t')) {
+                        j += 1;
+                    }
+                }
+                _ => continue,
+            }
+            return value_range(line, j);
+        }
+    }
+    for key in SECRET_KEYS {
+        if lower.starts_with(key.as_bytes()) {
+            let mut j = i + key.len();
+            if matches!(bytes.get(j), Some(b'"' | b'\'')) {
+                j += 1;
+            }
+            while matches!(bytes.get(j), Some(b' ' | b'\t')) {
+                j += 1;
+            }
+            if !matches!(bytes.get(j), Some(b':' | b'=')) {
+                continue;
+            }
+            j += 1;
+            while matches!(bytes.get(j), Some(b' ' | b'\t')) {
+                j += 1;
+            }
+            return value_range(line, j);
+        }
+    }
+    None
+}
+
+/// A value starting at `j`: quoted (up to the closing quote) or a bare word.
+fn value_range(line: &str, j: usize) -> Option<(usize, usize)> {
+    let bytes = line.as_bytes();
+    let first = *bytes.get(j)?;
+    if first == b'"' || first == b'\'' {
+        let close = line[j + 1..]
+            .find(first as char)
+            .map(|k| j + 1 + k)
+            .unwrap_or(line.len());
+        if close == j + 1 {
+            return None;
+        }
+        return Some((j + 1, close));
+    }
+    let end = line[j..]
+        .find(|c: char| c.is_whitespace() || matches!(c, ',' | '}' | ']' | ';' | '&' | '"' | '\''))
+        .map(|k| j + k)
+        .unwrap_or(line.len());
+    // YAML block indicators and empty values carry no secret on this line.
+    if end == j
+        || matches!(
+            &line[j..end],
+            "|" | "|-" | ">" | ">-" | "null" | "~" | "{}" | "[]"
+        )
+    {
+        return None;
+    }
+    Some((j, end))
+}
+
+fn redact_bootstrap_tokens(line: &str) -> String {
+    let bytes = line.as_bytes();
+    let mut out = String::with_capacity(line.len());
+    let mut copied = 0;
+    let mut i = 0;
+    while i + 23 <= bytes.len() {
+        let boundary_before = i == 0 || !bytes[i - 1].is_ascii_alphanumeric();
+        let boundary_after = bytes.get(i + 23).is_none_or(|c| !c.is_ascii_alphanumeric());
+        if boundary_before && boundary_after && is_token_bytes(&bytes[i..i + 23]) {
+            out.push_str(&line[copied..i]);
+            out.push_str(REDACTED);
+            i += 23;
+            copied = i;
+        } else {
+            i += 1;
+        }
+    }
+    out.push_str(&line[copied..]);
+    out
 }
 
 /// `[a-z0-9]{6}.[a-z0-9]{16}`, kubeadm's bootstrap token shape.
 pub fn is_bootstrap_token(s: &str) -> bool {
-    let b = s.as_bytes();
+    is_token_bytes(s.as_bytes())
+}
+
+fn is_token_bytes(b: &[u8]) -> bool {
     b.len() == 23
         && b[6] == b'.'
         && b.iter()
             .enumerate()
             .all(|(i, c)| i == 6 || c.is_ascii_lowercase() || c.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOKEN: &str = "abcdef.0123456789abcdef";
+    const CERT_KEY: &str = "9f2c6e1d7a4b3c5d8e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d";
+
+    #[test]
+    fn flags_with_space_and_equals() {
+        let s = format!(
+            "kubeadm join 1.2.3.4:6443 --token {TOKEN} --certificate-key={CERT_KEY} --discovery-token-ca-cert-hash sha256:abc"
+        );
+        let r = redact_text(&s);
+        assert!(!r.contains(TOKEN) && !r.contains(CERT_KEY), "{r}");
+        assert!(
+            r.contains("--discovery-token-ca-cert-hash sha256:abc"),
+            "{r}"
+        );
+        assert!(
+            r.contains("--token <redacted>") && r.contains("--certificate-key=<redacted>"),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn yaml_and_json_keys() {
+        let yaml = "bootstrapTokens:\n- token: \"s3cr3t-value\"\n  ttl: 24h\ncontrolPlane:\n  certificateKey: 0011aa\n    password: 'p w'\n";
+        let r = redact_text(yaml);
+        assert!(
+            !r.contains("s3cr3t-value") && !r.contains("0011aa") && !r.contains("p w"),
+            "{r}"
+        );
+        assert!(r.contains("ttl: 24h"));
+        let json = r#"{"token":"xyzzy","tokenId":"keep","caCertHashes":["sha256:keep"],"Password" : "hunter2"}"#;
+        let r = redact_text(json);
+        assert!(!r.contains("xyzzy") && !r.contains("hunter2"), "{r}");
+        assert!(r.contains("keep"));
+    }
+
+    #[test]
+    fn not_secret_keys_untouched() {
+        for s in [
+            "token-id: abcdef",
+            "caCertHashes: [sha256:00]",
+            "tokens: 3",
+            "the token is fine",
+            "kind: JoinConfiguration",
+        ] {
+            assert_eq!(redact_text(s), s);
+        }
+    }
+
+    #[test]
+    fn pem_bodies_multiline_escaped_and_truncated() {
+        let pem = "x\n-----BEGIN RSA PRIVATE KEY-----\nMIIEsecretline1\nAAAAsecretline2==\n-----END RSA PRIVATE KEY-----\ny";
+        let r = redact_text(pem);
+        assert_eq!(
+            r,
+            "x\n-----BEGIN RSA PRIVATE KEY-----\n<redacted>\n-----END RSA PRIVATE KEY-----\ny"
+        );
+        let esc =
+            r#"{"content":"-----BEGIN PRIVATE KEY-----\nMIIEsecret\n-----END PRIVATE KEY-----\n"}"#;
+        let r = redact_text(esc);
+        assert!(!r.contains("MIIEsecret"), "{r}");
+        assert!(r.contains("-----END PRIVATE KEY-----"));
+        let cut = "log: -----BEGIN EC PRIVATE KEY-----\nMHcCAQEEsecret\nAbc+/=";
+        let r = redact_text(cut);
+        assert!(
+            !r.contains("MHcCAQEEsecret") && !r.contains("Abc+/="),
+            "{r}"
+        );
+        let two =
+            "-----BEGIN A-----\nS1\n-----END A-----\n-----BEGIN B-----\nS2\n-----END B-----\n";
+        let r = redact_text(two);
+        assert!(!r.contains("S1") && !r.contains("S2"), "{r}");
+        assert_eq!(r.matches("<redacted>").count(), 2);
+    }
+
+    #[test]
+    fn bare_tokens_and_certificate_key_line() {
+        let s = format!(
+            "[bootstrap-token] Using token {TOKEN}\n[upload-certs] Using certificate key:\n{CERT_KEY}\nnext"
+        );
+        let r = redact_text(&s);
+        assert!(!r.contains(TOKEN) && !r.contains(CERT_KEY), "{r}");
+        assert!(r.ends_with("\nnext"));
+        // Not a token: wrong lengths, upper case.
+        for s in [
+            "abcdef.0123456789abcdefg",
+            "ABCDEF.0123456789ABCDEF",
+            "abcde.0123456789abcdef",
+        ] {
+            assert_eq!(redact_text(s), s);
+        }
+    }
+
+    #[test]
+    fn idempotent() {
+        let s = format!("--token {TOKEN} token: x\n-----BEGIN K-----\nAA\n-----END K-----");
+        let once = redact_text(&s);
+        assert_eq!(redact_text(&once), once);
+    }
+
+    mod prop {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn bootstrap_tokens_never_survive(id in "[a-z0-9]{6}", sec in "[a-z0-9]{16}", pre in "[ -~]{0,20}", post in "[ -~]{0,20}") {
+                let token = format!("{id}.{sec}");
+                let pre = pre.trim_end_matches(|c: char| c.is_ascii_alphanumeric());
+                let post = post.trim_start_matches(|c: char| c.is_ascii_alphanumeric());
+                let out = redact_text(&format!("{pre}{token}{post}"));
+                prop_assert!(!out.contains(&token));
+            }
+
+            #[test]
+            fn flag_values_never_survive(v in "[A-Za-z0-9+/=._]{8,40}", flag in prop::sample::select(SECRET_FLAGS), eq in any::<bool>()) {
+                let s = if eq { format!("cmd {flag}={v} --x y") } else { format!("cmd {flag} {v} --x y") };
+                let out = redact_text(&s);
+                prop_assert!(!out.contains(&v), "{}", out);
+                prop_assert!(out.ends_with("--x y"));
+            }
+
+            #[test]
+            fn any_text_is_safe(s in "\\PC{0,80}") {
+                let once = redact_text(&s);
+                prop_assert_eq!(redact_text(&once), once.clone());
+            }
+
+            #[test]
+            fn pem_bodies_never_survive(body in prop::collection::vec("[A-Za-z0-9+/]{16,64}", 1..6)) {
+                let pem = format!("a\n-----BEGIN RSA PRIVATE KEY-----\n{}\n-----END RSA PRIVATE KEY-----\nb", body.join("\n"));
+                let out = redact_text(&pem);
+                for l in &body {
+                    prop_assert!(!out.contains(l.as_str()));
+                }
+            }
+        }
+    }
 }

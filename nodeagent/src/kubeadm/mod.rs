@@ -1,4 +1,12 @@
 //! kubeadm step: typed kubeadm config (v1beta3/v1beta4), detection in runcmd, endpoint wait, init/join with retries. Owner: kubeadm.
+//!
+//! - `config`: the typed kubeadm API and its strict parser;
+//! - `detect`: recognising CABPK's kubeadm runcmd line;
+//! - `preflight`: config + PKI checks on a built plan, before any write.
+
+pub mod config;
+pub mod detect;
+pub mod preflight;
 
 use crate::error::Result;
 use crate::plan::{KubeadmSpec, Plan};
@@ -6,14 +14,14 @@ use crate::plan::{KubeadmSpec, Plan};
 /// Recognise Cluster API's kubeadm line in a `runcmd` string item
 /// (`kubeadm init|join --config FILE [--v N] [&& echo success > SENTINEL]`).
 /// Called by `plan::build`; `None` leaves the item an ordinary command.
-pub fn recognise(_runcmd_item: &str) -> Option<KubeadmSpec> {
-    None
+pub fn recognise(runcmd_item: &str) -> Option<KubeadmSpec> {
+    detect::recognise(runcmd_item)
 }
 
 /// Pre-flight checks on a built plan (kubeadm config typed parse, PKI checks), before any write.
 /// `root` is the `--root` directory for certificates already on disk.
-pub fn preflight(_plan: &Plan, _root: &std::path::Path) -> Result<()> {
-    Ok(())
+pub fn preflight(plan: &Plan, root: &std::path::Path) -> Result<()> {
+    preflight::check(plan, root)
 }
 
 /// Execute the kubeadm step: wait for the endpoint (join), run kubeadm with a deadline,

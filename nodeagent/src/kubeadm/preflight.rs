@@ -1,0 +1,130 @@
+//! Pre-flight for kubeadm steps, run at the end of planning before anything is written:
+//! the config file must parse as typed kubeadm API and fit the mode (init/join), and the
+//! PKI the plan writes (or finds on disk) must be usable by kubeadm.
+
+use super::config::{self, KubeadmConfig};
+use crate::error::{Error, Result, Stage};
+use crate::plan::{Action, KubeadmMode, KubeadmSpec, Plan};
+use std::path::Path;
+
+/// Where a file the kubeadm step needs comes from.
+pub enum Source<'a> {
+    /// Written by a `write_files` step of the plan (the last write wins).
+    Plan(&'a [u8]),
+    /// Already on disk under the root.
+    Disk(Vec<u8>),
+    Missing,
+}
+
+impl Source<'_> {
+    pub fn bytes(&self) -> Option<&[u8]> {
+        match self {
+            Source::Plan(b) => Some(b),
+            Source::Disk(b) => Some(b),
+            Source::Missing => None,
+        }
+    }
+}
+
+/// The content a path will have when the kubeadm step runs: the plan's last write of
+/// it before step `before`, else what is on disk under `root`.
+pub fn file_at<'a>(plan: &'a Plan, before: usize, root: &Path, path: &str) -> Source<'a> {
+    let written = plan.steps[..before]
+        .iter()
+        .rev()
+        .find_map(|s| match &s.action {
+            Action::WriteFile(f) if f.path == path && !f.append => Some(f.content.0.as_slice()),
+            _ => None,
+        });
+    if let Some(b) = written {
+        return Source::Plan(b);
+    }
+    match std::fs::read(under_root(root, path)) {
+        Ok(b) => Source::Disk(b),
+        Err(_) => Source::Missing,
+    }
+}
+
+/// `root` + absolute `path`.
+pub fn under_root(root: &Path, path: &str) -> std::path::PathBuf {
+    root.join(path.trim_start_matches('/'))
+}
+
+pub fn check(plan: &Plan, root: &Path) -> Result<()> {
+    for (i, step) in plan.steps.iter().enumerate() {
+        if let Action::Kubeadm(spec) = &step.action {
+            check_step(plan, i, spec, root).map_err(|e| e.within(&format!("step {}", step.id)))?;
+        }
+    }
+    Ok(())
+}
+
+fn check_step(plan: &Plan, index: usize, spec: &KubeadmSpec, root: &Path) -> Result<()> {
+    let cfg = load_config(plan, index, spec, root)?;
+    check_mode(&cfg, spec)?;
+    Ok(())
+}
+
+/// Parse the step's `--config` file as the kubeadm step will see it.
+pub fn load_config(
+    plan: &Plan,
+    index: usize,
+    spec: &KubeadmSpec,
+    root: &Path,
+) -> Result<KubeadmConfig> {
+    let src = file_at(plan, index, root, &spec.config_path);
+    let bytes = src.bytes().ok_or_else(|| {
+        Error::new(
+            Stage::Kubeadm,
+            spec.config_path.clone(),
+            "kubeadm config file is neither written by write_files before the kubeadm step nor present on disk",
+        )
+    })?;
+    let text = std::str::from_utf8(bytes).map_err(|_| {
+        Error::new(
+            Stage::Kubeadm,
+            spec.config_path.clone(),
+            "kubeadm config is not UTF-8 text",
+        )
+    })?;
+    config::parse(text, &spec.config_path)
+}
+
+fn check_mode(cfg: &KubeadmConfig, spec: &KubeadmSpec) -> Result<()> {
+    let place = spec.config_path.clone();
+    match spec.mode {
+        KubeadmMode::Init => {
+            if cfg.init.is_none() && cfg.cluster.is_none() {
+                return Err(Error::new(
+                    Stage::Kubeadm,
+                    place,
+                    "`kubeadm init` needs an InitConfiguration or ClusterConfiguration document",
+                ));
+            }
+            if let Some(j) = &cfg.join {
+                return Err(Error::new(
+                    Stage::Kubeadm,
+                    format!("{place}: document {} (JoinConfiguration)", j.index),
+                    "a JoinConfiguration in the config of `kubeadm init`",
+                ));
+            }
+        }
+        KubeadmMode::Join => {
+            if cfg.join.is_none() {
+                return Err(Error::new(
+                    Stage::Kubeadm,
+                    place,
+                    "`kubeadm join` needs a JoinConfiguration document (with discovery)",
+                ));
+            }
+            if let Some(i) = &cfg.init {
+                return Err(Error::new(
+                    Stage::Kubeadm,
+                    format!("{place}: document {} (InitConfiguration)", i.index),
+                    "an InitConfiguration in the config of `kubeadm join`",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
