@@ -17,3 +17,290 @@ pub mod dir;
 pub mod fwcfg;
 pub mod nocloud;
 pub mod vmware;
+
+// ---- Detection, spec parsing and whole-read helpers (owner: core-xport) ----
+
+use crate::decode::{self, Decoded};
+use crate::error::{Error, Stage};
+use std::ffi::OsStr;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+/// Largest raw value a transport reads for one key: base64 of MAX_DECODED_BYTES plus
+/// line breaks and slack. Proposed for `crate::limits` (lead's file).
+pub const MAX_RAW_VALUE_BYTES: usize = 2 * crate::limits::MAX_DECODED_BYTES;
+
+const VALID_SPECS: &str = "valid forms: `vmware`, `fwcfg`, `dir:PATH`, `nocloud:PATH`";
+
+/// Parse a `--transport` / image-config transport spec.
+pub fn from_spec(spec: &str) -> Result<Box<dyn Transport>> {
+    Ok(match parse_spec(spec)? {
+        Spec::Vmware => Box::new(vmware::VmwareTransport::from_env()),
+        Spec::FwCfg => Box::new(fwcfg::FwCfgTransport::default()),
+        Spec::Dir(p) => Box::new(dir::DirTransport::new(p)),
+        Spec::NoCloud(p) => Box::new(nocloud::NoCloudTransport::new(p)),
+    })
+}
+
+enum Spec {
+    Vmware,
+    FwCfg,
+    Dir(PathBuf),
+    NoCloud(PathBuf),
+}
+
+fn parse_spec(spec: &str) -> Result<Spec> {
+    let bad = |why: &str| {
+        Error::new(
+            Stage::Usage,
+            "transport",
+            format!("{why} {spec:?}; {VALID_SPECS}"),
+        )
+    };
+    match spec.split_once(':') {
+        None if spec == "vmware" => Ok(Spec::Vmware),
+        None if spec == "fwcfg" => Ok(Spec::FwCfg),
+        Some(("dir", p)) if !p.is_empty() => Ok(Spec::Dir(PathBuf::from(p))),
+        Some(("nocloud", p)) if !p.is_empty() => Ok(Spec::NoCloud(PathBuf::from(p))),
+        Some(("dir" | "nocloud", _)) => Err(bad("missing PATH in transport")),
+        _ => Err(bad("unknown transport")),
+    }
+}
+
+/// The three values cloud-init reads, decoded (absent keys are `None`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RawData {
+    pub metadata: Option<Decoded>,
+    pub userdata: Option<Decoded>,
+    pub vendordata: Option<Decoded>,
+}
+
+impl RawData {
+    /// Every decode warning, in read order.
+    pub fn warnings(&self) -> Vec<String> {
+        [&self.metadata, &self.userdata, &self.vendordata]
+            .iter()
+            .filter_map(|d| d.as_ref())
+            .flat_map(|d| d.warnings.clone())
+            .collect()
+    }
+}
+
+/// Read and decode metadata, userdata and vendordata in cloud-init's RPC order (A.3):
+/// each value, then its `.encoding` only if the value was present. NoCloud seed files are
+/// taken verbatim (cloud-init's NoCloud does not rstrip them).
+pub fn read_all(t: &dyn Transport) -> Result<RawData> {
+    let one = |key: &str| -> Result<Option<Decoded>> {
+        let Some(raw) = t.get(key)? else {
+            return Ok(None);
+        };
+        if t.name() == "nocloud" {
+            return decode::decode_plain(key, &raw).map(Some);
+        }
+        if !decode::is_present(&raw) {
+            return Ok(None);
+        }
+        let enc = t.get(&format!("{key}.encoding"))?;
+        decode::decode_value(key, &raw, enc.as_deref())
+    };
+    Ok(RawData {
+        metadata: one("metadata")?,
+        userdata: one("userdata")?,
+        vendordata: one("vendordata")?,
+    })
+}
+
+/// Try the transports in `order` (image config; default `vmware`, `fwcfg`,
+/// `nocloud:/var/lib/cloud/seed/nocloud`) and return the first with `metadata` or
+/// `userdata`, plus one log line per transport tried. System files and `dir:`/`nocloud:`
+/// paths are looked up under `root`; tools on the process `PATH`.
+pub fn detect(order: &[String], root: &Path) -> Result<(Box<dyn Transport>, Vec<String>)> {
+    detect_with_path(order, root, std::env::var_os("PATH").as_deref())
+}
+
+/// `detect` with an explicit tool search path (tests use fake tools).
+pub fn detect_with_path(
+    order: &[String],
+    root: &Path,
+    path_var: Option<&OsStr>,
+) -> Result<(Box<dyn Transport>, Vec<String>)> {
+    let mut log = Vec::new();
+    for spec in order {
+        let t: Box<dyn Transport> = match parse_spec(spec)? {
+            Spec::Vmware => {
+                let product = read_dmi_product(root);
+                let v = vmware::VmwareTransport::with_search_path(path_var);
+                // A.2: the datasource requires VMware in DMI; ds-identify requires a tool.
+                if !product
+                    .as_deref()
+                    .is_some_and(|p| p.to_lowercase().contains("vmware"))
+                {
+                    log.push(format!(
+                        "vmware: skipped: DMI product_name is {product:?}, not VMware"
+                    ));
+                    continue;
+                }
+                if !v.has_tool() {
+                    log.push("vmware: skipped: neither vmware-rpctool nor vmtoolsd on PATH".into());
+                    continue;
+                }
+                Box::new(v)
+            }
+            Spec::FwCfg => {
+                let by_name = under(root, Path::new(fwcfg::DEFAULT_BY_NAME));
+                if !by_name.is_dir() {
+                    log.push(format!(
+                        "fwcfg: skipped: {} does not exist",
+                        by_name.display()
+                    ));
+                    continue;
+                }
+                Box::new(fwcfg::FwCfgTransport::new(
+                    by_name,
+                    under(root, Path::new(fwcfg::DEFAULT_STATUS_PORT)),
+                ))
+            }
+            Spec::Dir(p) => Box::new(dir::DirTransport::new(under(root, &p))),
+            Spec::NoCloud(p) => Box::new(nocloud::NoCloudTransport::new(under(root, &p))),
+        };
+        match has_data(t.as_ref()) {
+            Ok(Some(key)) => {
+                log.push(format!("{spec}: selected: guestinfo.{key} present"));
+                return Ok((t, log));
+            }
+            Ok(None) => log.push(format!("{spec}: skipped: no metadata or userdata")),
+            Err(e) => log.push(format!("{spec}: skipped: {e}")),
+        }
+    }
+    Err(Error::new(
+        Stage::Transport,
+        "transport detection",
+        format!(
+            "no transport has bootstrap data (tried: {})",
+            if log.is_empty() {
+                "none".into()
+            } else {
+                log.join("; ")
+            }
+        ),
+    ))
+}
+
+/// Which of metadata/userdata is present (ds-identify rule: `---` and blank are absent).
+fn has_data(t: &dyn Transport) -> Result<Option<&'static str>> {
+    for key in ["metadata", "userdata"] {
+        if t.get(key)?
+            .is_some_and(|raw| t.name() == "nocloud" || decode::is_present(&raw))
+        {
+            return Ok(Some(key));
+        }
+    }
+    Ok(None)
+}
+
+fn read_dmi_product(root: &Path) -> Option<String> {
+    let p = root.join("sys/class/dmi/id/product_name");
+    let mut s = String::new();
+    std::fs::File::open(p)
+        .ok()?
+        .take(4096)
+        .read_to_string(&mut s)
+        .ok()?;
+    Some(s.trim_end().to_string())
+}
+
+/// `p` re-rooted under `root` (absolute paths lose their leading `/`).
+fn under(root: &Path, p: &Path) -> PathBuf {
+    root.join(p.strip_prefix("/").unwrap_or(p))
+}
+
+/// Keys become file names and RPC arguments: allow only `[A-Za-z0-9._-]`, not starting
+/// with `.`, so no key can traverse paths or inject RPC syntax.
+pub(crate) fn check_key(key: &str) -> Result<()> {
+    let ok = !key.is_empty()
+        && key.len() <= 200
+        && !key.starts_with('.')
+        && !key.contains("..")
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::new(
+            Stage::Transport,
+            format!("guestinfo.{key}"),
+            "invalid key (allowed: letters, digits, '.', '_', '-')",
+        ))
+    }
+}
+
+/// Read a whole file, `None` if it does not exist, refusing more than MAX_RAW_VALUE_BYTES.
+pub(crate) fn read_file_capped(path: &Path, place: &str) -> Result<Option<Vec<u8>>> {
+    let io_err = |e: std::io::Error| {
+        Error::new(
+            Stage::Transport,
+            place,
+            format!("cannot read {}: {e}", path.display()),
+        )
+    };
+    let f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err(e)),
+    };
+    let mut buf = Vec::new();
+    f.take(MAX_RAW_VALUE_BYTES as u64 + 1)
+        .read_to_end(&mut buf)
+        .map_err(io_err)?;
+    if buf.len() > MAX_RAW_VALUE_BYTES {
+        return Err(Error::new(
+            Stage::Transport,
+            place,
+            format!(
+                "{} is over the limit of {MAX_RAW_VALUE_BYTES} bytes (MAX_RAW_VALUE_BYTES)",
+                path.display()
+            ),
+        ));
+    }
+    Ok(Some(buf))
+}
+
+/// Replace `path` atomically: temp file (0600) in the same directory, fsync, rename.
+pub(crate) fn write_file_atomic(path: &Path, data: &[u8], place: &str) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let err = |what: &str, e: std::io::Error| {
+        Error::new(
+            Stage::Transport,
+            place,
+            format!("{what} {}: {e}", path.display()),
+        )
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.tmp-{}-{seq}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let res = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    res.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        err("cannot write", e)
+    })
+}
