@@ -62,6 +62,112 @@ pub fn check(plan: &Plan, root: &Path) -> Result<()> {
 fn check_step(plan: &Plan, index: usize, spec: &KubeadmSpec, root: &Path) -> Result<()> {
     let cfg = load_config(plan, index, spec, root)?;
     check_mode(&cfg, spec)?;
+    check_pki(plan, index, spec, &cfg, root, crate::pki::now())
+}
+
+/// PKI checks on what the plan writes (or the disk already holds) under `certificatesDir`.
+pub fn check_pki(
+    plan: &Plan,
+    index: usize,
+    spec: &KubeadmSpec,
+    cfg: &KubeadmConfig,
+    root: &Path,
+    now: i64,
+) -> Result<()> {
+    use crate::pki::check;
+    let dir = cfg.certificates_dir();
+    let dir = dir.trim_end_matches('/');
+    let at = |p: &str| file_at(plan, index, root, p);
+    let external_ca = cfg
+        .cluster
+        .as_ref()
+        .and_then(|c| c.spec.etcd.as_ref())
+        .and_then(|e| e.external.as_ref())
+        .map(|x| x.ca_file.clone());
+    let mut cluster_ca = None;
+    for (crt, key) in [
+        ("ca.crt", "ca.key"),
+        ("etcd/ca.crt", "etcd/ca.key"),
+        ("front-proxy-ca.crt", "front-proxy-ca.key"),
+    ] {
+        let (cert_path, key_path) = match (&external_ca, crt) {
+            // External etcd: only its CA certificate, at etcd.external.caFile.
+            (Some(Some(ca_file)), "etcd/ca.crt") => (ca_file.clone(), None),
+            (Some(None), "etcd/ca.crt") => continue,
+            _ => (format!("{dir}/{crt}"), Some(format!("{dir}/{key}"))),
+        };
+        let cert = at(&cert_path);
+        let key = key_path.as_ref().map(|k| (k.as_str(), at(k)));
+        let key_bytes = key.as_ref().and_then(|(p, s)| s.bytes().map(|b| (*p, b)));
+        match cert.bytes() {
+            Some(cb) => {
+                let certs = check::check_ca(&cert_path, cb, key_bytes, now)?;
+                if crt == "ca.crt" {
+                    cluster_ca = Some((cert_path.clone(), certs));
+                }
+            }
+            None => {
+                if let Some((kp, _)) = key_bytes {
+                    return Err(Error::new(
+                        Stage::Kubeadm,
+                        kp,
+                        format!("private key present but its certificate {cert_path} is not"),
+                    ));
+                }
+            }
+        }
+    }
+    let (sa_key, sa_pub) = (format!("{dir}/sa.key"), format!("{dir}/sa.pub"));
+    if let (Some(k), Some(p)) = (at(&sa_key).bytes(), at(&sa_pub).bytes()) {
+        check::check_sa(&sa_key, k, &sa_pub, p)?;
+    }
+    if let Some(j) = &cfg.join {
+        let ca_path = j
+            .spec
+            .ca_cert_path
+            .clone()
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| format!("{dir}/ca.crt"));
+        let ca = match &cluster_ca {
+            Some((p, certs)) if *p == ca_path => Some(certs.clone()),
+            _ => match at(&ca_path).bytes() {
+                Some(b) => Some(check::check_ca(&ca_path, b, None, now)?),
+                None => None,
+            },
+        };
+        let hashes = j
+            .spec
+            .discovery
+            .bootstrap_token
+            .as_ref()
+            .and_then(|b| b.ca_cert_hashes.clone())
+            .unwrap_or_default();
+        if let Some(certs) = ca
+            && !hashes.is_empty()
+        {
+            let place = format!(
+                "{}: document {} (JoinConfiguration): discovery.bootstrapToken.caCertHashes",
+                spec.config_path, j.index
+            );
+            check::check_ca_pinned(&ca_path, &certs, &hashes, &place)?;
+        }
+    }
+    let serving = format!("{dir}/apiserver.crt");
+    if let Some(b) = at(&serving).bytes() {
+        let host = cfg
+            .cluster
+            .as_ref()
+            .and_then(|c| c.spec.control_plane_endpoint.as_deref())
+            .and_then(config::split_host_port)
+            .map(|(h, _)| h);
+        check::check_serving(
+            &serving,
+            b,
+            cluster_ca.as_ref().map(|(_, c)| &c[0]),
+            host.as_deref(),
+            now,
+        )?;
+    }
     Ok(())
 }
 

@@ -1,0 +1,339 @@
+//! Reading certificates and keys (PEM) into plain facts, with x509-parser and a tiny DER
+//! walker for private keys. Serial number 0 (what Cluster API's CAs carry) is fine here.
+//! Nothing returned or reported ever contains private key material.
+
+use x509_parser::extensions::GeneralName;
+use x509_parser::pem::Pem;
+use x509_parser::x509::SubjectPublicKeyInfo;
+
+/// A public key in a comparable form: RSA `(n, e)` without leading zeros, EC point bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PubKey {
+    Rsa {
+        n: Vec<u8>,
+        e: Vec<u8>,
+    },
+    Ec(Vec<u8>),
+    /// Other algorithms (Ed25519, …): compared as the raw SPKI bit string.
+    Raw(Vec<u8>),
+}
+
+impl PubKey {
+    pub fn describe(&self) -> String {
+        match self {
+            PubKey::Rsa { n, .. } => format!("RSA-{}", n.len() * 8),
+            PubKey::Ec(p) => format!("EC-P{}", (p.len().saturating_sub(1)) * 4),
+            PubKey::Raw(_) => "other".to_string(),
+        }
+    }
+}
+
+/// What a private key tells about its public half.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyPublic {
+    Known(PubKey),
+    /// A valid key whose public half cannot be derived without crypto (e.g. Ed25519 seed,
+    /// EC key without the optional public key field).
+    Unknown(&'static str),
+}
+
+#[derive(Debug, Clone)]
+pub struct CertInfo {
+    pub subject: String,
+    pub issuer: String,
+    pub serial_hex: String,
+    /// Unix seconds.
+    pub not_before: i64,
+    pub not_after: i64,
+    pub is_ca: bool,
+    /// `None` when the certificate has no KeyUsage extension (then every usage is allowed).
+    pub key_cert_sign: Option<bool>,
+    pub dns_sans: Vec<String>,
+    pub ip_sans: Vec<std::net::IpAddr>,
+    pub public_key: PubKey,
+    /// DER SubjectPublicKeyInfo (input of the kubeadm discovery hash).
+    pub spki_der: Vec<u8>,
+    pub self_signed: bool,
+    /// The full DER, to verify signatures later.
+    pub der: Vec<u8>,
+}
+
+/// Every PEM block in `data` as `(label, DER)`.
+pub fn pem_blocks(data: &[u8]) -> Result<Vec<(String, Vec<u8>)>, String> {
+    let mut out = Vec::new();
+    for p in Pem::iter_from_buffer(data) {
+        let p: Pem = p.map_err(|e| format!("bad PEM: {e}"))?;
+        out.push((p.label, p.contents));
+    }
+    if out.is_empty() {
+        return Err("no PEM block found".into());
+    }
+    Ok(out)
+}
+
+/// All certificates of a PEM file (a bundle may hold several).
+pub fn parse_certs(data: &[u8]) -> Result<Vec<CertInfo>, String> {
+    let mut certs = Vec::new();
+    for (label, der) in pem_blocks(data)? {
+        if label != "CERTIFICATE" {
+            return Err(format!(
+                "PEM block `{label}` where a CERTIFICATE was expected"
+            ));
+        }
+        certs.push(cert_info(&der)?);
+    }
+    Ok(certs)
+}
+
+pub fn cert_info(der: &[u8]) -> Result<CertInfo, String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der)
+        .map_err(|e| format!("not a valid X.509 certificate: {e}"))?;
+    let key_cert_sign = cert
+        .key_usage()
+        .map_err(|e| format!("bad KeyUsage extension: {e}"))?
+        .map(|ku| ku.value.key_cert_sign());
+    let mut dns_sans = Vec::new();
+    let mut ip_sans = Vec::new();
+    if let Ok(Some(san)) = cert.subject_alternative_name() {
+        for n in &san.value.general_names {
+            match n {
+                GeneralName::DNSName(d) => dns_sans.push(d.to_string()),
+                GeneralName::IPAddress(b) => {
+                    if let Ok(a) = <[u8; 4]>::try_from(*b) {
+                        ip_sans.push(std::net::IpAddr::from(a));
+                    } else if let Ok(a) = <[u8; 16]>::try_from(*b) {
+                        ip_sans.push(std::net::IpAddr::from(a));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let self_signed =
+        cert.subject().as_raw() == cert.issuer().as_raw() && cert.verify_signature(None).is_ok();
+    Ok(CertInfo {
+        subject: cert.subject().to_string(),
+        issuer: cert.issuer().to_string(),
+        serial_hex: hex::encode(cert.raw_serial()),
+        not_before: cert.validity().not_before.timestamp(),
+        not_after: cert.validity().not_after.timestamp(),
+        is_ca: cert.is_ca(),
+        key_cert_sign,
+        dns_sans,
+        ip_sans,
+        public_key: spki_public(cert.public_key()),
+        spki_der: cert.public_key().raw.to_vec(),
+        self_signed,
+        der: der.to_vec(),
+    })
+}
+
+/// Whether `child` carries a valid signature by `issuer`'s key.
+pub fn signed_by(child: &CertInfo, issuer: &CertInfo) -> bool {
+    let Ok((_, c)) = x509_parser::parse_x509_certificate(&child.der) else {
+        return false;
+    };
+    let Ok((_, i)) = x509_parser::parse_x509_certificate(&issuer.der) else {
+        return false;
+    };
+    c.verify_signature(Some(i.public_key())).is_ok()
+}
+
+fn spki_public(spki: &SubjectPublicKeyInfo) -> PubKey {
+    match spki.parsed() {
+        Ok(x509_parser::public_key::PublicKey::RSA(r)) => PubKey::Rsa {
+            n: strip_zeros(r.modulus),
+            e: strip_zeros(r.exponent),
+        },
+        Ok(x509_parser::public_key::PublicKey::EC(p)) => PubKey::Ec(p.data().to_vec()),
+        _ => PubKey::Raw(spki.subject_public_key.data.to_vec()),
+    }
+}
+
+/// A `PUBLIC KEY` (PKIX) PEM, as in `sa.pub`.
+pub fn parse_public_key(data: &[u8]) -> Result<PubKey, String> {
+    let blocks = pem_blocks(data)?;
+    let (label, der) = &blocks[0];
+    if label != "PUBLIC KEY" {
+        return Err(format!(
+            "PEM block `{label}` where a PUBLIC KEY was expected"
+        ));
+    }
+    use x509_parser::prelude::FromDer;
+    let (_, spki) =
+        SubjectPublicKeyInfo::from_der(der).map_err(|e| format!("not a valid public key: {e}"))?;
+    Ok(spki_public(&spki))
+}
+
+/// A private key PEM (PKCS#1 `RSA PRIVATE KEY`, SEC1 `EC PRIVATE KEY`, PKCS#8 `PRIVATE KEY`):
+/// its public half. Errors describe the structure, never the content.
+pub fn parse_private_key(data: &[u8]) -> Result<KeyPublic, String> {
+    if data.windows(9).any(|w| w == b"ENCRYPTED") {
+        return Err("encrypted private key (kubeadm needs it unencrypted)".into());
+    }
+    let blocks = pem_blocks(data)?;
+    let (label, der) = &blocks[0];
+    match label.as_str() {
+        "RSA PRIVATE KEY" => pkcs1_public(der).map(KeyPublic::Known),
+        "EC PRIVATE KEY" => sec1_public(der),
+        "PRIVATE KEY" => pkcs8_public(der),
+        other => Err(format!(
+            "PEM block `{other}` where a private key was expected"
+        )),
+    }
+}
+
+// ---- minimal DER walking (definite lengths, single-byte tags) ---------------------------
+
+/// One TLV: `(tag, content, rest)`.
+fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let tag = *input.first()?;
+    let first = *input.get(1)? as usize;
+    let (len, hdr) = if first < 0x80 {
+        (first, 2)
+    } else {
+        let n = first & 0x7f;
+        if n == 0 || n > 4 {
+            return None;
+        }
+        let mut len = 0usize;
+        for i in 0..n {
+            len = (len << 8) | *input.get(2 + i)? as usize;
+        }
+        (len, 2 + n)
+    };
+    let end = hdr.checked_add(len)?;
+    (input.len() >= end).then(|| (tag, &input[hdr..end], &input[end..]))
+}
+
+fn seq_items(der: &[u8]) -> Option<Vec<(u8, &[u8])>> {
+    let (tag, mut content, _) = tlv(der)?;
+    if tag != 0x30 {
+        return None;
+    }
+    let mut items = Vec::new();
+    while !content.is_empty() {
+        let (t, c, rest) = tlv(content)?;
+        items.push((t, c));
+        content = rest;
+    }
+    Some(items)
+}
+
+fn strip_zeros(b: &[u8]) -> Vec<u8> {
+    let i = b.iter().position(|&x| x != 0).unwrap_or(b.len());
+    b[i..].to_vec()
+}
+
+fn pkcs1_public(der: &[u8]) -> Result<PubKey, String> {
+    let items = seq_items(der).ok_or("malformed RSA private key (PKCS#1)")?;
+    match items.as_slice() {
+        [(0x02, _ver), (0x02, n), (0x02, e), (0x02, _d), ..] if items.len() >= 9 => {
+            Ok(PubKey::Rsa {
+                n: strip_zeros(n),
+                e: strip_zeros(e),
+            })
+        }
+        _ => Err("malformed RSA private key (PKCS#1)".into()),
+    }
+}
+
+fn sec1_public(der: &[u8]) -> Result<KeyPublic, String> {
+    let items = seq_items(der).ok_or("malformed EC private key (SEC1)")?;
+    if !matches!(items.first(), Some((0x02, [1]))) || !matches!(items.get(1), Some((0x04, _))) {
+        return Err("malformed EC private key (SEC1)".into());
+    }
+    for (tag, content) in &items[2..] {
+        if *tag == 0xa1 {
+            let (t, bits, _) = tlv(content).ok_or("malformed EC public key field")?;
+            if t != 0x03 || bits.first() != Some(&0) {
+                return Err("malformed EC public key field".into());
+            }
+            return Ok(KeyPublic::Known(PubKey::Ec(bits[1..].to_vec())));
+        }
+    }
+    Ok(KeyPublic::Unknown(
+        "EC private key without its public key field",
+    ))
+}
+
+const OID_RSA: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01];
+const OID_EC: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01];
+
+fn pkcs8_public(der: &[u8]) -> Result<KeyPublic, String> {
+    let items = seq_items(der).ok_or("malformed private key (PKCS#8)")?;
+    let [(0x02, _), (0x30, alg), (0x04, inner), ..] = items.as_slice() else {
+        return Err("malformed private key (PKCS#8)".into());
+    };
+    let (t, oid, _) = tlv(alg).ok_or("malformed PKCS#8 algorithm")?;
+    if t != 0x06 {
+        return Err("malformed PKCS#8 algorithm".into());
+    }
+    if oid == OID_RSA {
+        pkcs1_public(inner).map(KeyPublic::Known)
+    } else if oid == OID_EC {
+        sec1_public(inner)
+    } else {
+        Ok(KeyPublic::Unknown(
+            "private key algorithm whose public half is not derivable here",
+        ))
+    }
+}
+
+/// Whether a private key belongs to a public key; `None` when it cannot be decided.
+pub fn key_matches(key: &KeyPublic, public: &PubKey) -> Option<bool> {
+    match key {
+        KeyPublic::Known(k) => Some(k == public),
+        KeyPublic::Unknown(_) => None,
+    }
+}
+
+/// `time`-formatted UTC timestamp (RFC 3339) for messages and tables.
+pub fn fmt_time(unix: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(unix)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| unix.to_string())
+}
+
+/// Human duration like kubeadm's residual time: `9y`, `364d`, `23h`, `5m`.
+pub fn fmt_residual(secs: i64) -> String {
+    let neg = secs < 0;
+    let s = secs.unsigned_abs();
+    let text = if s >= 365 * 86400 {
+        format!("{}y", s / (365 * 86400))
+    } else if s >= 86400 {
+        format!("{}d", s / 86400)
+    } else if s >= 3600 {
+        format!("{}h", s / 3600)
+    } else if s >= 60 {
+        format!("{}m", s / 60)
+    } else {
+        format!("{s}s")
+    };
+    if neg { format!("-{text}") } else { text }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn der_lengths() {
+        assert_eq!(tlv(&[0x02, 0x01, 0x05]), Some((0x02, &[5u8][..], &[][..])));
+        let long = [&[0x04u8, 0x81, 0x80][..], &[7u8; 128]].concat();
+        assert_eq!(tlv(&long).unwrap().1.len(), 128);
+        assert_eq!(tlv(&[0x04, 0x05, 1]), None);
+        assert_eq!(tlv(&[0x04, 0x85, 1, 1, 1, 1, 1]), None);
+    }
+
+    #[test]
+    fn residual_format() {
+        assert_eq!(fmt_residual(10 * 365 * 86400), "10y");
+        assert_eq!(fmt_residual(2 * 86400 + 5), "2d");
+        assert_eq!(fmt_residual(-7200), "-2h");
+    }
+}

@@ -1,0 +1,255 @@
+//! kubeadm pre-flight on hand-built plans: the real CABPK corpus passes; bad PKI and bad
+//! kubeadm configs fail with the file / field named and without secret values.
+
+mod kube_common;
+use kube_common::*;
+use nodeagent::kubeadm::preflight;
+
+fn root() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+#[test]
+fn corpus_init_passes() {
+    let r = root();
+    preflight(&corpus_plan(), r.path()).unwrap();
+}
+
+fn corpus_files() -> Vec<(String, Vec<u8>)> {
+    corpus_parts(CORPUS_INIT).0
+}
+
+fn init_line() -> String {
+    corpus_parts(CORPUS_INIT).1[0].clone()
+}
+
+fn fails(files: &[(String, Vec<u8>)], line: &str) -> nodeagent::error::Error {
+    let r = root();
+    let e = preflight(&plan_of(files, line), r.path()).unwrap_err();
+    // No key material or token ever reaches an error.
+    let text = e.to_string();
+    assert!(
+        !text.contains("PRIVATE KEY") && !text.contains(TOKEN) && !text.contains(CERT_KEY),
+        "{text}"
+    );
+    for (_, c) in files {
+        if let Ok(s) = std::str::from_utf8(c) {
+            for l in s.lines().filter(|l| l.len() > 40 && !l.starts_with("---")) {
+                assert!(!text.contains(l), "error leaks file content: {text}");
+            }
+        }
+    }
+    e
+}
+
+#[test]
+fn swapped_ca_key_is_a_mismatch() {
+    let mut f = corpus_files();
+    let etcd_key = file(&f, "/etc/kubernetes/pki/etcd/ca.key").to_vec();
+    replace_file(&mut f, "/etc/kubernetes/pki/ca.key", etcd_key);
+    let e = fails(&f, &init_line());
+    assert!(e.place.ends_with("/etc/kubernetes/pki/ca.key"), "{e}");
+    assert!(
+        e.message.contains("does not match") && e.message.contains("/etc/kubernetes/pki/ca.crt"),
+        "{e}"
+    );
+}
+
+#[test]
+fn sa_pair_mismatch() {
+    let mut f = corpus_files();
+    let other = file(&f, "/etc/kubernetes/pki/front-proxy-ca.key").to_vec();
+    replace_file(&mut f, "/etc/kubernetes/pki/sa.key", other);
+    let e = fails(&f, &init_line());
+    assert!(
+        e.place.ends_with("/etc/kubernetes/pki/sa.key") && e.message.contains("sa.pub"),
+        "{e}"
+    );
+}
+
+#[test]
+fn ca_checks_with_generated_certs() {
+    // Valid EC CA with serial 0 and PKCS#8 key: accepted.
+    let ok = make_ca(-300, 86400, true);
+    let mut f = corpus_files();
+    replace_file(
+        &mut f,
+        "/etc/kubernetes/pki/front-proxy-ca.crt",
+        ok.cert_pem.clone().into_bytes(),
+    );
+    replace_file(
+        &mut f,
+        "/etc/kubernetes/pki/front-proxy-ca.key",
+        ok.key_pem.clone().into_bytes(),
+    );
+    preflight(&plan_of(&f, &init_line()), root().path()).unwrap();
+
+    let cases: [(Ca, &str); 3] = [
+        (make_ca(-86400 * 10, -86400, true), "expired"),
+        (
+            make_ca(3 * 3600, 86400 * 10, true),
+            "clock is probably behind",
+        ),
+        (make_ca(-300, 86400, false), "not a CA"),
+    ];
+    for (ca, want) in cases {
+        let mut f = corpus_files();
+        replace_file(
+            &mut f,
+            "/etc/kubernetes/pki/etcd/ca.crt",
+            ca.cert_pem.into_bytes(),
+        );
+        replace_file(
+            &mut f,
+            "/etc/kubernetes/pki/etcd/ca.key",
+            ca.key_pem.into_bytes(),
+        );
+        let e = fails(&f, &init_line());
+        assert_eq!(
+            e.place, "step kubeadm: /etc/kubernetes/pki/etcd/ca.crt",
+            "{e}"
+        );
+        assert!(e.message.contains(want), "{want}: {e}");
+    }
+}
+
+#[test]
+fn ca_on_disk_is_checked_too() {
+    // The plan writes no PKI; the disk under root holds a mismatched pair.
+    let r = root();
+    let a = make_ca(-300, 86400, true);
+    let b = make_ca(-300, 86400, true);
+    let pki = r.path().join("etc/kubernetes/pki");
+    std::fs::create_dir_all(&pki).unwrap();
+    std::fs::write(pki.join("ca.crt"), &a.cert_pem).unwrap();
+    std::fs::write(pki.join("ca.key"), &b.key_pem).unwrap();
+    let f: Vec<(String, Vec<u8>)> = corpus_files()
+        .into_iter()
+        .filter(|(p, _)| !p.starts_with("/etc/kubernetes/pki"))
+        .collect();
+    let e = preflight(&plan_of(&f, &init_line()), r.path()).unwrap_err();
+    assert!(e.place.ends_with("/etc/kubernetes/pki/ca.key"), "{e}");
+}
+
+#[test]
+fn join_ca_hash_pinning() {
+    let ca = make_ca(-300, 86400, true);
+    let good = openssl_hash(&ca.cert_pem);
+    let other = openssl_hash(&make_ca(-300, 86400, true).cert_pem);
+    let files = |hashes: &[String]| {
+        vec![
+            (
+                "/etc/kubernetes/pki/ca.crt".to_string(),
+                ca.cert_pem.clone().into_bytes(),
+            ),
+            (
+                "/etc/kubernetes/pki/ca.key".to_string(),
+                ca.key_pem.clone().into_bytes(),
+            ),
+            (
+                JOIN_PATH.to_string(),
+                worker_join_config("10.0.0.10:6443", hashes).into_bytes(),
+            ),
+        ]
+    };
+    // The right hash (computed by openssl), also in upper case, passes.
+    preflight(
+        &plan_of(&files(std::slice::from_ref(&good)), JOIN_LINE),
+        root().path(),
+    )
+    .unwrap();
+    preflight(
+        &plan_of(
+            &files(&[
+                other.clone(),
+                good.to_uppercase().replace("SHA256:", "sha256:"),
+            ]),
+            JOIN_LINE,
+        ),
+        root().path(),
+    )
+    .unwrap();
+    // A wrong one fails in the plan, naming the field.
+    let e = fails(&files(&[other]), JOIN_LINE);
+    assert!(
+        e.place
+            .ends_with("document 1 (JoinConfiguration): discovery.bootstrapToken.caCertHashes"),
+        "{e}"
+    );
+    assert!(
+        e.message.contains(&good),
+        "message gives the CA's real hash: {e}"
+    );
+}
+
+#[test]
+fn join_without_discovery_and_bad_configs() {
+    let mut cfg = worker_join_config("10.0.0.10:6443", &[]);
+    cfg = cfg.replace("discovery:\n  bootstrapToken:\n    apiServerEndpoint: 10.0.0.10:6443\n    unsafeSkipCAVerification: true\n", "");
+    cfg = cfg.replace(&format!("    token: {TOKEN}\n"), "");
+    let e = fails(&[(JOIN_PATH.into(), cfg.into_bytes())], JOIN_LINE);
+    assert!(e.message.contains("discovery"), "{e}");
+
+    let unknown = worker_join_config("10.0.0.10:6443", &[])
+        .replace("  name: node-1\n", "  name: node-1\n  nmae: typo\n");
+    let e = fails(&[(JOIN_PATH.into(), unknown.into_bytes())], JOIN_LINE);
+    assert_eq!(
+        e.place,
+        format!("step kubeadm: {JOIN_PATH}: document 1 (JoinConfiguration): nodeRegistration.nmae")
+    );
+
+    let wrong_version = worker_join_config("10.0.0.10:6443", &[]).replace("v1beta4", "v1beta5");
+    let e = fails(&[(JOIN_PATH.into(), wrong_version.into_bytes())], JOIN_LINE);
+    assert!(
+        e.place.ends_with("apiVersion") && e.message.contains("v1beta5"),
+        "{e}"
+    );
+
+    // init config given to a join.
+    let init_cfg = file(&corpus_files(), "/run/kubeadm/kubeadm.yaml").to_vec();
+    let e = fails(&[(JOIN_PATH.into(), init_cfg)], JOIN_LINE);
+    assert!(e.message.contains("JoinConfiguration"), "{e}");
+
+    // Config file missing altogether.
+    let e = fails(&[], JOIN_LINE);
+    assert!(
+        e.place.ends_with(JOIN_PATH) && e.message.contains("neither written"),
+        "{e}"
+    );
+}
+
+#[test]
+fn serving_cert_must_cover_the_endpoint() {
+    let mut f = corpus_files();
+    // A generated CA, so the test can sign a serving certificate with it.
+    let ca = make_ca(-300, 86400, true);
+    replace_file(
+        &mut f,
+        "/etc/kubernetes/pki/ca.crt",
+        ca.cert_pem.clone().into_bytes(),
+    );
+    replace_file(
+        &mut f,
+        "/etc/kubernetes/pki/ca.key",
+        ca.key_pem.clone().into_bytes(),
+    );
+    let (good, _) = make_leaf(&ca, &["127.0.0.1", "kubernetes"]);
+    let (bad, _) = make_leaf(&ca, &["10.9.9.9"]);
+    let with = |leaf: String| {
+        let mut g = f.clone();
+        g.insert(
+            0,
+            (
+                "/etc/kubernetes/pki/apiserver.crt".into(),
+                leaf.into_bytes(),
+            ),
+        );
+        g
+    };
+    preflight(&plan_of(&with(good), &init_line()), root().path()).unwrap();
+    let e = fails(&with(bad), &init_line());
+    assert!(
+        e.place.ends_with("apiserver.crt") && e.message.contains("127.0.0.1"),
+        "{e}"
+    );
+}
