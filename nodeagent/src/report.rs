@@ -1,10 +1,19 @@
 //! Status reporting: status.json, guestinfo.nodeagent.status, virtio-serial, sentinel. Owner: kubeadm.
-
+//!
 //! Interface used by `apply` (fixed early so apply and reporting can be built in parallel).
+//! design.md section 4: at every phase change the reporter
+//! - rewrites `/run/nodeagent/status.json` (0644, redacted; what `nodeagent status` reads),
+//! - publishes the compact JSON (≤ 4 KiB) as `guestinfo.nodeagent.status` through the
+//!   transport (the fwcfg transport turns it into a line on virtio-serial),
+//! - appends an event to `/var/log/nodeagent/events.jsonl` (what `nodeagent analyze` reads).
+//!
+//! Publishing never fails the run: a broken channel is logged and the run goes on.
+//! Every text that enters a status passes through `redact::redact_text` first.
 
+use crate::redact::redact_text;
 use crate::transport::Transport;
-use serde::Serialize;
-use std::path::Path;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
 
 /// design.md section 4 phases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -18,26 +27,584 @@ pub enum Phase {
     Failed,
 }
 
+impl Phase {
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Phase::Done | Phase::Failed)
+    }
+}
+
+pub const STATUS_JSON: &str = "run/nodeagent/status.json";
+pub const EVENTS: &str = "var/log/nodeagent/events.jsonl";
+pub const STATUS_KEY: &str = "nodeagent.status";
+/// Most kubeadm output lines kept for a failure report.
+pub const TAIL_LINES: usize = 20;
+
+/// The status document. The first eight fields are the compact form published through
+/// guestinfo; `detail`, `warnings` and `output_tail` only go to status.json (`detail` also
+/// to guestinfo while waiting, so the platform sees which endpoint the node waits for).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    pub v: u32,
+    pub instance_id: String,
+    pub phase: Phase,
+    pub step: Option<String>,
+    pub error: Option<String>,
+    /// RFC 3339 UTC.
+    pub started: String,
+    pub updated: String,
+    /// Kernel boot id: tells a status of this boot from one of an earlier boot.
+    pub boot: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output_tail: Vec<String>,
+}
+
+impl Status {
+    /// `guestinfo.nodeagent.status`: compact JSON of at most `limits::MAX_STATUS_BYTES`;
+    /// the error is shortened (and kubeadm's last lines appended while they fit).
+    pub fn compact_json(&self) -> String {
+        #[derive(Serialize)]
+        struct Compact<'a> {
+            v: u32,
+            instance_id: &'a str,
+            phase: Phase,
+            step: &'a Option<String>,
+            error: Option<String>,
+            started: &'a str,
+            updated: &'a str,
+            boot: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            detail: &'a Option<String>,
+        }
+        let max = crate::limits::MAX_STATUS_BYTES;
+        let mut error = self.error.clone();
+        if let Some(e) = &mut error
+            && !self.output_tail.is_empty()
+        {
+            e.push_str(" | last output: ");
+            e.push_str(&self.output_tail.join(" / "));
+        }
+        loop {
+            let c = Compact {
+                v: self.v,
+                instance_id: &self.instance_id,
+                phase: self.phase,
+                step: &self.step,
+                error: error.clone(),
+                started: &self.started,
+                updated: &self.updated,
+                boot: &self.boot,
+                detail: &self.detail,
+            };
+            let json = serde_json::to_string(&c).unwrap_or_default();
+            if json.len() <= max {
+                return json;
+            }
+            // Cut the error by what is over plus a margin; keep its start (step and reason).
+            match &mut error {
+                Some(e) if !e.is_empty() => {
+                    let over = json.len() - max + 8;
+                    let keep = e.len().saturating_sub(over.max(e.len() / 8));
+                    let mut cut = keep;
+                    while !e.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    e.truncate(cut);
+                    e.push('…');
+                }
+                _ => return json_min(self),
+            }
+        }
+    }
+
+    /// `done` with warnings is "degraded" (exit 2 of `nodeagent status`).
+    pub fn degraded(&self) -> bool {
+        self.phase == Phase::Done && !self.warnings.is_empty()
+    }
+}
+
+/// Last resort when even the fixed fields overflow (absurd instance ids): phase only.
+fn json_min(s: &Status) -> String {
+    serde_json::json!({"v": s.v, "phase": s.phase}).to_string()
+}
+
+/// Read `/run/nodeagent/status.json` under `root`.
+pub fn read_status(root: &Path) -> std::io::Result<Status> {
+    let text = std::fs::read_to_string(root.join(STATUS_JSON))?;
+    serde_json::from_str(&text).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// One line of `events.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Unix time, milliseconds.
+    pub ts_ms: u64,
+    pub instance_id: String,
+    pub boot: String,
+    pub phase: Phase,
+    pub step: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
 /// Publishes status at every phase change: `/run/nodeagent/status.json`,
-/// `guestinfo.nodeagent.status` via the transport, and the CAPI sentinel on success.
+/// `guestinfo.nodeagent.status` via the transport, and the events journal.
 pub struct Reporter<'t> {
     pub transport: Option<&'t dyn Transport>,
     pub root: std::path::PathBuf,
     pub instance_id: String,
+    status: Status,
 }
 
 impl<'t> Reporter<'t> {
     pub fn new(transport: Option<&'t dyn Transport>, root: &Path, instance_id: &str) -> Self {
+        let now = now_rfc3339();
+        let status = Status {
+            v: 1,
+            instance_id: instance_id.to_string(),
+            phase: Phase::Reading,
+            step: None,
+            error: None,
+            started: now.clone(),
+            updated: now,
+            boot: boot_id(),
+            detail: None,
+            warnings: Vec::new(),
+            output_tail: Vec::new(),
+        };
         Reporter {
             transport,
             root: root.to_path_buf(),
             instance_id: instance_id.to_string(),
+            status,
         }
     }
+
+    /// The current status (what was last published).
+    pub fn status(&self) -> &Status {
+        &self.status
+    }
+
     /// Phase change (and current step). Failures to publish are logged, never fatal.
-    pub fn phase(&mut self, _phase: Phase, _step: Option<&str>) {}
+    pub fn phase(&mut self, phase: Phase, step: Option<&str>) {
+        self.status.phase = phase;
+        self.status.step = step.map(redact_text);
+        self.status.detail = None;
+        if !phase.is_terminal() {
+            self.status.error = None;
+        }
+        self.publish();
+    }
+
+    /// What the current step is doing (e.g. `waiting for 10.0.0.10:6443 (attempt 3)`); published.
+    pub fn detail(&mut self, detail: &str) {
+        self.status.detail = Some(redact_text(detail));
+        self.publish();
+    }
+
+    /// A non-fatal finding; a run that ends `done` with warnings is "degraded".
+    pub fn warning(&mut self, message: &str) {
+        self.status.warnings.push(redact_text(message));
+    }
+
     /// Terminal failure: the failing step, a redacted reason, the last lines of kubeadm output.
-    pub fn failed(&mut self, _step: &str, _reason: &str, _output_tail: &[String]) {}
+    /// Calling it again for the same step without output keeps the tail already reported.
+    pub fn failed(&mut self, step: &str, reason: &str, output_tail: &[String]) {
+        let same_step = self.status.phase == Phase::Failed
+            && self.status.step.as_deref() == Some(&redact_text(step));
+        if !output_tail.is_empty() || !same_step {
+            let from = output_tail.len().saturating_sub(TAIL_LINES);
+            self.status.output_tail = output_tail[from..].iter().map(|l| redact_text(l)).collect();
+        }
+        self.status.phase = Phase::Failed;
+        self.status.step = Some(redact_text(step));
+        self.status.detail = None;
+        self.status.error = Some(redact_text(&format!("{step}: {reason}")));
+        self.publish();
+    }
+
     /// Terminal success.
-    pub fn done(&mut self) {}
+    pub fn done(&mut self) {
+        self.status.phase = Phase::Done;
+        self.status.step = None;
+        self.status.detail = None;
+        self.status.error = None;
+        self.status.output_tail.clear();
+        self.publish();
+    }
+
+    fn publish(&mut self) {
+        self.status.updated = now_rfc3339();
+        if let Err(e) = self.write_status_json() {
+            tracing::warn!("status.json not written: {e}");
+        }
+        if let Err(e) = self.append_event() {
+            tracing::warn!("status event not recorded: {e}");
+        }
+        if let Some(t) = self.transport {
+            let json = self.status.compact_json();
+            if let Err(e) = t.set(STATUS_KEY, json.as_bytes()) {
+                tracing::warn!(
+                    "guestinfo.{STATUS_KEY} not published through {}: {e}",
+                    t.name()
+                );
+            }
+        }
+        tracing::info!(phase = ?self.status.phase, step = ?self.status.step, detail = ?self.status.detail, "status");
+    }
+
+    fn write_status_json(&self) -> std::io::Result<()> {
+        let json = serde_json::to_string_pretty(&self.status).map_err(std::io::Error::other)?;
+        write_atomic(&self.root.join(STATUS_JSON), json.as_bytes(), 0o644)
+    }
+
+    fn append_event(&self) -> std::io::Result<()> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let ev = Event {
+            ts_ms: now_ms(),
+            instance_id: self.status.instance_id.clone(),
+            boot: self.status.boot.clone(),
+            phase: self.status.phase,
+            step: self.status.step.clone(),
+            detail: self.status.detail.clone(),
+        };
+        let path = self.root.join(EVENTS);
+        std::fs::create_dir_all(path.parent().unwrap())?;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o640)
+            .open(path)?;
+        let mut line = serde_json::to_string(&ev).map_err(std::io::Error::other)?;
+        line.push('\n');
+        f.write_all(line.as_bytes())
+    }
+}
+
+/// Create-temp, write, fsync, rename: readers never see a half-written file.
+pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let dir = path
+        .parent()
+        .ok_or_else(|| std::io::Error::other("no parent directory"))?;
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        path.file_name().unwrap().to_string_lossy(),
+        std::process::id()
+    ));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(&tmp)?;
+    f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    f.write_all(data)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+pub fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .replace_nanosecond(0)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}
+
+fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+// ---- guestinfo helpers ---------------------------------------------------------------
+
+/// Keys to blank after a successful bootstrap (cloud-init's VMware datasource behaviour):
+/// `userdata` when the image config says so (default on), plus what metadata `redact:` names
+/// (with or without the `guestinfo.` prefix).
+pub fn keys_to_redact(redact_userdata: bool, metadata_redact: &[String]) -> Vec<String> {
+    let mut keys: Vec<String> = Vec::new();
+    if redact_userdata {
+        keys.push("userdata".into());
+    }
+    for k in metadata_redact {
+        let k = k.trim().trim_start_matches("guestinfo.").to_string();
+        if !k.is_empty() && !k.ends_with(".encoding") && !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    keys
+}
+
+/// Overwrite each key with `---` and its `.encoding` with a space, as cloud-init does, so
+/// the bootstrap secrets no longer sit in the VM's ExtraConfig. Returns the keys that failed.
+pub fn redact_guestinfo(transport: &dyn Transport, keys: &[String]) -> Vec<String> {
+    let mut failed = Vec::new();
+    for k in keys {
+        let a = transport.set(k, b"---");
+        let b = transport.set(&format!("{k}.encoding"), b" ");
+        if let Err(e) = a.and(b) {
+            tracing::warn!("guestinfo.{k} not redacted: {e}");
+            failed.push(k.clone());
+        }
+    }
+    failed
+}
+
+/// The addresses cloud-init publishes as `guestinfo.local-ipv4`/`-ipv6`: the first address
+/// of the interface holding the default route (per family).
+pub fn local_addresses() -> (Option<std::net::Ipv4Addr>, Option<std::net::Ipv6Addr>) {
+    let v4_if = std::fs::read_to_string("/proc/net/route")
+        .ok()
+        .and_then(|t| default_iface_v4(&t));
+    let v6_if = std::fs::read_to_string("/proc/net/ipv6_route")
+        .ok()
+        .and_then(|t| default_iface_v6(&t));
+    let mut addrs: Vec<(String, std::net::IpAddr)> = Vec::new();
+    if let Ok(ifs) = nix::ifaddrs::getifaddrs() {
+        for i in ifs {
+            let Some(a) = i.address else { continue };
+            if let Some(v4) = a.as_sockaddr_in() {
+                addrs.push((i.interface_name.clone(), std::net::IpAddr::V4(v4.ip())));
+            } else if let Some(v6) = a.as_sockaddr_in6() {
+                addrs.push((i.interface_name.clone(), std::net::IpAddr::V6(v6.ip())));
+            }
+        }
+    }
+    pick_addresses(v4_if.as_deref(), v6_if.as_deref(), &addrs)
+}
+
+/// Pure part of `local_addresses`: pick per family from `(interface, address)` pairs.
+pub fn pick_addresses(
+    v4_if: Option<&str>,
+    v6_if: Option<&str>,
+    addrs: &[(String, std::net::IpAddr)],
+) -> (Option<std::net::Ipv4Addr>, Option<std::net::Ipv6Addr>) {
+    let v4 = v4_if.and_then(|name| {
+        addrs.iter().find_map(|(i, a)| match a {
+            std::net::IpAddr::V4(a) if i == name && !a.is_loopback() => Some(*a),
+            _ => None,
+        })
+    });
+    let v6 = v6_if.and_then(|name| {
+        addrs.iter().find_map(|(i, a)| match a {
+            std::net::IpAddr::V6(a)
+                if i == name && !a.is_loopback() && (a.segments()[0] & 0xffc0) != 0xfe80 =>
+            {
+                Some(*a)
+            }
+            _ => None,
+        })
+    });
+    (v4, v6)
+}
+
+/// Interface of the IPv4 default route in `/proc/net/route` text.
+pub fn default_iface_v4(route: &str) -> Option<String> {
+    route.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.len() > 7 && f[1] == "00000000" && f[7] == "00000000").then(|| f[0].to_string())
+    })
+}
+
+/// Interface of the IPv6 default route in `/proc/net/ipv6_route` text.
+pub fn default_iface_v6(route: &str) -> Option<String> {
+    route.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.len() == 10
+            && f[0] == "00000000000000000000000000000000"
+            && f[1] == "00"
+            && f[9] != "lo")
+            .then(|| f[9].to_string())
+    })
+}
+
+/// Publish `guestinfo.local-ipv4` / `local-ipv6` (absent families are not written).
+pub fn publish_local_addresses(
+    transport: &dyn Transport,
+) -> (Option<std::net::Ipv4Addr>, Option<std::net::Ipv6Addr>) {
+    let (v4, v6) = local_addresses();
+    if let Some(a) = v4
+        && let Err(e) = transport.set("local-ipv4", a.to_string().as_bytes())
+    {
+        tracing::warn!("guestinfo.local-ipv4 not published: {e}");
+    }
+    if let Some(a) = v6
+        && let Err(e) = transport.set("local-ipv6", a.to_string().as_bytes())
+    {
+        tracing::warn!("guestinfo.local-ipv6 not published: {e}");
+    }
+    (v4, v6)
+}
+
+/// Where `nodeagent status` and the tests find files under a root.
+pub fn status_path(root: &Path) -> PathBuf {
+    root.join(STATUS_JSON)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::collections::BTreeMap;
+
+    #[derive(Default)]
+    struct Mem(RefCell<BTreeMap<String, Vec<Vec<u8>>>>);
+    impl Transport for Mem {
+        fn name(&self) -> &'static str {
+            "mem"
+        }
+        fn get(&self, _k: &str) -> crate::error::Result<Option<Vec<u8>>> {
+            Ok(None)
+        }
+        fn set(&self, k: &str, v: &[u8]) -> crate::error::Result<()> {
+            self.0
+                .borrow_mut()
+                .entry(k.to_string())
+                .or_default()
+                .push(v.to_vec());
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn every_phase_change_is_published_and_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = Mem::default();
+        let mut r = Reporter::new(Some(&t), dir.path(), "i-1");
+        r.phase(Phase::Reading, None);
+        r.phase(Phase::Applying, Some("write_files[0]:/etc/x"));
+        r.phase(Phase::Waiting, Some("kubeadm"));
+        r.detail("waiting for 10.0.0.1:6443");
+        r.failed(
+            "kubeadm",
+            "join failed --token abcdef.0123456789abcdef",
+            &["out --certificate-key 00ff".into()],
+        );
+        let sent = t.0.borrow()["nodeagent.status"].clone();
+        assert_eq!(sent.len(), 5);
+        let phases: Vec<String> = sent
+            .iter()
+            .map(|j| {
+                serde_json::from_slice::<serde_json::Value>(j).unwrap()["phase"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(
+            phases,
+            ["reading", "applying", "waiting", "waiting", "failed"]
+        );
+        let last: serde_json::Value = serde_json::from_slice(sent.last().unwrap()).unwrap();
+        let keys: Vec<&str> = last
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "v",
+                "instance_id",
+                "phase",
+                "step",
+                "error",
+                "started",
+                "updated",
+                "boot"
+            ]
+        );
+        let err = last["error"].as_str().unwrap();
+        assert!(
+            err.starts_with("kubeadm: join failed") && err.contains("last output"),
+            "{err}"
+        );
+        assert!(
+            !err.contains("0123456789abcdef") && !err.contains("00ff"),
+            "{err}"
+        );
+        let st = read_status(dir.path()).unwrap();
+        assert_eq!(st.phase, Phase::Failed);
+        assert_eq!(st.output_tail, vec!["out --certificate-key <redacted>"]);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(status_path(dir.path()))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o644);
+        // A second failed() for the same step without output keeps the kubeadm tail.
+        r.failed("kubeadm", "step failed", &[]);
+        assert_eq!(read_status(dir.path()).unwrap().output_tail.len(), 1);
+        let events = std::fs::read_to_string(dir.path().join(EVENTS)).unwrap();
+        assert_eq!(events.lines().count(), 6);
+    }
+
+    #[test]
+    fn compact_status_fits_4k() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = Reporter::new(None, dir.path(), "i-1");
+        let tail: Vec<String> = (0..200)
+            .map(|i| format!("line {i} {}", "x".repeat(100)))
+            .collect();
+        r.failed("kubeadm", &"reason ".repeat(2000), &tail);
+        let json = r.status().compact_json();
+        assert!(
+            json.len() <= crate::limits::MAX_STATUS_BYTES,
+            "{}",
+            json.len()
+        );
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert!(v["error"].as_str().unwrap().starts_with("kubeadm: reason"));
+        assert_eq!(r.status().output_tail.len(), TAIL_LINES);
+    }
+
+    #[test]
+    fn redaction_keys() {
+        assert_eq!(
+            keys_to_redact(true, &["guestinfo.vendordata".into(), "userdata".into()]),
+            ["userdata", "vendordata"]
+        );
+        assert!(keys_to_redact(false, &[]).is_empty());
+        let t = Mem::default();
+        assert!(redact_guestinfo(&t, &["userdata".into()]).is_empty());
+        assert_eq!(t.0.borrow()["userdata"], vec![b"---".to_vec()]);
+        assert_eq!(t.0.borrow()["userdata.encoding"], vec![b" ".to_vec()]);
+    }
+
+    #[test]
+    fn default_route_interfaces() {
+        let route = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\neth0\t0002A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\neth1\t00000000\t0102A8C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n";
+        assert_eq!(default_iface_v4(route).as_deref(), Some("eth1"));
+        let r6 = "00000000000000000000000000000000 00 00000000000000000000000000000000 00 fe800000000000000000000000000001 00000400 00000001 00000000 00000003     eth1\n";
+        assert_eq!(default_iface_v6(r6).as_deref(), Some("eth1"));
+        let addrs = vec![
+            ("eth0".to_string(), "192.168.2.5".parse().unwrap()),
+            ("eth1".to_string(), "fe80::1".parse().unwrap()),
+            ("eth1".to_string(), "10.0.0.7".parse().unwrap()),
+            ("eth1".to_string(), "fd00::7".parse().unwrap()),
+        ];
+        let (v4, v6) = pick_addresses(Some("eth1"), Some("eth1"), &addrs);
+        assert_eq!(v4, Some("10.0.0.7".parse().unwrap()));
+        assert_eq!(v6, Some("fd00::7".parse().unwrap()));
+    }
 }
