@@ -58,14 +58,19 @@ REPORT_SH = """#!/bin/sh
 # send the node's files as a tar stream on org.nodeagent.test, then power off.
 opt() { cat "/sys/firmware/qemu_fw_cfg/by_name/opt/test.$1/raw" 2>/dev/null; }
 mode=$(opt wait); mode=${mode:-nodeagent}
-i=0
-while [ $i -lt 1200 ]; do
+limit=$(opt timeout); limit=${limit:-240}
+up() { cut -d. -f1 /proc/uptime; }
+while [ "$(up)" -lt "$limit" ]; do
   case "$mode" in
-    nodeagent) grep -qE '"phase": *"(done|failed)"' /run/nodeagent/status.json 2>/dev/null && break ;;
-    cloudinit) [ -e /var/lib/cloud/instance/boot-finished ] && break ;;
+    nodeagent)
+      grep -qE '"phase": *"(done|failed)"' /run/nodeagent/status.json 2>/dev/null && break
+      case "$(systemctl show -p ActiveState --value nodeagent.service)" in active|failed) break ;; esac ;;
+    cloudinit)
+      [ -e /var/lib/cloud/instance/boot-finished ] && break
+      case "$(systemctl show -p ActiveState --value cloud-final.service)" in active|failed) break ;; esac ;;
     *) break ;;
   esac
-  sleep 0.1; i=$((i+1))
+  sleep 0.2
 done
 /usr/local/lib/qemu-test/mark "end-$mode"
 mkdir -p /run/test
@@ -117,16 +122,49 @@ def _install_modules(kernel, root):
         f.write(kernel.modules_dep(q.MODULES, lambda n, p: os.path.relpath(p, kernel.moddir)))
 
 
-def install_nodeagent(root, nodeagent, log):
-    """Install nodeagent and its units the way the shipped images do: provision.sh."""
-    if not os.path.exists(PROVISION):
-        raise RuntimeError("image-build/scripts/provision.sh is not in the tree yet")
+def build_deb(nodeagent, workdir):
+    """The nodeagent .deb to install: $NODEAGENT_DEB, else the packaging's own build
+    (packaging/build-deb), else a minimal package of the binary and units/ made here."""
+    if os.environ.get("NODEAGENT_DEB"):
+        return os.environ["NODEAGENT_DEB"]
+    builder = os.path.join(q.REPO, "packaging", "build-deb")
+    if os.access(builder, os.X_OK):
+        out = subprocess.run([builder], cwd=q.REPO, check=True, capture_output=True, text=True)
+        return out.stdout.strip().splitlines()[-1]
     if not os.path.isdir(UNITS):
         raise RuntimeError("units/ is not in the tree yet")
-    env = dict(os.environ, NODEAGENT_ROOT=root, ROOT=root, DESTDIR=root)
+    tree = os.path.join(workdir, "deb-tree")
+    shutil.rmtree(tree, ignore_errors=True)
+    os.makedirs(os.path.join(tree, "DEBIAN"))
+    q.copy_with_parents(nodeagent, tree, "/usr/bin/nodeagent")
+    for unit in sorted(os.listdir(UNITS)):
+        if unit.endswith((".service", ".target", ".timer", ".path")):
+            q.copy_with_parents(os.path.join(UNITS, unit), tree, f"/lib/systemd/system/{unit}")
+    config = os.path.join(os.path.dirname(UNITS), "packaging", "config.yaml")
+    if os.path.exists(config):
+        q.copy_with_parents(config, tree, "/etc/nodeagent/config.yaml")
+        _write(tree, "/DEBIAN/conffiles", "/etc/nodeagent/config.yaml\n")
+    _write(tree, "/DEBIAN/control", "Package: nodeagent\nVersion: 0.0.0~qemutest\nArchitecture: amd64\n"
+           "Maintainer: nodeagent tests <tests@localhost>\nDepends: libc6\n"
+           "Description: nodeagent (minimal package made by tests/qemu for its test images)\n")
+    deb = os.path.join(workdir, "nodeagent_0.0.0~qemutest_amd64.deb")
+    q.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "-z1", "--build", tree, deb], stdout=subprocess.DEVNULL)
+    return deb
+
+
+def install_nodeagent(root, nodeagent, log):
+    """Install nodeagent the way shipped images do: image-build/scripts/provision.sh run in a
+    chroot of the rootfs with the .deb (it installs, enables the units, cleans, disables cloud-init)."""
+    if not os.path.exists(PROVISION):
+        raise RuntimeError("image-build/scripts/provision.sh is not in the tree yet")
+    deb = build_deb(nodeagent, os.path.dirname(log))
+    scripts = os.path.join(root, "tmp", "provision")
+    shutil.copytree(os.path.dirname(PROVISION), scripts)
+    shutil.copy2(deb, os.path.join(scripts, "nodeagent.deb"))
     with open(log, "w") as f:
-        out = subprocess.run(["bash", PROVISION, "--root", root, "--binary", nodeagent, "--units", UNITS],
-                             stdout=f, stderr=subprocess.STDOUT, env=env)
+        out = subprocess.run(["chroot", root, "sh", "/tmp/provision/provision.sh", "/tmp/provision/nodeagent.deb"],
+                             stdout=f, stderr=subprocess.STDOUT, env=dict(os.environ, PATH="/usr/sbin:/usr/bin:/sbin:/bin"))
+    shutil.rmtree(scripts)
     if out.returncode != 0:
         raise RuntimeError(f"provision.sh failed (exit {out.returncode}), see {log}")
 
