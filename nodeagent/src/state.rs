@@ -1,1 +1,469 @@
 //! /var/lib/nodeagent: per-instance journal of finished steps, crash-safe. Owner: apply.
+//!
+//! Layout (every path under `--root DIR` when given):
+//! ```text
+//! var/lib/nodeagent/                        0700
+//!   instance-id                             0600  current instance-id + "\n"
+//!   previous-instance-id                    0600  the one before (a clone changed it)
+//!   instances/<iid>/                        0700  <iid>: [A-Za-z0-9._-] kept, others "_"
+//!     journal.jsonl                         0600  one JSON object per line (below)
+//!     userdata.txt                          0600  rendered userdata (core provides it)
+//!     instance-data-sensitive.json          0600
+//!     instance-data.json                    0644  redacted
+//!     cmd/<h>.rc  cmd/<h>.lock  cmd/<h>.out 0600  command supervision (apply/commands.rs)
+//! ```
+//!
+//! ## Journal format (read by `nodeagent analyze`)
+//! Append-only JSON Lines; every record has `v` (1), `event`, `at` (RFC 3339 UTC, ms),
+//! `boot` (kernel boot_id) and `pid`. Events:
+//! * `run-start`  `{stage}`: a `nodeagent run --stage` began (`stage`: local|main).
+//! * `begin`      `{step, stage, frequency}`: a step started; `expect` (sha256 hex) for appends.
+//! * `done`       `{step, stage, frequency, duration_ms, result}`: finished; `result` is `ok`,
+//!   `skipped` (commands without `--exec`) or `adopted` (a command that had finished while the
+//!   previous agent was killed: its recorded exit status 0 was taken, it was not run again).
+//! * `failed`     `{step, stage, duration_ms, error}`: the step failed (error redacted).
+//! * `run-end`    `{stage, duration_ms, result}`: `ok` or `failed`.
+//!
+//! A step counts as finished when a `done` record (not `skipped`) exists for it; for `per-boot`
+//! steps only a `done` with the current `boot`. A line cut short by a power loss does not parse and is
+//! ignored (the writer first terminates such a line), so the journal never blocks a run.
+//!
+//! Durability: records are `write(2)`n in one call; the file is fsynced after every step that
+//! is not an idempotent write (commands, users, kubeadm, appends' `begin`) and at run end. A
+//! lost `done` of an idempotent step only means the step is done again, with the same result.
+
+use crate::error::{Error, Result, Stage};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+pub const DIR: &str = "var/lib/nodeagent";
+
+/// One journal line. Optional fields are present only for the events that use them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Record {
+    pub v: u32,
+    pub event: String,
+    pub at: String,
+    pub boot: String,
+    pub pid: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frequency: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<String>,
+}
+
+fn err(place: impl Into<String>, e: impl std::fmt::Display) -> Error {
+    Error::new(Stage::State, place, e.to_string())
+}
+
+/// `<root>/var/lib/nodeagent`.
+pub fn state_dir(root: &Path) -> PathBuf {
+    root.join(DIR)
+}
+
+/// Directory name for an instance-id: safe as one path component.
+pub fn instance_dir_name(iid: &str) -> String {
+    let mut s: String = iid
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() || s.starts_with('.') {
+        s.insert(0, '_');
+    }
+    s
+}
+
+/// The kernel's boot id; `NODEAGENT_BOOT_ID` overrides it (tests simulate reboots with it).
+pub fn boot_id() -> String {
+    if let Ok(b) = std::env::var("NODEAGENT_BOOT_ID") {
+        return b;
+    }
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+pub fn now_rfc3339() -> String {
+    let now = time::OffsetDateTime::now_utc();
+    let fmt = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    now.format(&fmt).unwrap_or_default()
+}
+
+/// Create `path` (and missing parents) with `mode`, chmod an existing one to `mode`.
+pub fn ensure_private_dir(path: &Path, mode: u32) -> Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(path)
+        .map_err(|e| err(path.display().to_string(), e))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| err(path.display().to_string(), e))
+}
+
+/// Replace `path` atomically with `data` at `mode` (temp file, fsync, rename, fsync dir).
+pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<()> {
+    let place = path.display().to_string();
+    let dir = path
+        .parent()
+        .ok_or_else(|| err(&place, "no parent directory"))?;
+    let tmp = dir.join(format!(
+        ".{}.nodeagent-tmp",
+        path.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)
+        .map_err(|e| err(&place, e))?;
+    f.set_permissions(std::fs::Permissions::from_mode(mode))
+        .map_err(|e| err(&place, e))?;
+    f.write_all(data).map_err(|e| err(&place, e))?;
+    f.sync_all().map_err(|e| err(&place, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| err(&place, e))?;
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| err(&place, e))
+}
+
+/// The state directory of one root.
+pub struct State {
+    pub dir: PathBuf,
+}
+
+impl State {
+    /// Open (create 0700) `<root>/var/lib/nodeagent`.
+    pub fn open(root: &Path) -> Result<State> {
+        let dir = state_dir(root);
+        ensure_private_dir(&dir, 0o700)?;
+        Ok(State { dir })
+    }
+
+    pub fn instance_dir(&self, iid: &str) -> PathBuf {
+        self.dir.join("instances").join(instance_dir_name(iid))
+    }
+
+    /// The instance-id of the previous run, if any.
+    pub fn current_instance_id(&self) -> Option<String> {
+        std::fs::read_to_string(self.dir.join("instance-id"))
+            .ok()
+            .map(|s| s.trim_end_matches('\n').to_string())
+    }
+
+    /// Switch to `iid` (a new one moves the old id to `previous-instance-id`) and open its journal.
+    /// A different instance-id gets a fresh directory, so everything runs again.
+    pub fn begin_instance(&self, iid: &str) -> Result<Journal> {
+        if iid.is_empty() || iid.contains('\n') {
+            return Err(err("instance-id", "empty or multi-line instance-id"));
+        }
+        let prev = self.current_instance_id();
+        if prev.as_deref() != Some(iid) {
+            if let Some(p) = &prev {
+                write_atomic(
+                    &self.dir.join("previous-instance-id"),
+                    format!("{p}\n").as_bytes(),
+                    0o600,
+                )?;
+            }
+            ensure_private_dir(&self.instance_dir(iid), 0o700)?;
+            write_atomic(
+                &self.dir.join("instance-id"),
+                format!("{iid}\n").as_bytes(),
+                0o600,
+            )?;
+        }
+        let idir = self.instance_dir(iid);
+        ensure_private_dir(&idir, 0o700)?;
+        Journal::open(&idir.join("journal.jsonl"), boot_id())
+    }
+
+    /// Keep a copy of rendered userdata / instance data for `query`, `render`, `collect-logs`.
+    pub fn save(&self, iid: &str, name: &str, data: &[u8], mode: u32) -> Result<()> {
+        let idir = self.instance_dir(iid);
+        ensure_private_dir(&idir, 0o700)?;
+        write_atomic(&idir.join(name), data, mode)
+    }
+}
+
+/// Open journal of one instance: what is finished, and an append handle.
+pub struct Journal {
+    pub path: PathBuf,
+    file: File,
+    pub boot: String,
+    /// Last `done` record per step.
+    done: HashMap<String, Record>,
+    /// Last `begin` record per step.
+    begun: HashMap<String, Record>,
+    dirty: bool,
+}
+
+/// Parse journal text; unparsable (torn) lines are skipped.
+pub fn parse_journal(text: &str) -> Vec<Record> {
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Record>(l).ok())
+        .collect()
+}
+
+/// Every record of a journal file (for `analyze`).
+pub fn read_journal(path: &Path) -> Result<Vec<Record>> {
+    let text = std::fs::read_to_string(path).map_err(|e| err(path.display().to_string(), e))?;
+    Ok(parse_journal(&text))
+}
+
+impl Journal {
+    pub fn open(path: &Path, boot: String) -> Result<Journal> {
+        let place = path.display().to_string();
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+            .map_err(|e| err(&place, e))?;
+        let mut text = String::new();
+        let mut raw = Vec::new();
+        file.read_to_end(&mut raw).map_err(|e| err(&place, e))?;
+        text.push_str(&String::from_utf8_lossy(&raw));
+        if !raw.is_empty() && !raw.ends_with(b"\n") {
+            // A torn last line: terminate it so the next record starts clean.
+            file.write_all(b"\n").map_err(|e| err(&place, e))?;
+        }
+        let mut done = HashMap::new();
+        let mut begun = HashMap::new();
+        for r in parse_journal(&text) {
+            let Some(step) = r.step.clone() else { continue };
+            match r.event.as_str() {
+                "done" if r.result.as_deref() != Some("skipped") => {
+                    done.insert(step, r);
+                }
+                "begin" => {
+                    begun.insert(step, r);
+                }
+                _ => {}
+            }
+        }
+        Ok(Journal {
+            path: path.to_path_buf(),
+            file,
+            boot,
+            done,
+            begun,
+            dirty: false,
+        })
+    }
+
+    /// Finished already? Per-instance: any `done`; per-boot: a `done` in this boot.
+    pub fn is_done(&self, step: &str, per_boot: bool) -> bool {
+        match self.done.get(step) {
+            Some(r) => !per_boot || r.boot == self.boot,
+            None => false,
+        }
+    }
+
+    pub fn last_begin(&self, step: &str) -> Option<&Record> {
+        self.begun.get(step)
+    }
+
+    pub fn record(&self, event: &str) -> Record {
+        Record {
+            v: 1,
+            event: event.into(),
+            at: now_rfc3339(),
+            boot: self.boot.clone(),
+            pid: std::process::id(),
+            ..Default::default()
+        }
+    }
+
+    /// Append one record (one write call); `durable` fsyncs it now.
+    pub fn append(&mut self, r: Record, durable: bool) -> Result<()> {
+        let mut line =
+            serde_json::to_vec(&r).map_err(|e| err(self.path.display().to_string(), e))?;
+        line.push(b'\n');
+        self.file
+            .write_all(&line)
+            .map_err(|e| err(self.path.display().to_string(), e))?;
+        if let Some(step) = r.step.clone() {
+            match r.event.as_str() {
+                "done" if r.result.as_deref() != Some("skipped") => {
+                    self.done.insert(step, r);
+                }
+                "begin" => {
+                    self.begun.insert(step, r);
+                }
+                _ => {}
+            }
+        }
+        self.dirty = true;
+        if durable {
+            self.sync()?;
+        }
+        Ok(())
+    }
+
+    pub fn sync(&mut self) -> Result<()> {
+        if self.dirty {
+            self.file
+                .sync_data()
+                .map_err(|e| err(self.path.display().to_string(), e))?;
+            self.dirty = false;
+        }
+        Ok(())
+    }
+}
+
+/// `nodeagent clean`: what `cloud-init clean` does, for nodeagent's own files.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CleanOpts {
+    /// Also delete nodeagent's logs (`/var/log/nodeagent*.log`) and `/run/nodeagent`.
+    pub logs: bool,
+    /// Reset `/etc/machine-id` to `uninitialized\n` (0444) so systemd makes a new one.
+    pub machine_id: bool,
+}
+
+/// Returns the paths removed or reset, for the command to print.
+pub fn clean(root: &Path, opts: CleanOpts) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let dir = state_dir(root);
+    if let Ok(rd) = std::fs::read_dir(&dir) {
+        for e in rd {
+            let e = e.map_err(|e| err(dir.display().to_string(), e))?;
+            let p = e.path();
+            let ft = e.file_type().map_err(|e| err(p.display().to_string(), e))?;
+            let r = if ft.is_dir() {
+                std::fs::remove_dir_all(&p)
+            } else {
+                std::fs::remove_file(&p)
+            };
+            r.map_err(|e| err(p.display().to_string(), e))?;
+            out.push(p);
+        }
+    }
+    if opts.logs {
+        let logdir = root.join("var/log");
+        if let Ok(rd) = std::fs::read_dir(&logdir) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with("nodeagent") && name.contains(".log") {
+                    std::fs::remove_file(e.path())
+                        .map_err(|er| err(e.path().display().to_string(), er))?;
+                    out.push(e.path());
+                }
+            }
+        }
+        let run = root.join("run/nodeagent");
+        if run.exists() {
+            std::fs::remove_dir_all(&run).map_err(|e| err(run.display().to_string(), e))?;
+            out.push(run);
+        }
+    }
+    if opts.machine_id {
+        let p = root.join("etc/machine-id");
+        let _ = std::fs::remove_file(&p);
+        write_atomic(&p, b"uninitialized\n", 0o444)?;
+        out.push(p);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn journal_survives_torn_line_and_tracks_boots() {
+        let d = tempfile::tempdir().unwrap();
+        let st = State::open(d.path()).unwrap();
+        let mode = std::fs::metadata(&st.dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        let mut j = st.begin_instance("vm-1").unwrap();
+        let mut r = j.record("done");
+        r.step = Some("a".into());
+        j.append(r, true).unwrap();
+        assert!(j.is_done("a", false));
+        drop(j);
+        // Tear a record in half, as a power loss could.
+        let path = st.instance_dir("vm-1").join("journal.jsonl");
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(b"{\"v\":1,\"event\":\"done\",\"st").unwrap();
+        drop(f);
+        let mut j = Journal::open(&path, "other-boot".into()).unwrap();
+        assert!(j.is_done("a", false));
+        assert!(
+            !j.is_done("a", true),
+            "per-boot step runs again in a new boot"
+        );
+        let mut r = j.record("done");
+        r.step = Some("b".into());
+        j.append(r, true).unwrap();
+        let recs = read_journal(&path).unwrap();
+        assert_eq!(recs.len(), 2);
+        assert_eq!(recs[1].step.as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn new_instance_id_starts_fresh() {
+        let d = tempfile::tempdir().unwrap();
+        let st = State::open(d.path()).unwrap();
+        let mut j = st.begin_instance("vm-1").unwrap();
+        let mut r = j.record("done");
+        r.step = Some("a".into());
+        j.append(r, true).unwrap();
+        let j2 = st.begin_instance("vm-2").unwrap();
+        assert!(!j2.is_done("a", false));
+        assert_eq!(st.current_instance_id().as_deref(), Some("vm-2"));
+        let prev = std::fs::read_to_string(st.dir.join("previous-instance-id")).unwrap();
+        assert_eq!(prev, "vm-1\n");
+        assert_eq!(instance_dir_name("../x/y"), "_.._x_y");
+        assert_eq!(instance_dir_name(".."), "_..");
+    }
+
+    #[test]
+    fn clean_removes_state_and_resets_machine_id() {
+        let d = tempfile::tempdir().unwrap();
+        let st = State::open(d.path()).unwrap();
+        st.begin_instance("vm-1").unwrap();
+        std::fs::create_dir_all(d.path().join("etc")).unwrap();
+        std::fs::write(d.path().join("etc/machine-id"), "abc\n").unwrap();
+        let removed = clean(
+            d.path(),
+            CleanOpts {
+                logs: true,
+                machine_id: true,
+            },
+        )
+        .unwrap();
+        assert!(!removed.is_empty());
+        assert!(st.dir.exists(), "the directory itself stays");
+        assert_eq!(std::fs::read_dir(&st.dir).unwrap().count(), 0);
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("etc/machine-id")).unwrap(),
+            "uninitialized\n"
+        );
+    }
+}

@@ -1,1 +1,581 @@
 //! Executes a Plan step by step with the journal. Owner: apply.
+//!
+//! One loop (`apply`) walks the plan's steps of the chosen stage in order, skips what the
+//! instance journal says is finished, runs the rest through one executor per `Action`, and
+//! records each finished step. The first failing step stops the run with an error naming it;
+//! earlier steps stay finished, later ones untouched.
+//!
+//! Crash safety: every step is either idempotent (atomic file replacement, user/group steps
+//! that check the user database first, hostname, network) or guarded:
+//! * appends record the expected result hash before replacing the file (`files.rs`);
+//! * per-instance commands are supervised so their exit status survives the agent
+//!   (`commands.rs`): a command that succeeded is never started again.
+
+pub mod commands;
+pub mod disks;
+pub mod files;
+pub mod hostname;
+pub mod ntp;
+pub mod users;
+
+use crate::config::ImageConfig;
+use crate::error::{Error, Result, Stage};
+use crate::plan::{Action, Frequency, Plan, RunStage, Step};
+use crate::report::{Phase, Reporter};
+use crate::state::Journal;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Where the agent acts: `/` on a node, `--root DIR` in tests and dry runs.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub root: PathBuf,
+}
+
+impl Target {
+    pub fn new(root: &Path) -> Target {
+        Target {
+            root: root.to_path_buf(),
+        }
+    }
+
+    pub fn is_host(&self) -> bool {
+        self.root == Path::new("/")
+    }
+
+    /// Host path of the absolute in-target path `abs`. Under `--root`, symlinks in the parent
+    /// directories are resolved inside the root (an absolute link `/var/run -> /run` stays in
+    /// DIR, as in a chroot); the final component is returned unresolved, never followed.
+    pub fn path(&self, abs: &str) -> Result<PathBuf> {
+        if !abs.starts_with('/') || abs.contains('\0') {
+            return Err(Error::new(Stage::Apply, abs, "not an absolute path"));
+        }
+        let comps: Vec<&str> = abs
+            .split('/')
+            .filter(|c| !c.is_empty() && *c != ".")
+            .collect();
+        if comps.contains(&"..") {
+            return Err(Error::new(Stage::Apply, abs, "path contains `..`"));
+        }
+        if self.is_host() {
+            return Ok(PathBuf::from(abs));
+        }
+        let Some((last, parents)) = comps.split_last() else {
+            return Ok(self.root.clone());
+        };
+        let mut cur: Vec<String> = Vec::new();
+        let mut todo: std::collections::VecDeque<String> =
+            parents.iter().map(|s| s.to_string()).collect();
+        let mut hops = 0;
+        while let Some(c) = todo.pop_front() {
+            if c == ".." {
+                cur.pop();
+                continue;
+            }
+            if c.is_empty() || c == "." {
+                continue;
+            }
+            let p = self.root.join(cur.join("/")).join(&c);
+            match std::fs::symlink_metadata(&p) {
+                Ok(m) if m.file_type().is_symlink() => {
+                    hops += 1;
+                    if hops > 40 {
+                        return Err(Error::new(Stage::Apply, abs, "too many symlinks"));
+                    }
+                    let t = std::fs::read_link(&p)
+                        .map_err(|e| Error::new(Stage::Apply, abs, e.to_string()))?;
+                    let ts = t.to_string_lossy().into_owned();
+                    if ts.starts_with('/') {
+                        cur.clear();
+                    }
+                    for (i, tc) in ts.split('/').filter(|s| !s.is_empty()).enumerate() {
+                        todo.insert(i, tc.to_string());
+                    }
+                }
+                _ => cur.push(c),
+            }
+        }
+        let mut out = self.root.clone();
+        for c in cur {
+            out.push(c);
+        }
+        out.push(last);
+        Ok(out)
+    }
+}
+
+/// Users and groups of the target (`DIR/etc/passwd`, `DIR/etc/group`), parsed directly so
+/// `--root` never consults the host's database.
+#[derive(Debug, Clone, Default)]
+pub struct UserDb {
+    /// name -> (uid, gid, home)
+    pub users: HashMap<String, (u32, u32, String)>,
+    pub groups: HashMap<String, (u32, Vec<String>)>,
+}
+
+impl UserDb {
+    pub fn load(t: &Target) -> Result<UserDb> {
+        let mut db = UserDb::default();
+        let read = |p: &str| -> Result<String> {
+            let path = t.path(p)?;
+            match std::fs::read_to_string(&path) {
+                Ok(s) => Ok(s),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+                Err(e) => Err(Error::new(
+                    Stage::Apply,
+                    path.display().to_string(),
+                    e.to_string(),
+                )),
+            }
+        };
+        for line in read("/etc/passwd")?.lines() {
+            let f: Vec<&str> = line.split(':').collect();
+            if f.len() >= 7
+                && let (Ok(uid), Ok(gid)) = (f[2].parse(), f[3].parse())
+            {
+                db.users
+                    .insert(f[0].to_string(), (uid, gid, f[5].to_string()));
+            }
+        }
+        for line in read("/etc/group")?.lines() {
+            let f: Vec<&str> = line.split(':').collect();
+            if f.len() >= 4
+                && let Ok(gid) = f[2].parse()
+            {
+                let members = f[3]
+                    .split(',')
+                    .filter(|m| !m.is_empty())
+                    .map(String::from)
+                    .collect();
+                db.groups.insert(f[0].to_string(), (gid, members));
+            }
+        }
+        Ok(db)
+    }
+
+    /// uid of a user name; `root` is 0 even in a root without /etc/passwd.
+    pub fn uid(&self, name: &str) -> Option<u32> {
+        self.users
+            .get(name)
+            .map(|u| u.0)
+            .or((name == "root").then_some(0))
+    }
+
+    pub fn gid(&self, name: &str) -> Option<u32> {
+        self.groups
+            .get(name)
+            .map(|g| g.0)
+            .or((name == "root").then_some(0))
+    }
+
+    pub fn home(&self, name: &str) -> Option<&str> {
+        self.users.get(name).map(|u| u.2.as_str())
+    }
+}
+
+/// Which steps `run --stage` executes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StageSel {
+    Local,
+    Main,
+    All,
+}
+
+impl StageSel {
+    pub fn includes(self, s: RunStage) -> bool {
+        matches!(
+            (self, s),
+            (StageSel::All, _)
+                | (StageSel::Local, RunStage::Local)
+                | (StageSel::Main, RunStage::Main)
+        )
+    }
+}
+
+pub struct Options {
+    pub target: Target,
+    pub stage: StageSel,
+    /// Run commands, disk tools, kubeadm and service restarts (always on a real node).
+    pub exec: bool,
+    pub compat: bool,
+    pub config: ImageConfig,
+}
+
+/// What happened to each step of one run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Summary {
+    /// Steps executed in this run (including `skipped` commands without `--exec`).
+    pub ran: Vec<String>,
+    /// Steps the journal already had as finished.
+    pub already: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+/// Execution context shared by the executors.
+pub struct Ctx<'a> {
+    pub opts: &'a Options,
+    pub journal: &'a mut Journal,
+    db: Option<UserDb>,
+}
+
+impl Ctx<'_> {
+    pub fn target(&self) -> &Target {
+        &self.opts.target
+    }
+    /// The target's user database, re-read after user and group steps changed it.
+    pub fn db(&mut self) -> Result<&UserDb> {
+        if self.db.is_none() {
+            self.db = Some(UserDb::load(&self.opts.target)?);
+        }
+        Ok(self.db.as_ref().expect("just loaded"))
+    }
+    pub fn invalidate_db(&mut self) {
+        self.db = None;
+    }
+}
+
+/// Result of one executor: done, or done without doing anything (no `--exec`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    Skipped,
+    /// A supervised command had already finished successfully before a crash.
+    Adopted,
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Skipped => "skipped",
+            Outcome::Adopted => "adopted",
+        }
+    }
+}
+
+/// Order of execution: plan order, except that `defer: true` files move right after the last
+/// user/group step (cloud-init's `write_files_deferred` runs after `users_groups`).
+pub fn order(steps: &[&Step]) -> Vec<usize> {
+    let last_user = steps
+        .iter()
+        .rposition(|s| matches!(s.action, Action::User(_) | Action::Group(_)));
+    let deferred = |s: &Step| matches!(&s.action, Action::WriteFile(f) if f.defer);
+    let mut out = Vec::with_capacity(steps.len());
+    for (i, s) in steps.iter().enumerate() {
+        match last_user {
+            Some(lu) if deferred(s) && i < lu => {}
+            _ => out.push(i),
+        }
+        if Some(i) == last_user {
+            out.extend((0..i).filter(|&j| deferred(steps[j])));
+        }
+    }
+    out
+}
+
+/// Steps whose effect is not simply "make the target look like X": their `begin` is fsynced.
+fn needs_durable_begin(a: &Action) -> bool {
+    !matches!(
+        a,
+        Action::WriteFile(_) | Action::Hostname(_) | Action::Network(_)
+    )
+}
+
+fn is_runcmd_like(a: &Action) -> bool {
+    match a {
+        Action::Command(c) => c.origin.starts_with("runcmd"),
+        Action::Kubeadm(_) => true,
+        _ => false,
+    }
+}
+
+/// Execute the plan's steps of `opts.stage`, journaled. The instance journal must belong to
+/// `plan.instance_id`.
+pub fn apply(
+    plan: &Plan,
+    opts: &Options,
+    journal: &mut Journal,
+    reporter: &mut Reporter<'_>,
+) -> Result<Summary> {
+    let steps: Vec<&Step> = plan
+        .steps
+        .iter()
+        .filter(|s| opts.stage.includes(s.stage))
+        .collect();
+    let mut summary = Summary {
+        warnings: plan.warnings.clone(),
+        ..Default::default()
+    };
+    let run_started = Instant::now();
+    let stage_name = match opts.stage {
+        StageSel::Local => "local",
+        StageSel::Main => "main",
+        StageSel::All => "all",
+    };
+    let mut r = journal.record("run-start");
+    r.stage = Some(stage_name.into());
+    journal.append(r, false)?;
+    reporter.phase(Phase::Applying, None);
+    let mut ctx = Ctx {
+        opts,
+        journal,
+        db: None,
+    };
+    let order = order(&steps);
+    for (pos, &i) in order.iter().enumerate() {
+        let step = steps[i];
+        let per_boot = step.frequency == Frequency::PerBoot;
+        if ctx.journal.is_done(&step.id, per_boot) {
+            summary.already.push(step.id.clone());
+            continue;
+        }
+        let started = Instant::now();
+        tracing::info!(step = %step.id, instance_id = %plan.instance_id, phase = "applying", "step start");
+        let res = run_step(step, &mut ctx, reporter);
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        match res {
+            Ok(outcome) => {
+                let mut r = ctx.journal.record("done");
+                r.step = Some(step.id.clone());
+                r.stage = Some(stage_str(step.stage).into());
+                r.frequency = Some(freq_str(step.frequency).into());
+                r.duration_ms = Some((ms * 1000.0).round() / 1000.0);
+                r.result = Some(outcome.as_str().into());
+                ctx.journal.append(r, needs_durable_begin(&step.action))?;
+                tracing::info!(step = %step.id, result = outcome.as_str(), duration_ms = ms, "step done");
+                summary.ran.push(step.id.clone());
+            }
+            Err(e) => {
+                let later_runcmd = order[pos + 1..]
+                    .iter()
+                    .any(|&j| is_runcmd_like(&steps[j].action));
+                if opts.compat && is_runcmd_like(&step.action) && later_runcmd {
+                    // cloud-init runs runcmd as one script without `set -e`: only the last
+                    // command's status counts.
+                    let msg = format!(
+                        "step {}: {} (ignored: --compat, not the last runcmd item)",
+                        step.id, e
+                    );
+                    tracing::warn!(step = %step.id, "{msg}");
+                    summary.warnings.push(msg);
+                    let mut r = ctx.journal.record("done");
+                    r.step = Some(step.id.clone());
+                    r.stage = Some(stage_str(step.stage).into());
+                    r.frequency = Some(freq_str(step.frequency).into());
+                    r.duration_ms = Some(ms);
+                    r.result = Some("failed-ignored".into());
+                    ctx.journal.append(r, true)?;
+                    summary.ran.push(step.id.clone());
+                    continue;
+                }
+                let reason = crate::redact::redact_text(&e.to_string());
+                let mut r = ctx.journal.record("failed");
+                r.step = Some(step.id.clone());
+                r.stage = Some(stage_str(step.stage).into());
+                r.duration_ms = Some(ms);
+                r.error = Some(reason.clone());
+                let _ = ctx.journal.append(r, true);
+                tracing::error!(step = %step.id, phase = "failed", "{reason}");
+                reporter.failed(&step.id, &reason, &[]);
+                let mut r = ctx.journal.record("run-end");
+                r.stage = Some(stage_name.into());
+                r.result = Some("failed".into());
+                r.duration_ms = Some(run_started.elapsed().as_secs_f64() * 1000.0);
+                let _ = ctx.journal.append(r, true);
+                let place = format!("step {}", step.id);
+                return Err(Error {
+                    stage: e.stage,
+                    place: if e.place.is_empty() || e.place == place {
+                        place
+                    } else {
+                        format!("{place}: {}", e.place)
+                    },
+                    message: crate::redact::redact_text(&e.message),
+                });
+            }
+        }
+    }
+    let mut r = ctx.journal.record("run-end");
+    r.stage = Some(stage_name.into());
+    r.result = Some("ok".into());
+    r.duration_ms = Some(run_started.elapsed().as_secs_f64() * 1000.0);
+    ctx.journal.append(r, true)?;
+    Ok(summary)
+}
+
+fn stage_str(s: RunStage) -> &'static str {
+    match s {
+        RunStage::Local => "local",
+        RunStage::Main => "main",
+    }
+}
+
+fn freq_str(f: Frequency) -> &'static str {
+    match f {
+        Frequency::PerBoot => "per-boot",
+        Frequency::PerInstance => "per-instance",
+    }
+}
+
+fn begin(ctx: &mut Ctx<'_>, step: &Step, expect: Option<String>) -> Result<()> {
+    let mut r = ctx.journal.record("begin");
+    r.step = Some(step.id.clone());
+    r.stage = Some(stage_str(step.stage).into());
+    r.frequency = Some(freq_str(step.frequency).into());
+    r.expect = expect;
+    let durable = needs_durable_begin(&step.action) || r.expect.is_some();
+    ctx.journal.append(r, durable)
+}
+
+fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Result<Outcome> {
+    match &step.action {
+        Action::WriteFile(f) if f.append => {
+            let t = ctx.target().clone();
+            // Applied by a run that was killed before recording it? Its `begin` holds the hash
+            // the file has once the append is done.
+            let boot = ctx.journal.boot.clone();
+            let prior = ctx
+                .journal
+                .last_begin(&step.id)
+                .filter(|r| step.frequency == Frequency::PerInstance || r.boot == boot)
+                .and_then(|r| r.expect.clone());
+            if prior.is_some() && files::current_hash(&t, &f.path)? == prior {
+                return Ok(Outcome::Adopted);
+            }
+            let full = files::appended(&t, f)?;
+            let expect = files::sha256_hex(&full);
+            begin(ctx, step, Some(expect))?;
+            let db = ctx.db()?.clone();
+            files::write_bytes(&t, f, &full, &db)?;
+            Ok(Outcome::Ok)
+        }
+        Action::WriteFile(f) => {
+            begin(ctx, step, None)?;
+            let t = ctx.target().clone();
+            let db = ctx.db()?.clone();
+            files::write_bytes(&t, f, &f.content.0, &db)?;
+            Ok(Outcome::Ok)
+        }
+        Action::Network(n) => {
+            begin(ctx, step, None)?;
+            let t = ctx.target().clone();
+            let db = ctx.db()?.clone();
+            for f in &n.files {
+                files::write_bytes(&t, f, &f.content.0, &db)?;
+            }
+            if ctx.opts.exec && n.renderer == "netplan" && t.is_host() {
+                commands::run_tool(&t, &["netplan", "generate"], None)?;
+            }
+            Ok(Outcome::Ok)
+        }
+        Action::Hostname(h) => {
+            begin(ctx, step, None)?;
+            hostname::apply(ctx, h)
+        }
+        Action::Group(g) => {
+            begin(ctx, step, None)?;
+            let r = users::group(ctx, g);
+            ctx.invalidate_db();
+            r
+        }
+        Action::User(u) => {
+            begin(ctx, step, None)?;
+            let r = users::user(ctx, u);
+            ctx.invalidate_db();
+            r
+        }
+        Action::Ntp(n) => {
+            begin(ctx, step, None)?;
+            ntp::apply(ctx, n)
+        }
+        Action::DiskSetup(d) => {
+            begin(ctx, step, None)?;
+            disks::disk_setup(ctx, d)
+        }
+        Action::FsSetup(f) => {
+            begin(ctx, step, None)?;
+            disks::fs_setup(ctx, f)
+        }
+        Action::Mounts(m) => {
+            begin(ctx, step, None)?;
+            disks::mounts(ctx, m)
+        }
+        Action::Command(c) => commands::execute(ctx, step, c),
+        Action::Kubeadm(k) => {
+            if !ctx.opts.exec {
+                tracing::info!(step = %step.id, "kubeadm skipped (no --exec)");
+                return Ok(Outcome::Skipped);
+            }
+            begin(ctx, step, None)?;
+            reporter.phase(Phase::Kubeadm, Some(&step.id));
+            let root = ctx.target().root.clone();
+            crate::kubeadm::execute(k, &ctx.opts.config.kubeadm, &root, reporter)?;
+            Ok(Outcome::Ok)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::*;
+
+    fn step(id: &str, action: Action) -> Step {
+        Step {
+            id: id.into(),
+            stage: RunStage::Main,
+            frequency: Frequency::PerInstance,
+            action,
+        }
+    }
+    fn wf(path: &str, defer: bool) -> Action {
+        Action::WriteFile(FileWrite {
+            path: path.into(),
+            content: Content(vec![]),
+            owner: Owner::default(),
+            mode: None,
+            append: false,
+            defer,
+            secret: false,
+        })
+    }
+
+    #[test]
+    fn deferred_files_follow_users() {
+        let s = [
+            step("a", wf("/a", false)),
+            step("d", wf("/d", true)),
+            step(
+                "u",
+                Action::User(UserSpec {
+                    name: "x".into(),
+                    ..Default::default()
+                }),
+            ),
+            step("c", wf("/c", false)),
+        ];
+        let refs: Vec<&Step> = s.iter().collect();
+        let o: Vec<&str> = order(&refs).into_iter().map(|i| s[i].id.as_str()).collect();
+        assert_eq!(o, ["a", "u", "d", "c"]);
+        // Without user steps, plan order is kept.
+        let refs: Vec<&Step> = vec![&s[0], &s[1], &s[3]];
+        assert_eq!(order(&refs), [0, 1, 2]);
+    }
+
+    #[test]
+    fn target_resolves_symlinks_inside_root() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("run")).unwrap();
+        std::fs::create_dir_all(d.path().join("var")).unwrap();
+        std::os::unix::fs::symlink("/run", d.path().join("var/run")).unwrap();
+        std::os::unix::fs::symlink("../run", d.path().join("var/rel")).unwrap();
+        let t = Target::new(d.path());
+        assert_eq!(t.path("/var/run/x").unwrap(), d.path().join("run/x"));
+        assert_eq!(t.path("/var/rel/y").unwrap(), d.path().join("run/y"));
+        // The final component is never resolved.
+        assert_eq!(t.path("/var/run").unwrap(), d.path().join("var/run"));
+        assert!(t.path("/a/../b").is_err());
+        assert!(t.path("rel").is_err());
+    }
+}

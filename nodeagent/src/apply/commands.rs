@@ -1,0 +1,276 @@
+//! bootcmd/runcmd items and the system tools other steps call. Owner: apply.
+//!
+//! A string item runs as `/bin/sh -c ITEM`, a list item as argv. Without `--exec` a command is
+//! recorded as `skipped` (and runs on a later `--exec` run). Under `--root DIR` commands run on
+//! the host with the working directory DIR and `NODEAGENT_ROOT=DIR` in their environment.
+//!
+//! ## Exactly once, even when the agent is killed
+//! cloud-init writes its semaphore *before* running a module, so a crash mid-module means the
+//! module never runs again, finished or not. nodeagent instead supervises each command so that
+//! its exit status outlives the agent:
+//! * the agent takes an exclusive `flock` on `cmd/<h>.lock` (in the instance state dir) and
+//!   starts `/bin/sh -c WRAPPER` in its own process group; the lock descriptor is inherited;
+//! * the wrapper runs the command under coreutils `timeout` (the per-command timeout keeps
+//!   working if the agent is gone), then writes the exit status to `cmd/<h>.rc` atomically and
+//!   durably (temp + `sync FILE` + `mv` + `sync DIR`), and exits, releasing the lock;
+//! * stdout/stderr go to `cmd/<h>.out` (0600), not to a pipe: a dead agent cannot SIGPIPE the
+//!   command. The agent logs it, redacted, when the command ends, then deletes it.
+//!
+//! On the next run a step without a `done` record first looks at `cmd/<h>.rc`; if the lock is
+//! still held, the orphaned command of the killed agent is still running and the agent waits for
+//! it. Exit status 0 recorded: the step is `adopted` (done, not run again). Non-zero or no status
+//! and no lock holder (the command never finished, e.g. a power loss killed it): it runs again.
+//! `<h>` is derived from the step id (and the boot id for per-boot steps).
+
+use super::{Ctx, Outcome, Target};
+use crate::error::{Error, Result, Stage};
+use crate::plan::{CommandSpec, Frequency, Run, Step};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const WRAPPER: &str = r#"rc_file=$1; t=$2; shift 2
+timeout -k 10 "$t" "$@"
+rc=$?
+printf '%s\n' "$rc" > "$rc_file.tmp" && sync "$rc_file.tmp" && mv -f "$rc_file.tmp" "$rc_file" && sync "${rc_file%/*}"
+exit "$rc""#;
+
+fn err(place: &str, msg: impl std::fmt::Display) -> Error {
+    Error::new(Stage::Apply, place, msg.to_string())
+}
+
+/// The command as it may be shown: redacted, shortened.
+pub fn shown(run: &Run) -> String {
+    let s = match run {
+        Run::Shell(s) => crate::redact::redact_text(s),
+        Run::Argv(a) => a
+            .iter()
+            .map(|x| crate::redact::redact_text(x))
+            .collect::<Vec<_>>()
+            .join(" "),
+    };
+    let one_line = s.replace('\n', "\\n");
+    if one_line.chars().count() > 200 {
+        format!("{}…", one_line.chars().take(200).collect::<String>())
+    } else {
+        one_line
+    }
+}
+
+struct Files {
+    rc: PathBuf,
+    lock: PathBuf,
+    out: PathBuf,
+}
+
+fn files_for(ctx: &Ctx<'_>, step: &Step) -> Result<Files> {
+    let dir = ctx
+        .journal
+        .path
+        .parent()
+        .ok_or_else(|| err(&step.id, "journal has no directory"))?
+        .join("cmd");
+    crate::state::ensure_private_dir(&dir, 0o700)?;
+    let key = match step.frequency {
+        Frequency::PerBoot => format!("{}\0{}", step.id, ctx.journal.boot),
+        Frequency::PerInstance => step.id.clone(),
+    };
+    let h = &super::files::sha256_hex(key.as_bytes())[..16];
+    Ok(Files {
+        rc: dir.join(format!("{h}.rc")),
+        lock: dir.join(format!("{h}.lock")),
+        out: dir.join(format!("{h}.out")),
+    })
+}
+
+fn read_rc(p: &Path) -> Option<i32> {
+    std::fs::read_to_string(p).ok()?.trim().parse().ok()
+}
+
+/// Log the command's output, redacted, then delete it (it may hold secrets).
+fn log_output(out: &Path, step: &str) -> Vec<String> {
+    let mut tail = Vec::new();
+    if let Ok(bytes) = std::fs::read(out) {
+        let text = crate::redact::redact_text(&String::from_utf8_lossy(&bytes));
+        for line in text.lines() {
+            tracing::info!(step = %step, "output: {line}");
+            tail.push(line.to_string());
+            if tail.len() > 20 {
+                tail.remove(0);
+            }
+        }
+    }
+    let _ = std::fs::remove_file(out);
+    tail
+}
+
+fn flock(f: &File, nonblocking: bool) -> std::io::Result<bool> {
+    let op = libc::LOCK_EX | if nonblocking { libc::LOCK_NB } else { 0 };
+    loop {
+        // SAFETY: flock on an owned, open descriptor.
+        let r = unsafe { libc::flock(f.as_raw_fd(), op) };
+        if r == 0 {
+            return Ok(true);
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) if nonblocking => return Ok(false),
+            _ => return Err(e),
+        }
+    }
+}
+
+pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcome> {
+    if !ctx.opts.exec {
+        tracing::info!(step = %step.id, command = %shown(&c.run), "command skipped (no --exec)");
+        return Ok(Outcome::Skipped);
+    }
+    let place = step.id.as_str();
+    let fl = files_for(ctx, step)?;
+    let lock = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&fl.lock)
+        .map_err(|e| err(place, format!("lock: {e}")))?;
+    if !flock(&lock, true).map_err(|e| err(place, format!("lock: {e}")))? {
+        tracing::info!(step = %step.id, "waiting for the command a previous run started");
+        flock(&lock, false).map_err(|e| err(place, format!("lock: {e}")))?;
+    }
+    match read_rc(&fl.rc) {
+        Some(0) => {
+            log_output(&fl.out, &step.id);
+            tracing::info!(step = %step.id, "command had finished before the previous run was killed; not run again");
+            return Ok(Outcome::Adopted);
+        }
+        Some(_) | None => {
+            let _ = std::fs::remove_file(&fl.rc);
+        }
+    }
+    super::begin(ctx, step, None)?;
+
+    let timeout = if c.timeout_secs > 0 {
+        c.timeout_secs
+    } else {
+        ctx.opts.config.command_timeout_secs
+    };
+    let argv: Vec<String> = match &c.run {
+        Run::Shell(s) => vec!["/bin/sh".into(), "-c".into(), s.clone()],
+        Run::Argv(a) => a.clone(),
+    };
+    if argv.is_empty() {
+        return Err(err(place, "empty command"));
+    }
+    let out = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&fl.out)
+        .map_err(|e| err(place, format!("output file: {e}")))?;
+    let out2 = out.try_clone().map_err(|e| err(place, e))?;
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg(WRAPPER)
+        .arg("nodeagent-command")
+        .arg(&fl.rc)
+        .arg(format!("{timeout}s"))
+        .args(&argv)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(out2)
+        .current_dir(&ctx.target().root);
+    if !ctx.target().is_host() {
+        cmd.env("NODEAGENT_ROOT", &ctx.target().root);
+    }
+    let lock_fd = lock.as_raw_fd();
+    // SAFETY: only async-signal-safe calls (setpgid, fcntl) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::setpgid(0, 0);
+            // Keep the lock held by the command, so a restarted agent sees it still running.
+            let flags = libc::fcntl(lock_fd, libc::F_GETFD);
+            libc::fcntl(lock_fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+            Ok(())
+        });
+    }
+    tracing::info!(step = %step.id, command = %shown(&c.run), "command start");
+    let status = cmd
+        .status()
+        .map_err(|e| err(place, format!("{}: cannot start: {e}", shown(&c.run))))?;
+    drop(lock);
+    let tail = log_output(&fl.out, &step.id);
+    let rc = read_rc(&fl.rc).or(status.code()).unwrap_or(-1);
+    if rc == 0 {
+        return Ok(Outcome::Ok);
+    }
+    let why = if rc == 124 {
+        format!("timed out after {timeout} s")
+    } else {
+        format!("exit status {rc}")
+    };
+    let last = tail
+        .last()
+        .map(|l| format!(" (last output: {l})"))
+        .unwrap_or_default();
+    Err(err(
+        place,
+        format!("command `{}` failed: {why}{last}", shown(&c.run)),
+    ))
+}
+
+/// Run a system tool of the target: directly on a node, via `chroot DIR` under `--root`.
+/// Returns stdout; a failure names the tool, its status and (redacted) stderr.
+pub fn run_tool(t: &Target, argv: &[&str], stdin: Option<&[u8]>) -> Result<String> {
+    let mut full: Vec<&str> = Vec::new();
+    let root = t.root.to_string_lossy().into_owned();
+    if !t.is_host() {
+        full.extend(["chroot", root.as_str()]);
+    }
+    full.extend_from_slice(argv);
+    run_host(&full, stdin)
+}
+
+/// Run a tool of the host (device tools under `--root`, chroot itself).
+pub fn run_host(argv: &[&str], stdin: Option<&[u8]>) -> Result<String> {
+    let name = argv.first().copied().unwrap_or("");
+    let mut cmd = Command::new(name);
+    cmd.args(&argv[1..])
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env("LC_ALL", "C");
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| err(name, format!("cannot run: {e}")))?;
+    if let Some(input) = stdin {
+        let mut w = child.stdin.take().expect("piped stdin");
+        w.write_all(input).map_err(|e| err(name, e))?;
+    }
+    let out = child.wait_with_output().map_err(|e| err(name, e))?;
+    if !out.status.success() {
+        let stderr = crate::redact::redact_text(String::from_utf8_lossy(&out.stderr).trim());
+        let shown_argv: Vec<String> = argv.iter().map(|a| crate::redact::redact_text(a)).collect();
+        return Err(err(
+            name,
+            format!(
+                "`{}` failed ({}): {stderr}",
+                shown_argv.join(" "),
+                out.status
+            ),
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}

@@ -1,0 +1,288 @@
+//! write_files: a file gets its final owner and mode before its first byte, and appears at its
+//! path whole or not at all. Owner: apply.
+//!
+//! Sequence: temp file `.<name>.nodeagent-tmp` in the target directory, created with
+//! `O_CREAT|O_EXCL|O_NOFOLLOW` and the requested mode (umask can only narrow it), `fchown`,
+//! `fchmod` (after chown, which clears set-id bits), write, `fsync`, `rename` over the final
+//! path (a symlink there is replaced itself, never followed), `fsync` of the directory.
+//! Missing parents are created as cloud-init does (0755, chowned to the entry's owner), but
+//! as one unit: built under a temp name and renamed into place, so a crash never leaves a
+//! half-owned directory chain. `append` reads the current file without following a symlink
+//! and replaces it with old + new bytes the same way (exactly-once via the journal, mod.rs).
+
+use super::{Target, UserDb};
+use crate::error::{Error, Result, Stage};
+use crate::plan::FileWrite;
+use sha2::{Digest, Sha256};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+fn err(place: &str, msg: impl std::fmt::Display) -> Error {
+    Error::new(Stage::Apply, place, msg.to_string())
+}
+
+pub fn sha256_hex(b: &[u8]) -> String {
+    hex::encode(Sha256::digest(b))
+}
+
+/// Read a file without following a symlink in its last component; `None` if absent.
+fn read_nofollow(path: &Path, place: &str) -> Result<Option<Vec<u8>>> {
+    match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+    {
+        Ok(mut f) => {
+            let mut v = Vec::new();
+            f.read_to_end(&mut v).map_err(|e| err(place, e))?;
+            Ok(Some(v))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            Err(err(place, "is a symlink; not followed"))
+        }
+        Err(e) => Err(err(place, e)),
+    }
+}
+
+/// SHA-256 of the file at `abs`, `None` if it does not exist.
+pub fn current_hash(t: &Target, abs: &str) -> Result<Option<String>> {
+    let p = t.path(abs)?;
+    Ok(read_nofollow(&p, abs)?.map(|b| sha256_hex(&b)))
+}
+
+/// Current content + the entry's content: what the file holds after the append.
+pub fn appended(t: &Target, f: &FileWrite) -> Result<Vec<u8>> {
+    let p = t.path(&f.path)?;
+    let mut old = read_nofollow(&p, &f.path)?.unwrap_or_default();
+    old.extend_from_slice(&f.content.0);
+    Ok(old)
+}
+
+/// uid/gid for an entry: named ones from the target's database, else the existing file's,
+/// else the agent's own.
+fn owner_ids(
+    f: &FileWrite,
+    db: &UserDb,
+    existing: Option<&std::fs::Metadata>,
+) -> Result<(u32, u32)> {
+    let uid = match &f.owner.user {
+        Some(u) => db.uid(u).ok_or_else(|| {
+            err(
+                &f.path,
+                format!("owner: unknown user {u:?} in the target's /etc/passwd"),
+            )
+        })?,
+        None => existing
+            .map(|m| m.uid())
+            .unwrap_or_else(|| nix::unistd::geteuid().as_raw()),
+    };
+    let gid = match &f.owner.group {
+        Some(g) => db.gid(g).ok_or_else(|| {
+            err(
+                &f.path,
+                format!("owner: unknown group {g:?} in the target's /etc/group"),
+            )
+        })?,
+        None => existing
+            .map(|m| m.gid())
+            .unwrap_or_else(|| nix::unistd::getegid().as_raw()),
+    };
+    Ok((uid, gid))
+}
+
+fn chown(path: &Path, uid: u32, gid: u32, place: &str) -> Result<()> {
+    std::os::unix::fs::lchown(path, Some(uid), Some(gid))
+        .map_err(|e| err(place, format!("chown: {e}")))
+}
+
+fn fsync_dir(dir: &Path, place: &str) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| err(place, format!("fsync {}: {e}", dir.display())))
+}
+
+/// Create the missing directories above `dir` as one unit owned by uid/gid (mode 0755).
+pub fn ensure_parents(dir: &Path, uid: u32, gid: u32, place: &str) -> Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    // First missing ancestor.
+    let mut missing: Vec<&std::ffi::OsStr> = Vec::new();
+    let mut top = dir;
+    while !top.exists() {
+        missing.push(
+            top.file_name()
+                .ok_or_else(|| err(place, "cannot create parent"))?,
+        );
+        top = top
+            .parent()
+            .ok_or_else(|| err(place, "cannot create parent"))?;
+    }
+    if !top.is_dir() {
+        return Err(err(place, format!("{} is not a directory", top.display())));
+    }
+    missing.reverse();
+    let tmp = top.join(format!(".{}.nodeagent-tmpd", missing[0].to_string_lossy()));
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp).map_err(|e| err(place, e))?;
+    }
+    let mut cur = tmp.clone();
+    for (i, name) in missing.iter().enumerate() {
+        if i > 0 {
+            cur.push(name);
+        }
+        std::fs::DirBuilder::new()
+            .mode(0o755)
+            .create(&cur)
+            .map_err(|e| err(place, format!("mkdir {}: {e}", cur.display())))?;
+        std::fs::set_permissions(&cur, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| err(place, e))?;
+        chown(&cur, uid, gid, place)?;
+    }
+    std::fs::rename(&tmp, top.join(missing[0])).map_err(|e| err(place, e))?;
+    fsync_dir(top, place)
+}
+
+/// Write `bytes` as the entry's file (owner, mode, atomic; see the module doc).
+pub fn write_bytes(t: &Target, f: &FileWrite, bytes: &[u8], db: &UserDb) -> Result<()> {
+    let place = f.path.as_str();
+    let path = t.path(&f.path)?;
+    let existing = std::fs::symlink_metadata(&path).ok();
+    if existing.as_ref().is_some_and(|m| m.is_dir()) {
+        return Err(err(place, "is a directory"));
+    }
+    let regular = existing.as_ref().filter(|m| m.file_type().is_file());
+    let (uid, gid) = owner_ids(f, db, regular)?;
+    let mode = match f.mode {
+        Some(m) if m != 0 => m & 0o7777,
+        _ => regular.map(|m| m.mode() & 0o7777).unwrap_or(0o644),
+    };
+    let dir = path
+        .parent()
+        .ok_or_else(|| err(place, "no parent directory"))?;
+    ensure_parents(dir, uid, gid, place)?;
+    let name = path.file_name().ok_or_else(|| err(place, "no file name"))?;
+    let tmp: PathBuf = dir.join(format!(".{}.nodeagent-tmp", name.to_string_lossy()));
+    match std::fs::remove_file(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(err(place, format!("stale temp file: {e}"))),
+    }
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode & 0o777)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp)
+        .map_err(|e| err(place, format!("create temp file: {e}")))?;
+    let md = file.metadata().map_err(|e| err(place, e))?;
+    if md.uid() != uid || md.gid() != gid {
+        std::os::unix::fs::fchown(&file, Some(uid), Some(gid))
+            .map_err(|e| err(place, format!("chown: {e}")))?;
+    }
+    file.set_permissions(std::fs::Permissions::from_mode(mode))
+        .map_err(|e| err(place, format!("chmod: {e}")))?;
+    file.write_all(bytes)
+        .map_err(|e| err(place, format!("write: {e}")))?;
+    file.sync_all()
+        .map_err(|e| err(place, format!("fsync: {e}")))?;
+    drop(file);
+    std::fs::rename(&tmp, &path).map_err(|e| err(place, format!("rename: {e}")))?;
+    fsync_dir(dir, place)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Content, Owner};
+
+    fn fw(path: &str, content: &[u8], mode: Option<u32>) -> FileWrite {
+        FileWrite {
+            path: path.into(),
+            content: Content(content.to_vec()),
+            owner: Owner {
+                user: Some("root".into()),
+                group: Some("root".into()),
+            },
+            mode,
+            append: false,
+            defer: false,
+            secret: false,
+        }
+    }
+
+    #[test]
+    fn writes_with_mode_and_creates_parents() {
+        let d = tempfile::tempdir().unwrap();
+        let t = Target::new(d.path());
+        let db = UserDb::default();
+        let f = fw("/etc/kubernetes/pki/ca.key", b"KEY", Some(0o600));
+        write_bytes(&t, &f, b"KEY", &db).unwrap();
+        let p = d.path().join("etc/kubernetes/pki/ca.key");
+        assert_eq!(std::fs::read(&p).unwrap(), b"KEY");
+        assert_eq!(std::fs::metadata(&p).unwrap().mode() & 0o7777, 0o600);
+        assert_eq!(
+            std::fs::metadata(d.path().join("etc/kubernetes"))
+                .unwrap()
+                .mode()
+                & 0o777,
+            0o755
+        );
+        // No temp files left behind.
+        let names: Vec<_> = std::fs::read_dir(d.path().join("etc/kubernetes/pki"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, [std::ffi::OsString::from("ca.key")]);
+    }
+
+    #[test]
+    fn symlink_at_final_path_is_replaced_not_followed() {
+        let d = tempfile::tempdir().unwrap();
+        let t = Target::new(d.path());
+        let victim = d.path().join("victim");
+        std::fs::write(&victim, "orig").unwrap();
+        std::fs::create_dir(d.path().join("etc")).unwrap();
+        std::os::unix::fs::symlink(&victim, d.path().join("etc/link")).unwrap();
+        let mut f = fw("/etc/link", b"new", Some(0o644));
+        f.append = true;
+        assert!(appended(&t, &f).unwrap_err().message.contains("symlink"));
+        write_bytes(&t, &f, b"new", &UserDb::default()).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "orig");
+        let m = std::fs::symlink_metadata(d.path().join("etc/link")).unwrap();
+        assert!(m.file_type().is_file());
+    }
+
+    #[test]
+    fn unknown_owner_is_an_error_and_writes_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        let t = Target::new(d.path());
+        let mut f = fw("/etc/x", b"x", None);
+        f.owner.user = Some("nobody-here".into());
+        let e = write_bytes(&t, &f, b"x", &UserDb::default()).unwrap_err();
+        assert!(e.message.contains("nobody-here"), "{e}");
+        assert!(!d.path().join("etc").exists());
+    }
+
+    #[test]
+    fn append_and_mode_none_keeps_existing_mode() {
+        let d = tempfile::tempdir().unwrap();
+        let t = Target::new(d.path());
+        let p = d.path().join("f");
+        std::fs::write(&p, "a\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let mut f = fw("/f", b"b\n", None);
+        f.append = true;
+        let full = appended(&t, &f).unwrap();
+        write_bytes(&t, &f, &full, &UserDb::default()).unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "a\nb\n");
+        assert_eq!(std::fs::metadata(&p).unwrap().mode() & 0o7777, 0o640);
+        assert_eq!(
+            current_hash(&t, "/f").unwrap().unwrap(),
+            sha256_hex(b"a\nb\n")
+        );
+    }
+}

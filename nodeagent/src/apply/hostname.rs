@@ -1,0 +1,126 @@
+//! hostname, fqdn, /etc/hostname, kernel hostname, /etc/hosts. Owner: apply.
+
+use super::{Ctx, Outcome, files};
+use crate::error::{Error, Result, Stage};
+use crate::plan::{Content, EtcHosts, FileWrite, HostnameSpec, Owner};
+
+fn root_file(path: &str, content: Vec<u8>, mode: u32) -> FileWrite {
+    FileWrite {
+        path: path.into(),
+        content: Content(content),
+        owner: Owner {
+            user: Some("root".into()),
+            group: Some("root".into()),
+        },
+        mode: Some(mode),
+        append: false,
+        defer: false,
+        secret: false,
+    }
+}
+
+/// `/etc/hosts` with exactly one `<address> <fqdn> <hostname>` line for `address`
+/// (cloud-init's `manage_etc_hosts: localhost`): an existing line for the address is replaced.
+pub fn ensure_hosts_line(current: &str, address: &str, fqdn: &str, hostname: &str) -> String {
+    let want = if fqdn == hostname || fqdn.is_empty() {
+        format!("{address} {hostname}")
+    } else {
+        format!("{address} {fqdn} {hostname}")
+    };
+    let mut out = String::new();
+    let mut placed = false;
+    for line in current.lines() {
+        let first = line.split_whitespace().next();
+        if first == Some(address) && !line.trim_start().starts_with('#') {
+            if !placed {
+                out.push_str(&want);
+                out.push('\n');
+                placed = true;
+            }
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    if !placed {
+        out.push_str(&want);
+        out.push('\n');
+    }
+    out
+}
+
+pub fn apply(ctx: &mut Ctx<'_>, h: &HostnameSpec) -> Result<Outcome> {
+    let name = if h.prefer_fqdn && !h.fqdn.is_empty() {
+        &h.fqdn
+    } else {
+        &h.hostname
+    };
+    if name.is_empty()
+        || name.len() > 253
+        || name.contains(|c: char| c.is_whitespace() || c.is_control() || c == '/')
+    {
+        return Err(Error::new(
+            Stage::Apply,
+            "hostname",
+            format!("{name:?} is not a valid host name"),
+        ));
+    }
+    let t = ctx.target().clone();
+    let db = ctx.db()?.clone();
+    files::write_bytes(
+        &t,
+        &root_file("/etc/hostname", format!("{name}\n").into_bytes(), 0o644),
+        format!("{name}\n").as_bytes(),
+        &db,
+    )?;
+    if t.is_host() && ctx.opts.exec {
+        nix::unistd::sethostname(name)
+            .map_err(|e| Error::new(Stage::Apply, "hostname", format!("sethostname: {e}")))?;
+    }
+    match &h.etc_hosts {
+        None => {}
+        Some(EtcHosts::Template(text)) => {
+            let f = root_file("/etc/hosts", text.clone().into_bytes(), 0o644);
+            files::write_bytes(&t, &f, text.as_bytes(), &db)?;
+        }
+        Some(EtcHosts::Localhost { address }) => {
+            let p = t.path("/etc/hosts")?;
+            let cur = match std::fs::read_to_string(&p) {
+                Ok(s) => s,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+                Err(e) => return Err(Error::new(Stage::Apply, "/etc/hosts", e.to_string())),
+            };
+            let new = ensure_hosts_line(&cur, address, &h.fqdn, &h.hostname);
+            if new != cur {
+                let mut f = root_file("/etc/hosts", new.clone().into_bytes(), 0o644);
+                f.mode = None; // keep the file's mode, as an in-place edit would
+                files::write_bytes(&t, &f, new.as_bytes(), &db)?;
+            }
+        }
+    }
+    Ok(Outcome::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_line_replaced_once() {
+        let cur =
+            "127.0.0.1 localhost\n127.0.1.1 old.example old\n# 127.0.1.1 comment\n127.0.1.1 dup\n";
+        let new = ensure_hosts_line(cur, "127.0.1.1", "n1.example", "n1");
+        assert_eq!(
+            new,
+            "127.0.0.1 localhost\n127.0.1.1 n1.example n1\n# 127.0.1.1 comment\n"
+        );
+        assert_eq!(
+            ensure_hosts_line(&new, "127.0.1.1", "n1.example", "n1"),
+            new
+        );
+        assert_eq!(
+            ensure_hosts_line("", "127.0.1.1", "n1", "n1"),
+            "127.0.1.1 n1\n"
+        );
+    }
+}

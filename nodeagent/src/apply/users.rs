@@ -1,0 +1,310 @@
+//! users, groups, sudo rules, ssh authorized keys. Owner: apply.
+//!
+//! The image's own shadow tools do the work (`groupadd`, `useradd`, `usermod`, `chpasswd`),
+//! run via `chroot DIR` under `--root`. Every step first reads the target's user database, so
+//! running it again (after a crash) changes nothing more. As cloud-init does, an existing user
+//! only gets the password, lock, sudo and key settings. The password hash goes to `chpasswd -e`
+//! on stdin: never on a command line, never logged.
+
+use super::{Ctx, Outcome, UserDb, commands, files};
+use crate::error::{Error, Result, Stage};
+use crate::plan::{Content, FileWrite, GroupSpec, Owner, UserSpec};
+
+fn err(place: &str, msg: impl std::fmt::Display) -> Error {
+    Error::new(Stage::Apply, place, msg.to_string())
+}
+
+/// Names the shadow tools accept (and nothing a shell or path could misread).
+pub fn valid_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 32
+        && !n.starts_with('-')
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-$".contains(&b))
+}
+
+fn check_name(n: &str, place: &str) -> Result<()> {
+    if valid_name(n) {
+        Ok(())
+    } else {
+        Err(err(
+            place,
+            format!("{n:?} is not a valid user or group name"),
+        ))
+    }
+}
+
+pub fn group(ctx: &mut Ctx<'_>, g: &GroupSpec) -> Result<Outcome> {
+    let place = format!("groups.{}", g.name);
+    check_name(&g.name, &place)?;
+    let t = ctx.target().clone();
+    let db = ctx.db()?.clone();
+    if !db.groups.contains_key(&g.name) {
+        commands::run_tool(&t, &["groupadd", &g.name], None).map_err(|e| e.within(&place))?;
+    }
+    let current = UserDb::load(&t)?;
+    for m in &g.members {
+        check_name(m, &place)?;
+        if !current.users.contains_key(m) {
+            tracing::warn!(group = %g.name, member = %m, "group member does not exist; skipped (as cloud-init)");
+            continue;
+        }
+        let has = current
+            .groups
+            .get(&g.name)
+            .is_some_and(|(_, ms)| ms.contains(m));
+        if !has {
+            commands::run_tool(&t, &["usermod", "-a", "-G", &g.name, m], None)
+                .map_err(|e| e.within(&place))?;
+        }
+    }
+    Ok(Outcome::Ok)
+}
+
+/// `useradd` arguments for a new user (cloud-init's option mapping; password set separately).
+pub fn useradd_args(u: &UserSpec) -> Vec<String> {
+    let mut a: Vec<String> = vec!["useradd".into()];
+    let mut opt = |k: &str, v: &Option<String>| {
+        if let Some(v) = v {
+            a.push(k.into());
+            a.push(v.clone());
+        }
+    };
+    opt("--comment", &u.gecos);
+    opt("--home", &u.homedir);
+    opt("--gid", &u.primary_group);
+    opt("--shell", &u.shell);
+    opt("--inactive", &u.inactive);
+    opt("--expiredate", &u.expiredate);
+    if let Some(uid) = u.uid {
+        a.push("--uid".into());
+        a.push(uid.to_string());
+    }
+    if !u.groups.is_empty() {
+        a.push("--groups".into());
+        a.push(u.groups.join(","));
+    }
+    if u.system {
+        a.push("--system".into());
+    }
+    if u.no_user_group {
+        a.push("--no-user-group".into());
+    }
+    // cloud-init: system users and no_create_home get -M, everyone else -m.
+    a.push(if u.no_create_home || u.system {
+        "-M".into()
+    } else {
+        "-m".into()
+    });
+    a.push(u.name.clone());
+    a
+}
+
+fn sudoers_file(name: &str) -> String {
+    // sudo's includedir skips names containing `.` or ending in `~`.
+    format!("/etc/sudoers.d/90-nodeagent-{}", name.replace('.', "_"))
+}
+
+pub fn user(ctx: &mut Ctx<'_>, u: &UserSpec) -> Result<Outcome> {
+    let place = format!("users.{}", u.name);
+    check_name(&u.name, &place)?;
+    for g in u.groups.iter().chain(&u.primary_group) {
+        check_name(g, &place)?;
+    }
+    if (u.no_create_home || u.system) && !u.ssh_authorized_keys.is_empty() {
+        return Err(err(
+            &place,
+            "ssh_authorized_keys need a home directory (no_create_home/system set)",
+        ));
+    }
+    let t = ctx.target().clone();
+    let db = ctx.db()?.clone();
+    if !db.users.contains_key(&u.name) {
+        // Missing supplementary groups are created first, as cloud-init does.
+        for g in &u.groups {
+            if !db.groups.contains_key(g) {
+                commands::run_tool(&t, &["groupadd", g], None).map_err(|e| e.within(&place))?;
+            }
+        }
+        let args = useradd_args(u);
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        commands::run_tool(&t, &argv, None).map_err(|e| e.within(&place))?;
+    }
+    if let Some(hash) = &u.passwd {
+        if hash.contains(['\n', ':']) {
+            return Err(err(&place, "passwd: not a password hash"));
+        }
+        let line = format!("{}:{}\n", u.name, hash);
+        commands::run_tool(&t, &["chpasswd", "-e"], Some(line.as_bytes()))
+            .map_err(|_| err(&place, "chpasswd -e failed (hash not shown)"))?;
+    }
+    if u.lock_passwd {
+        commands::run_tool(&t, &["usermod", "--lock", &u.name], None)
+            .map_err(|e| e.within(&place))?;
+    }
+    ctx.invalidate_db();
+    let db = ctx.db()?.clone();
+    if !u.sudo.is_empty() {
+        sudo(ctx, u, &db, &place)?;
+    }
+    if !u.ssh_authorized_keys.is_empty() {
+        keys(ctx, u, &db, &place)?;
+    }
+    Ok(Outcome::Ok)
+}
+
+fn sudo(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()> {
+    let t = ctx.target().clone();
+    let mut text = format!("# Written by nodeagent for user {}\n", u.name);
+    for rule in &u.sudo {
+        if rule.contains('\n') {
+            return Err(err(place, "sudo: a rule must be one line"));
+        }
+        text.push_str(&format!("{} {}\n", u.name, rule));
+    }
+    let path = sudoers_file(&u.name);
+    // Validate before it can take effect: a broken sudoers.d file disables sudo entirely.
+    if t.path("/usr/sbin/visudo")
+        .map(|p| p.exists())
+        .unwrap_or(false)
+    {
+        let check = format!("{path}.nodeagent-check");
+        let cf = file(&check, text.as_bytes(), 0o440, None);
+        files::write_bytes(&t, &cf, text.as_bytes(), db)?;
+        let res = commands::run_tool(&t, &["visudo", "-cf", &check], None);
+        let _ = std::fs::remove_file(t.path(&check)?);
+        res.map_err(|e| {
+            err(
+                place,
+                format!("sudo rule rejected by visudo: {}", e.message),
+            )
+        })?;
+    }
+    let f = file(&path, text.as_bytes(), 0o440, None);
+    files::write_bytes(&t, &f, text.as_bytes(), db)?;
+    Ok(())
+}
+
+fn file(path: &str, content: &[u8], mode: u32, owner: Option<&str>) -> FileWrite {
+    let o = owner.unwrap_or("root").to_string();
+    FileWrite {
+        path: path.into(),
+        content: Content(content.to_vec()),
+        owner: Owner {
+            user: Some(o),
+            group: None,
+        },
+        mode: Some(mode),
+        append: false,
+        defer: false,
+        secret: false,
+    }
+}
+
+/// Existing keys are kept; new ones appended once (cloud-init merges the same way).
+pub fn merge_keys(existing: &str, new: &[String]) -> String {
+    let mut lines: Vec<String> = existing.lines().map(String::from).collect();
+    for k in new {
+        let k = k.trim();
+        if !k.is_empty() && !lines.iter().any(|l| l.trim() == k) {
+            lines.push(k.to_string());
+        }
+    }
+    let mut s = lines.join("\n");
+    s.push('\n');
+    s
+}
+
+fn keys(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()> {
+    let t = ctx.target().clone();
+    let (uid, gid, home) = db
+        .users
+        .get(&u.name)
+        .cloned()
+        .ok_or_else(|| err(place, "user not in /etc/passwd after useradd"))?;
+    if !home.starts_with('/') {
+        return Err(err(
+            place,
+            format!("home directory {home:?} is not absolute"),
+        ));
+    }
+    let ssh_dir = format!("{}/.ssh", home.trim_end_matches('/'));
+    let host_dir = t.path(&ssh_dir)?;
+    if let Ok(m) = std::fs::symlink_metadata(&host_dir)
+        && m.file_type().is_symlink()
+    {
+        return Err(err(place, format!("{ssh_dir} is a symlink; not followed")));
+    }
+    files::ensure_parents(&host_dir, uid, gid, place)?;
+    std::os::unix::fs::lchown(&host_dir, Some(uid), Some(gid)).map_err(|e| err(place, e))?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&host_dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| err(place, e))?;
+    let path = format!("{ssh_dir}/authorized_keys");
+    let existing = match std::fs::symlink_metadata(t.path(&path)?) {
+        Ok(m) if m.file_type().is_file() => {
+            std::fs::read_to_string(t.path(&path)?).unwrap_or_default()
+        }
+        _ => String::new(),
+    };
+    let text = merge_keys(&existing, &u.ssh_authorized_keys);
+    let mut f = file(&path, text.as_bytes(), 0o600, Some(&u.name));
+    f.owner.group = db
+        .groups
+        .iter()
+        .find(|(_, (g, _))| *g == gid)
+        .map(|(n, _)| n.clone());
+    let mut db2 = db.clone();
+    if f.owner.group.is_none() {
+        // The primary gid has no name in /etc/group: use it numerically.
+        db2.groups.insert(format!("#{gid}"), (gid, Vec::new()));
+        f.owner.group = Some(format!("#{gid}"));
+    }
+    files::write_bytes(&t, &f, text.as_bytes(), &db2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn useradd_mapping() {
+        let u = UserSpec {
+            name: "capv".into(),
+            gecos: Some("CAPV".into()),
+            shell: Some("/bin/bash".into()),
+            groups: vec!["sudo".into(), "adm".into()],
+            passwd: Some("$6$secret".into()),
+            ..Default::default()
+        };
+        let a = useradd_args(&u);
+        assert_eq!(
+            a,
+            [
+                "useradd",
+                "--comment",
+                "CAPV",
+                "--shell",
+                "/bin/bash",
+                "--groups",
+                "sudo,adm",
+                "-m",
+                "capv"
+            ]
+        );
+        assert!(!a.iter().any(|x| x.contains("secret")));
+    }
+
+    #[test]
+    fn names_and_keys() {
+        assert!(valid_name("capv"));
+        assert!(!valid_name("-rf"));
+        assert!(!valid_name("a b"));
+        assert!(!valid_name("../x"));
+        assert_eq!(
+            merge_keys("ssh-rsa A\n", &["ssh-rsa A".into(), "ssh-ed25519 B".into()]),
+            "ssh-rsa A\nssh-ed25519 B\n"
+        );
+        assert_eq!(sudoers_file("a.b"), "/etc/sudoers.d/90-nodeagent-a_b");
+    }
+}

@@ -1,0 +1,166 @@
+//! Helpers shared by the apply tests: hand-built plans and tree snapshots.
+#![allow(dead_code)]
+
+use nodeagent::apply::{self, Options, StageSel, Target};
+use nodeagent::config::ImageConfig;
+use nodeagent::plan::*;
+use nodeagent::report::Reporter;
+use nodeagent::state::{Journal, State};
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+pub fn owner(s: &str) -> Owner {
+    let (u, g) = s.split_once(':').unwrap_or((s, ""));
+    Owner {
+        user: Some(u.to_string()),
+        group: (!g.is_empty()).then(|| g.to_string()),
+    }
+}
+
+pub fn file(path: &str, content: &str, own: &str, mode: u32) -> FileWrite {
+    FileWrite {
+        path: path.into(),
+        content: Content(content.as_bytes().to_vec()),
+        owner: owner(own),
+        mode: Some(mode),
+        append: false,
+        defer: false,
+        secret: path.ends_with(".key"),
+    }
+}
+
+pub fn step(id: &str, stage: RunStage, frequency: Frequency, action: Action) -> Step {
+    Step {
+        id: id.into(),
+        stage,
+        frequency,
+        action,
+    }
+}
+
+pub fn wf(f: FileWrite) -> Step {
+    step(
+        &format!("write_files:{}", f.path),
+        RunStage::Main,
+        Frequency::PerInstance,
+        Action::WriteFile(f),
+    )
+}
+
+pub fn sh(origin: &str, script: &str, freq: Frequency) -> Step {
+    step(
+        origin,
+        RunStage::Main,
+        freq,
+        Action::Command(CommandSpec {
+            origin: origin.into(),
+            run: Run::Shell(script.into()),
+            timeout_secs: 30,
+        }),
+    )
+}
+
+pub fn plan(iid: &str, steps: Vec<Step>) -> Plan {
+    Plan {
+        version: PLAN_VERSION,
+        instance_id: iid.into(),
+        steps,
+        warnings: vec![],
+    }
+}
+
+pub fn opts(root: &Path, exec: bool, compat: bool) -> Options {
+    Options {
+        target: Target::new(root),
+        stage: StageSel::All,
+        exec,
+        compat,
+        config: ImageConfig::default(),
+    }
+}
+
+/// One run, as `nodeagent run` does it after planning, in a given boot.
+pub fn run(
+    root: &Path,
+    p: &Plan,
+    exec: bool,
+    compat: bool,
+    boot: &str,
+) -> nodeagent::error::Result<apply::Summary> {
+    let st = State::open(root)?;
+    st.begin_instance(&p.instance_id)?;
+    let mut j = Journal::open(
+        &st.instance_dir(&p.instance_id).join("journal.jsonl"),
+        boot.into(),
+    )?;
+    let mut rep = Reporter::new(None, root, &p.instance_id);
+    apply::apply(p, &opts(root, exec, compat), &mut j, &mut rep)
+}
+
+/// A minimal user database in `root`.
+pub fn passwd(root: &Path) {
+    std::fs::create_dir_all(root.join("etc")).unwrap();
+    std::fs::write(
+        root.join("etc/passwd"),
+        "root:x:0:0:root:/root:/bin/bash\ncapv:x:1000:1000::/home/capv:/bin/bash\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("etc/group"),
+        "root:x:0:\ncapv:x:1000:\nadm:x:4:capv\n",
+    )
+    .unwrap();
+}
+
+/// Everything under `dir` that matters for equality: type, mode, owner, content hash.
+pub fn snapshot(dir: &Path, skip: &dyn Fn(&str) -> bool) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    walk(dir, dir, skip, &mut out);
+    out
+}
+
+fn walk(base: &Path, dir: &Path, skip: &dyn Fn(&str) -> bool, out: &mut BTreeMap<String, String>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd {
+        let e = e.unwrap();
+        let p = e.path();
+        let rel = p.strip_prefix(base).unwrap().to_string_lossy().into_owned();
+        if skip(&rel) {
+            continue;
+        }
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        let ft = m.file_type();
+        let desc = if ft.is_symlink() {
+            format!("link {}", std::fs::read_link(&p).unwrap().display())
+        } else if ft.is_dir() {
+            format!("dir {:o} {}:{}", m.mode() & 0o7777, m.uid(), m.gid())
+        } else if ft.is_file() {
+            let data = std::fs::read(&p).unwrap();
+            format!(
+                "file {:o} {}:{} {}",
+                m.mode() & 0o7777,
+                m.uid(),
+                m.gid(),
+                nodeagent::apply::files::sha256_hex(&data)
+            )
+        } else {
+            format!("other {:o} rdev {}", m.mode(), m.rdev())
+        };
+        out.insert(rel, desc);
+        if ft.is_dir() {
+            walk(base, &p, skip, out);
+        }
+    }
+}
+
+pub fn mode(p: &Path) -> u32 {
+    std::fs::symlink_metadata(p).unwrap().mode() & 0o7777
+}
+
+pub fn ids(p: &Path) -> (u32, u32) {
+    let m = std::fs::symlink_metadata(p).unwrap();
+    (m.uid(), m.gid())
+}
