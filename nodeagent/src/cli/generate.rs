@@ -1,9 +1,98 @@
-//! `nodeagent generate`.
+//! `nodeagent generate` (owner: pack): the man pages and shell completions, built from the
+//! clap definitions in `crate::cli::Cli` so they can never drift from the real options.
+//! Hidden: it is a packaging tool (packaging/build-deb calls it), not something operators need.
+
+use clap::{CommandFactory, Subcommand, ValueEnum};
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    pub what: What,
+}
 
-pub fn run(_args: Args) -> i32 {
-    eprintln!("nodeagent generate: not implemented yet");
-    crate::error::exit::FAILED
+#[derive(Subcommand, Debug)]
+pub enum What {
+    /// Man pages: nodeagent(1) on stdout, or with --dir one page per visible subcommand too.
+    Man {
+        /// Write nodeagent.1 and nodeagent-<subcommand>.1 into this existing directory.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Shell completion script on stdout.
+    Completions {
+        #[arg(value_enum)]
+        shell: Shell,
+    },
+}
+
+/// The shells the package ships completions for, plus the other shells clap_complete knows.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+    Elvish,
+    Powershell,
+}
+
+impl From<Shell> for clap_complete::Shell {
+    fn from(s: Shell) -> Self {
+        match s {
+            Shell::Bash => clap_complete::Shell::Bash,
+            Shell::Zsh => clap_complete::Shell::Zsh,
+            Shell::Fish => clap_complete::Shell::Fish,
+            Shell::Elvish => clap_complete::Shell::Elvish,
+            Shell::Powershell => clap_complete::Shell::PowerShell,
+        }
+    }
+}
+
+/// The top-level page, nodeagent(1), in roff.
+pub fn man_page() -> std::io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    clap_mangen::Man::new(crate::cli::Cli::command()).render(&mut out)?;
+    Ok(out)
+}
+
+/// nodeagent.1 plus nodeagent-<sub>.1 for every visible subcommand (hidden ones are skipped).
+pub fn write_man_pages(dir: &Path) -> std::io::Result<()> {
+    clap_mangen::generate_to(crate::cli::Cli::command(), dir)
+}
+
+/// The completion script for `shell`.
+pub fn completion(shell: Shell) -> Vec<u8> {
+    let mut cmd = crate::cli::Cli::command();
+    let mut out = Vec::new();
+    clap_complete::generate(
+        clap_complete::Shell::from(shell),
+        &mut cmd,
+        "nodeagent",
+        &mut out,
+    );
+    out
+}
+
+pub fn run(args: Args) -> i32 {
+    let result = match args.what {
+        What::Man { dir: Some(dir) } => {
+            write_man_pages(&dir).map_err(|e| format!("{}: {e}", dir.display()))
+        }
+        What::Man { dir: None } => man_page().and_then(write_stdout).map_err(|e| e.to_string()),
+        What::Completions { shell } => write_stdout(completion(shell)).map_err(|e| e.to_string()),
+    };
+    match result {
+        Ok(()) => crate::error::exit::OK,
+        Err(e) => {
+            eprintln!("nodeagent generate: {e}");
+            crate::error::exit::FAILED
+        }
+    }
+}
+
+fn write_stdout(bytes: Vec<u8>) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(&bytes)?;
+    out.flush()
 }
