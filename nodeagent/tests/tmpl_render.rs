@@ -1,0 +1,380 @@
+//! Behaviour of the jinja layer beyond plain parity: header detection, strict vs compat
+//! undefined handling, error places and messages, bounds, and the variable tree.
+
+use std::time::{Duration, Instant};
+
+use nodeagent::error::Stage;
+use nodeagent::template::{Header, detect, jinja_variables, render};
+use serde_json::{Value as Json, json};
+
+const CABPK_INIT: &str = "/work/shared/corpus/capi/cabpk/rendered/controlplane-init-v1beta3-k8s-1.26.6.cloud-config.yaml";
+
+fn data() -> Json {
+    json!({
+        "ds": {"meta_data": {"hostname": "cp-abc12.example.com", "local-hostname": "cp-abc12", "network": {"a": 1}}},
+        "v1": {"local-hostname": "cp-abc12", "local_hostname": "cp-abc12", "instance-id": "i-1", "instance_id": "i-1"}
+    })
+}
+
+fn jinja(body: &str) -> String {
+    format!("## template: jinja\n{body}")
+}
+
+// ---- header detection (cloud-init B.1 rules 1 and 2) ----
+
+#[test]
+fn header_accepted_forms() {
+    for h in [
+        "## template: jinja\n#cloud-config\n",
+        "## Template: JINJA\n",
+        "## template: jinja   \t \nx",
+        "## template: jinja\r\nx",
+        "## template: jinja",
+    ] {
+        assert_eq!(detect(h), Header::Jinja, "{h:?}");
+    }
+}
+
+#[test]
+fn header_not_a_template() {
+    for h in [
+        "#cloud-config\nhostname: x\n",
+        "#!/bin/sh\necho hi\n",
+        "",
+        "# template notes\n",
+        "## templates are fun\n",
+    ] {
+        assert_eq!(detect(h), Header::NotTemplate, "{h:?}");
+    }
+}
+
+#[test]
+fn header_typos_are_reported_not_ignored() {
+    let cases = [
+        ("##template: jinja\n", "not exactly"),   // fails rule 1 only
+        ("## template:jinja\n", "not exactly"),   // fails rule 1 only
+        ("##  template: jinja\n", "not exactly"), // fails rule 1 only
+        ("## template: jinja2\n", "\"jinja2\""),  // fails rule 2 only
+        ("## template: jinja extra\n", "\"jinja extra\""),
+        ("\n## template: jinja\n", "very first line"), // rule 1 strips, rule 2 does not
+        ("  ## template: jinja\n", "very first line"),
+        ("\u{feff}## template: jinja\n", "byte-order mark"),
+        ("#template: jinja\n", "not exactly"),
+        ("## template : jinja\n", "not exactly"),
+    ];
+    for (h, why) in cases {
+        match detect(h) {
+            Header::LikelyTypo(msg) => assert!(msg.contains(why), "{h:?}: {msg}"),
+            other => panic!("{h:?}: expected LikelyTypo, got {other:?}"),
+        }
+        let e = render(h, &data(), false).unwrap_err();
+        assert_eq!(e.stage, Stage::Template);
+        assert_eq!(e.place, "userdata line 1", "{h:?}");
+    }
+    let e = render("#cloud-config\n", &data(), false).unwrap_err();
+    assert!(e.message.contains("not a jinja template"), "{e}");
+}
+
+// ---- the real CAPI inputs ----
+
+#[test]
+fn cabpk_init_userdata_renders_to_its_body() {
+    let userdata = std::fs::read_to_string(CABPK_INIT).unwrap();
+    assert_eq!(detect(&userdata), Header::Jinja);
+    let r = render(&userdata, &data(), false).unwrap();
+    let body = userdata.split_once('\n').unwrap().1;
+    assert!(body.len() > 1000);
+    assert_eq!(
+        r.text, body,
+        "no variables: output must be the body, byte for byte"
+    );
+    assert!(r.warnings.is_empty());
+}
+
+#[test]
+fn capv_style_template_gets_instance_values() {
+    // The KubeadmConfig shape CAPV's cluster-template.yaml renders into userdata.
+    let body = "#cloud-config\nwrite_files: []\nruncmd:\n- hostnamectl set-hostname \"{{ ds.meta_data.hostname }}\"\n- echo \"127.0.0.1   {{ ds.meta_data.hostname }} {{ local_hostname }} localhost\" >>/etc/hosts\nkubeadm:\n  nodeRegistration:\n    name: '{{ local_hostname }}'\n";
+    let r = render(&jinja(body), &data(), false).unwrap();
+    assert_eq!(
+        r.text,
+        "#cloud-config\nwrite_files: []\nruncmd:\n- hostnamectl set-hostname \"cp-abc12.example.com\"\n- echo \"127.0.0.1   cp-abc12.example.com cp-abc12 localhost\" >>/etc/hosts\nkubeadm:\n  nodeRegistration:\n    name: 'cp-abc12'\n"
+    );
+}
+
+// ---- undefined variables ----
+
+#[test]
+fn undefined_is_an_error_naming_variable_and_line() {
+    for (body, var, line) in [
+        ("a\nb: {{ ds.meta_data.foo }}\n", "ds.meta_data.foo", 3),
+        ("{{ nope }}", "nope", 2),
+        ("x\ny\nz\n{{ v1['nope'] }}", "v1['nope']", 5),
+        ("{{ ds.meta_data.missing.key }}", "ds.meta_data.missing", 2), // intermediate
+        ("\n{{ nope.y }}", "nope", 3),
+    ] {
+        let e = render(&jinja(body), &data(), false).unwrap_err();
+        assert_eq!(e.stage, Stage::Template);
+        assert_eq!(e.place, format!("userdata line {line}"), "{body:?}");
+        assert!(
+            e.message.contains(&format!("undefined variable `{var}`")),
+            "{body:?}: {e}"
+        );
+    }
+}
+
+#[test]
+fn undefined_in_if_and_default_is_fine_in_strict_mode() {
+    let r = render(&jinja("{% if nope %}x{% else %}y{% endif %}|{{ nope | default('d') }}|{{ v1.nope is defined }}"), &data(), false)
+        .unwrap();
+    assert_eq!(r.text, "y|d|False");
+}
+
+#[test]
+fn compat_renders_placeholders_with_cloud_init_warning() {
+    let r = render(
+        &jinja("a: {{ nope }}\nb: {{ v1.gone | upper }}\nc: {{ nope | default('ok') }}\n"),
+        &data(),
+        true,
+    )
+    .unwrap();
+    assert_eq!(
+        r.text,
+        "a: CI_MISSING_JINJA_VAR/nope\nb: CI_MISSING_JINJA_VAR/GONE\nc: ok\n"
+    );
+    assert_eq!(
+        r.warnings,
+        vec![
+            "Could not render jinja template variables in file 'userdata': 'nope', 'GONE'"
+                .to_string()
+        ]
+    );
+}
+
+#[test]
+fn compat_still_fails_on_missing_intermediate() {
+    let e = render(&jinja("x\n{{ ds.meta_data.missing.key }}"), &data(), true).unwrap_err();
+    assert_eq!(e.place, "userdata line 3");
+    assert!(
+        e.message
+            .contains("undefined variable `ds.meta_data.missing`"),
+        "{e}"
+    );
+    let e = render(&jinja("{{ nope['k'] }}"), &data(), true).unwrap_err();
+    assert!(e.message.contains("undefined variable `nope`"), "{e}");
+}
+
+#[test]
+fn hyphenated_name_gets_cloud_init_hint() {
+    for compat in [false, true] {
+        let e = render(
+            &jinja("#cloud-config\nhostname: {{ local-hostname }}\n"),
+            &data(),
+            compat,
+        )
+        .unwrap_err();
+        assert_eq!(e.place, "userdata line 3");
+        assert_eq!(
+            e.message,
+            "Undefined jinja variable: \"local-hostname\". Jinja tried subtraction. Perhaps you meant \"local_hostname\"?"
+        );
+    }
+}
+
+// ---- syntax errors ----
+
+#[test]
+fn syntax_errors_use_cloud_init_format_and_line() {
+    let e = render(
+        &jinja("#cloud-config\nruncmd:\n- {{ v1.local_hostname \n"),
+        &data(),
+        false,
+    )
+    .unwrap_err();
+    assert_eq!(e.stage, Stage::Template);
+    assert_eq!(e.place, "userdata line 4");
+    assert!(
+        e.message
+            .starts_with("Unable to parse Jinja template due to syntax error: "),
+        "{e}"
+    );
+    assert!(
+        e.message.ends_with(" on line 4: - {{ v1.local_hostname"),
+        "{e}"
+    );
+
+    // An empty failing line drops the `: <text>` part.
+    let e = render(&jinja("{% if true %}\nx\n"), &data(), false).unwrap_err();
+    assert!(e.message.contains(" on line "), "{e}");
+    let n: usize = e
+        .place
+        .trim_start_matches("userdata line ")
+        .parse()
+        .unwrap();
+    assert!(
+        e.message.ends_with(&format!("on line {n}: x"))
+            || e.message.ends_with(&format!("on line {n}")),
+        "{e}"
+    );
+}
+
+#[test]
+fn syntax_error_line_is_redacted() {
+    let e = render(
+        &jinja("join: kubeadm join --token abcdef.0123456789abcdef {{ oops\n"),
+        &data(),
+        false,
+    )
+    .unwrap_err();
+    assert!(
+        !e.message.contains("0123456789abcdef"),
+        "secret leaked: {e}"
+    );
+    assert!(e.message.contains("<redacted>"), "{e}");
+}
+
+#[test]
+fn unknown_filter_reported_like_jinja() {
+    let e = render(&jinja("a\n{{ 'x' | nosuch }}"), &data(), false).unwrap_err();
+    assert_eq!(e.place, "userdata line 3");
+    assert_eq!(
+        e.message,
+        "Unable to parse Jinja template due to syntax error: No filter named 'nosuch'. on line 3: {{ 'x' | nosuch }}"
+    );
+}
+
+// ---- bounds ----
+
+/// CPU time of the calling thread: the machine running the tests is shared and often
+/// oversubscribed, so wall time says little about how much work a render did.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only writes the timespec we pass.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0);
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+fn assert_fast_failure(body: &str, want: &str) {
+    let (wall, cpu) = (Instant::now(), thread_cpu());
+    let e = render(&jinja(body), &data(), false).unwrap_err();
+    let (wall, cpu) = (wall.elapsed(), thread_cpu() - cpu);
+    assert!(e.message.contains(want), "{body:?}: {e}");
+    assert_eq!(e.place, "userdata line 2", "{e}");
+    assert!(cpu < Duration::from_secs(3), "{body:?} used {cpu:?} of CPU");
+    eprintln!("{body:?}: failed after {cpu:?} CPU ({wall:?} wall): {e}");
+}
+
+#[test]
+fn endless_loop_runs_out_of_fuel() {
+    assert_fast_failure(
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+        "budget of 50000000 instructions",
+    );
+}
+
+#[test]
+fn gigantic_output_is_capped() {
+    assert_fast_failure(
+        "{% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}",
+        "exceeds the 64 MiB limit",
+    );
+}
+
+#[test]
+fn runaway_recursion_is_stopped() {
+    assert_fast_failure(
+        "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+        "recursion",
+    );
+}
+
+// ---- newlines ----
+
+#[test]
+fn trailing_newlines_preserved_exactly() {
+    for tail in ["", "\n", "\n\n", "\n\n\n"] {
+        let r = render(&jinja(&format!("x{tail}")), &data(), false).unwrap();
+        assert_eq!(r.text, format!("x{tail}"));
+    }
+    let r = render("## template: jinja", &data(), false).unwrap();
+    assert_eq!(r.text, "");
+}
+
+// ---- the variable tree (B.4) ----
+
+#[test]
+fn variables_keep_keys_and_add_operator_aliases() {
+    let v = jinja_variables(&json!({
+        "ds": {"meta_data": {"local-hostname": "h", "network": {"interfaces": {"by-mac": {"64:4b:f0:18:9a:21": {"ip": "x"}},
+              "by-ipv4": {"192.168.0.1": {}}, "by-ipv6": {"fd8e::1": {}}}}}},
+        "a//b": 1, "v1.0": 2, "x**y==z": 3, "sp ace@$!": 4, "p+q%r~s[t](u){w}>a<b=c.d:e|f,g;h": 5
+    }));
+    let md = &v["ds"]["meta_data"];
+    assert_eq!(md["local-hostname"], "h");
+    assert_eq!(md["local_hostname"], "h");
+    let ifs = &md["network"]["interfaces"];
+    assert!(ifs["by-mac"]["64:4b:f0:18:9a:21"].is_object());
+    assert_eq!(ifs["by_mac"]["64_4b_f0_18_9a_21"]["ip"], "x");
+    assert!(ifs["by_ipv4"]["192_168_0_1"].is_object());
+    assert!(ifs["by_ipv6"]["fd8e__1"].is_object());
+    assert_eq!(v["a_b"], 1, "`//` is one operator");
+    assert_eq!(v["v1_0"], 2);
+    assert_eq!(v["x_y_z"], 3);
+    assert_eq!(v["sp ace@$!"], 4);
+    assert_eq!(
+        v.as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| k.starts_with("sp"))
+            .count(),
+        1,
+        "no alias for space/@/$/!"
+    );
+    assert_eq!(v["p_q_r_s_t__u__w__a_b_c_d_e_f_g_h"], 5);
+}
+
+#[test]
+fn version_keys_are_promoted_in_sorted_order() {
+    let v = jinja_variables(&json!({
+        "v2": {"instance_id": "two", "only2": 2},
+        "v1": {"instance_id": "one", "local-hostname": "h"},
+        "instance_id": "top",
+        "zz": "z",
+        "v10": "not a dict",
+        "nested": {"v3": {"deep": true}}
+    }));
+    // Sorted: instance_id (top), nested, v1, v10, v2, zz: v1 overwrites the top-level key, v2 overwrites v1.
+    assert_eq!(v["instance_id"], "two");
+    assert_eq!(v["only2"], 2);
+    assert_eq!(
+        v["local_hostname"], "h",
+        "children's aliases are promoted too"
+    );
+    assert_eq!(v["local-hostname"], "h");
+    assert_eq!(v["v1"]["instance_id"], "one");
+    assert_eq!(v["v10"], "not a dict");
+    assert_eq!(
+        v["nested"]["deep"], true,
+        "promotion applies at every level"
+    );
+}
+
+#[test]
+fn real_underscore_key_beats_generated_alias() {
+    // `-` sorts before `_`: the real `foo_bar` is written after the alias of `foo-bar`.
+    let v = jinja_variables(&json!({"foo_bar": "real", "foo-bar": "dash"}));
+    assert_eq!(v["foo_bar"], "real");
+    assert_eq!(v["foo-bar"], "dash");
+    // A promoted v1 child loses against a later-sorted top-level key, wins over an earlier one.
+    let v = jinja_variables(&json!({"v1": {"a": "v1", "zz": "v1"}, "a": "top", "zz": "top"}));
+    assert_eq!(v["a"], "v1");
+    assert_eq!(v["zz"], "top");
+    // Key order is cloud-init's: sorted, each alias right after its key.
+    let v = jinja_variables(&json!({"b-c": 1, "a": 2}));
+    let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["a", "b-c", "b_c"]);
+}
