@@ -9,7 +9,7 @@ use nodeagent::transport::dir::DirTransport;
 use nodeagent::transport::fwcfg::FwCfgTransport;
 use nodeagent::transport::nocloud::NoCloudTransport;
 use nodeagent::transport::vmware::VmwareTransport;
-use nodeagent::transport::{self, Transport, detect_with_path, from_spec, read_all};
+use nodeagent::transport::{self, Transport, detect_with_path, from_spec, read_all, redact_keys};
 use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -297,6 +297,7 @@ case "{mode}" in
   denied) echo "Permission denied" >&2; exit 1 ;;
   secret-error) echo "failed: --token abcdef.0123456789abcdef" >&2; exit 1 ;;
   hang) sleep 30 & echo $! > '{pidfile}'; wait; exit 0 ;;
+  flood) head -c 40000000 /dev/zero; exit 0 ;;
 esac
 case "$1" in
   "info-get guestinfo."*)
@@ -672,4 +673,165 @@ fn detect_honours_the_given_order() {
     // transport::detect is the same with the process PATH.
     let (t, _) = transport::detect(&order(&["fwcfg"]), r).unwrap();
     assert_eq!(t.name(), "fwcfg");
+}
+
+#[test]
+fn vmware_output_over_the_raw_limit_is_refused_quickly() {
+    let f = fake_tools(&[("vmware-rpctool", "flood")]);
+    let start = Instant::now();
+    let e = f.transport().get("userdata").unwrap_err();
+    assert!(e.message.contains("MAX_RAW_VALUE_BYTES"), "{e}");
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[test]
+fn redact_keys_sets_marker_then_blank_encoding_like_cloud_init() {
+    let f = fake_tools(&[("vmware-rpctool", "ok")]);
+    let errors = redact_keys(
+        &f.transport(),
+        &["userdata".to_string(), "vendordata".to_string()],
+    );
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(
+        f.calls(),
+        vec![
+            call(&["vmware-rpctool", "info-set guestinfo.userdata ---"]),
+            call(&["vmware-rpctool", "info-set guestinfo.userdata.encoding  "]),
+            call(&["vmware-rpctool", "info-set guestinfo.vendordata ---"]),
+            call(&["vmware-rpctool", "info-set guestinfo.vendordata.encoding  "]),
+        ]
+    );
+    // Failures are collected, and every key is still attempted.
+    let f = fake_tools(&[("vmware-rpctool", "denied")]);
+    let errors = redact_keys(
+        &f.transport(),
+        &["userdata".to_string(), "metadata".to_string()],
+    );
+    assert_eq!(errors.len(), 4);
+    assert_eq!(f.calls().len(), 4);
+    // After redaction through dir, the next read finds nothing (A.7: later boots see no data).
+    let tmp = tempfile::tempdir().unwrap();
+    let t = DirTransport::new(tmp.path());
+    t.set("userdata", b64(b"#cloud-config\n").as_bytes())
+        .unwrap();
+    t.set("userdata.encoding", b"base64").unwrap();
+    assert!(read_all(&t).unwrap().userdata.is_some());
+    assert!(redact_keys(&t, &["userdata".to_string()]).is_empty());
+    assert_eq!(read_all(&t).unwrap().userdata, None);
+}
+
+// ---- real CAPV metadata and CABPK userdata through every encoding ----
+
+fn corpus_files() -> Vec<(&'static str, PathBuf)> {
+    let base = Path::new("/work/shared/corpus/capi");
+    let mut out = Vec::new();
+    for (key, dir) in [
+        ("metadata", "capv/metadata-golden-head"),
+        ("metadata", "capv/metadata-golden-v1.10.0"),
+        ("userdata", "cabpk/rendered"),
+        ("userdata", "issues"),
+    ] {
+        let mut files: Vec<_> = fs::read_dir(base.join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        out.extend(files.into_iter().map(|p| (key, p)));
+    }
+    out
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+#[test]
+fn corpus_values_decode_exactly_through_dir_and_vmware() {
+    let files = corpus_files();
+    assert!(files.len() >= 29, "corpus moved? {}", files.len());
+    let f = fake_tools(&[("vmware-rpctool", "ok")]);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DirTransport::new(tmp.path());
+    for (i, (key, path)) in files.iter().enumerate() {
+        // Spawning the fake tool is slow: every file through dir, every fifth through vmware too.
+        let via_vmware = i % 5 == 0 || path.to_string_lossy().contains("cabpk");
+        let content = fs::read_to_string(path).unwrap();
+        // Plain values lose trailing whitespace (cloud-init rstrip); encoded ones are exact.
+        let plain_expected = content
+            .trim_end_matches(|c: char| c.is_whitespace())
+            .to_string();
+        let wrapped: String = b64(content.as_bytes())
+            .as_bytes()
+            .chunks(76)
+            .map(|c| format!("{}\n", std::str::from_utf8(c).unwrap()))
+            .collect();
+        let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+            ("", content.clone().into_bytes(), plain_expected.as_str()),
+            (
+                "base64",
+                b64(content.as_bytes()).into_bytes(),
+                content.as_str(),
+            ),
+            ("b64", wrapped.into_bytes(), content.as_str()),
+            (
+                "gzip+base64",
+                b64(&gzip(content.as_bytes())).into_bytes(),
+                content.as_str(),
+            ),
+            (
+                "gz+b64",
+                b64(content.as_bytes()).into_bytes(),
+                content.as_str(),
+            ),
+        ];
+        for (enc, value, expected) in cases {
+            for k in ["metadata", "userdata"] {
+                let _ = fs::remove_file(tmp.path().join(format!("guestinfo.{k}")));
+                let _ = fs::remove_file(f.data.join(k));
+            }
+            // Plain writes: `set` (fsync'd, atomic) is tested above and slow on a busy disk.
+            write(&tmp.path().join(format!("guestinfo.{key}")), &value);
+            write(
+                &tmp.path().join(format!("guestinfo.{key}.encoding")),
+                enc.as_bytes(),
+            );
+            // The real tool prints the value followed by a newline.
+            let mut printed = value.clone();
+            printed.push(b'\n');
+            f.put(key, &printed);
+            f.put(&format!("{key}.encoding"), format!("{enc}\n").as_bytes());
+            let vm = f.transport();
+            let transports: Vec<&dyn Transport> = if via_vmware {
+                vec![&dir, &vm]
+            } else {
+                vec![&dir]
+            };
+            for t in transports {
+                let raw = read_all(t)
+                    .unwrap_or_else(|e| panic!("{} {enc:?} via {}: {e}", path.display(), t.name()));
+                let got = if *key == "metadata" {
+                    raw.metadata
+                } else {
+                    raw.userdata
+                };
+                let got = got.unwrap_or_else(|| {
+                    panic!("{} {enc:?} via {}: absent", path.display(), t.name())
+                });
+                assert!(
+                    got.text == expected,
+                    "{} {enc:?} via {}: decoded text differs",
+                    path.display(),
+                    t.name()
+                );
+                assert!(got.warnings.is_empty(), "{:?}", got.warnings);
+            }
+        }
+    }
 }

@@ -304,3 +304,23 @@ pub(crate) fn write_file_atomic(path: &Path, data: &[u8], place: &str) -> Result
         err("cannot write", e)
     })
 }
+
+/// cloud-init's redaction (A.7) for each logical key K, in order: `set(K, "---")`, then
+/// `set(K.encoding, "")` (the vmware transport turns the empty value into one space).
+/// Failures do not stop the others (cloud-init logs them and boots on); they are returned
+/// so the caller can log or report them. cloud-init only does this on VMware guestinfo.
+pub fn redact_keys(t: &dyn Transport, keys: &[String]) -> Vec<Error> {
+    let mut errors = Vec::new();
+    for key in keys {
+        for (k, v) in [
+            (key.clone(), &b"---"[..]),
+            (format!("{key}.encoding"), &b""[..]),
+        ] {
+            if let Err(e) = t.set(&k, v) {
+                tracing::error!(place = %e.place, "failed to clear guestinfo.{k}: {}", e.message);
+                errors.push(e);
+            }
+        }
+    }
+    errors
+}
