@@ -1,1 +1,16 @@
 //! nodeagent mint: cluster PKI, CAPI Secrets, tokens, hashes, bootstrap bundles. Owner: mint.
+//!
+//! Pure builders (values in, strings out) live in `pki`, `secrets`, `token`, `kubeconfig`,
+//! `bootstrap`, `metadata` and `emit`; only `fsio` and the CLI touch the disk.
+
+pub mod bootstrap;
+pub mod der;
+pub mod emit;
+pub mod fsio;
+pub mod goyaml;
+pub mod kubeconfig;
+pub mod metadata;
+pub mod pki;
+pub mod secrets;
+pub mod token;
+pub mod validate;

@@ -1,6 +1,7 @@
 //! PKI inspection and checks with x509-parser (certs command, pre-flight). Owner: kubeadm; hash.rs owned by mint.
 
 pub mod check;
+pub mod hash;
 pub mod inspect;
 
 use serde::Serialize;

@@ -1,0 +1,425 @@
+//! Userdata in exactly the shape CABPK writes (cluster-api.md a.1–a.5): jinja header,
+//! `write_files` in CABPK's grammar (PKI for init/control-plane only, then the kubeadm config
+//! and the placeholder), `runcmd` with the kubeadm line and the success sentinel, then
+//! `users`. kubeadm configs are serialized as CABPK does (a.4, via `goyaml`).
+
+use super::goyaml::{Y, map, s, to_string};
+use super::pki::Pki;
+use crate::error::{Error, Result, Stage};
+
+pub const SENTINEL: &str = "echo success > /run/cluster-api/bootstrap-success.complete";
+pub const PLACEHOLDER: &str = "This placeholder file is used to create the /run/cluster-api sub directory in a way that is compatible with both Linux and Windows (mkdir -p /run/cluster-api does not work with Windows)";
+pub const INIT_CONFIG_PATH: &str = "/run/kubeadm/kubeadm.yaml";
+pub const JOIN_CONFIG_PATH: &str = "/run/kubeadm/kubeadm-join-config.yaml";
+pub const PKI_DIR: &str = "/etc/kubernetes/pki";
+/// CAPV templates name the node after the metadata's local-hostname, rendered on the node.
+pub const NODE_NAME_JINJA: &str = "{{ local_hostname }}";
+pub const UNINITIALIZED_TAINT: &str = "node.cluster.x-k8s.io/uninitialized";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Init,
+    ControlPlane,
+    Worker,
+}
+
+impl Role {
+    pub fn parse(v: &str) -> Result<Role> {
+        match v {
+            "init" => Ok(Role::Init),
+            "control-plane" => Ok(Role::ControlPlane),
+            "worker" => Ok(Role::Worker),
+            _ => Err(Error::new(
+                Stage::Usage,
+                "--role",
+                format!("unknown role {v:?}: use init, control-plane or worker"),
+            )),
+        }
+    }
+    pub fn ships_pki(self) -> bool {
+        self != Role::Worker
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KubeadmApi {
+    V1beta3,
+    V1beta4,
+}
+
+impl KubeadmApi {
+    /// CABPK's choice by the Machine's minor version: < 1.31 → v1beta3, else v1beta4.
+    pub fn for_minor(minor: u32) -> KubeadmApi {
+        if minor >= 31 {
+            KubeadmApi::V1beta4
+        } else {
+            KubeadmApi::V1beta3
+        }
+    }
+    pub fn parse(v: &str, minor: u32) -> Result<KubeadmApi> {
+        let api = match v {
+            "v1beta3" => KubeadmApi::V1beta3,
+            "v1beta4" => KubeadmApi::V1beta4,
+            _ => {
+                return Err(Error::new(
+                    Stage::Usage,
+                    "--kubeadm-api",
+                    format!("unknown kubeadm API {v:?}: use v1beta3 or v1beta4"),
+                ));
+            }
+        };
+        if api == KubeadmApi::V1beta4 && minor < 31 {
+            return Err(Error::new(
+                Stage::Usage,
+                "--kubeadm-api",
+                format!(
+                    "kubeadm 1.{minor} does not accept v1beta4 without --allow-experimental-api (GA in 1.31)"
+                ),
+            ));
+        }
+        Ok(api)
+    }
+    pub fn api_version(self) -> &'static str {
+        match self {
+            KubeadmApi::V1beta3 => "kubeadm.k8s.io/v1beta3",
+            KubeadmApi::V1beta4 => "kubeadm.k8s.io/v1beta4",
+        }
+    }
+}
+
+/// `users` entry (cluster-api.md a.6), printed raw: callers validate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct User {
+    pub name: String,
+    pub sudo: Option<String>,
+    pub ssh_authorized_keys: Vec<String>,
+}
+
+/// Everything one node's userdata depends on.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub role: Role,
+    pub cluster: String,
+    /// `host:port` as the Cluster's controlPlaneEndpoint.
+    pub endpoint: String,
+    pub kubernetes_version: String,
+    pub minor: u32,
+    pub api: KubeadmApi,
+    /// Required for init/control-plane.
+    pub pki: Option<Pki>,
+    /// Discovery hashes of the cluster CA (joins).
+    pub ca_cert_hashes: Vec<String>,
+    /// Bootstrap token (joins).
+    pub token: Option<String>,
+    pub node_name: Option<String>,
+    pub cri_socket: Option<String>,
+    pub image_pull_policy: Option<String>,
+    pub kubelet_extra_args: Vec<(String, String)>,
+    pub controller_manager_extra_args: Vec<(String, String)>,
+    pub pod_subnet: Option<String>,
+    pub service_subnet: Option<String>,
+    pub dns_domain: Option<String>,
+    /// v1beta4 `encryptionAlgorithm` (kubeadm's leaf certificates follow the CA).
+    pub encryption_algorithm: Option<String>,
+    /// KCP's `ControlPlaneKubeletLocalMode` default for 1.31 ≤ v < 1.36.
+    pub kcp_feature_gates: bool,
+    pub pre_commands: Vec<String>,
+    pub post_commands: Vec<String>,
+    pub users: Vec<User>,
+    pub verbosity: Option<u32>,
+}
+
+impl Spec {
+    /// CAPV template defaults (cluster-template.yaml at CAPV main): containerd socket,
+    /// `cloud-provider: external`, node name from `{{ local_hostname }}`.
+    pub fn capv(
+        role: Role,
+        cluster: &str,
+        endpoint: &str,
+        kubernetes_version: &str,
+        minor: u32,
+        api: KubeadmApi,
+    ) -> Spec {
+        let external = vec![("cloud-provider".to_string(), "external".to_string())];
+        Spec {
+            role,
+            cluster: cluster.into(),
+            endpoint: endpoint.into(),
+            kubernetes_version: kubernetes_version.into(),
+            minor,
+            api,
+            pki: None,
+            ca_cert_hashes: vec![],
+            token: None,
+            node_name: Some(NODE_NAME_JINJA.into()),
+            cri_socket: Some("/var/run/containerd/containerd.sock".into()),
+            image_pull_policy: Some("IfNotPresent".into()),
+            kubelet_extra_args: external.clone(),
+            controller_manager_extra_args: external,
+            pod_subnet: Some("192.168.0.0/16".into()),
+            service_subnet: None,
+            dns_domain: Some("cluster.local".into()),
+            encryption_algorithm: None,
+            kcp_feature_gates: true,
+            pre_commands: vec![],
+            post_commands: vec![],
+            users: vec![],
+            verbosity: None,
+        }
+    }
+}
+
+/// `extraArgs`: a map in v1beta3, a `name`/`value` list sorted by name in v1beta4.
+fn extra_args(api: KubeadmApi, args: &[(String, String)]) -> Y {
+    match api {
+        KubeadmApi::V1beta3 => map(args.iter().map(|(k, v)| (k.clone(), s(v.clone())))),
+        KubeadmApi::V1beta4 => {
+            let mut sorted = args.to_vec();
+            sorted.sort_by(|a, b| a.0.cmp(&b.0));
+            Y::Seq(
+                sorted
+                    .into_iter()
+                    .map(|(k, v)| map([("name", s(k)), ("value", s(v))]))
+                    .collect(),
+            )
+        }
+    }
+}
+
+fn node_registration(spec: &Spec, taints: Y) -> Y {
+    let mut m = vec![("taints".to_string(), taints)];
+    if let Some(n) = &spec.node_name {
+        m.push(("name".into(), s(n.clone())));
+    }
+    if let Some(c) = &spec.cri_socket {
+        m.push(("criSocket".into(), s(c.clone())));
+    }
+    if let Some(p) = &spec.image_pull_policy {
+        m.push(("imagePullPolicy".into(), s(p.clone())));
+    }
+    if !spec.kubelet_extra_args.is_empty() {
+        m.push((
+            "kubeletExtraArgs".into(),
+            extra_args(spec.api, &spec.kubelet_extra_args),
+        ));
+    }
+    Y::Map(m)
+}
+
+pub fn cluster_configuration(spec: &Spec) -> String {
+    let mut networking = vec![];
+    for (k, v) in [
+        ("dnsDomain", &spec.dns_domain),
+        ("podSubnet", &spec.pod_subnet),
+        ("serviceSubnet", &spec.service_subnet),
+    ] {
+        if let Some(v) = v {
+            networking.push((k.to_string(), s(v.clone())));
+        }
+    }
+    let mut cm = vec![];
+    if !spec.controller_manager_extra_args.is_empty() {
+        cm.push((
+            "extraArgs".to_string(),
+            extra_args(spec.api, &spec.controller_manager_extra_args),
+        ));
+    }
+    let mut m = vec![
+        ("apiServer".to_string(), map::<&str>([])),
+        ("apiVersion".into(), s(spec.api.api_version())),
+        ("clusterName".into(), s(spec.cluster.clone())),
+        ("controlPlaneEndpoint".into(), s(spec.endpoint.clone())),
+        ("controllerManager".into(), Y::Map(cm)),
+        ("dns".into(), map::<&str>([])),
+        ("etcd".into(), map::<&str>([])),
+        ("kind".into(), s("ClusterConfiguration")),
+        (
+            "kubernetesVersion".into(),
+            s(spec.kubernetes_version.clone()),
+        ),
+        ("networking".into(), Y::Map(networking)),
+        ("scheduler".into(), map::<&str>([])),
+    ];
+    if spec.api == KubeadmApi::V1beta4 {
+        m.push(("proxy".into(), map::<&str>([])));
+        if let Some(a) = &spec.encryption_algorithm {
+            m.push(("encryptionAlgorithm".into(), s(a.clone())));
+        }
+    }
+    if spec.kcp_feature_gates && (31..36).contains(&spec.minor) {
+        m.push((
+            "featureGates".into(),
+            map([("ControlPlaneKubeletLocalMode", Y::Bool(true))]),
+        ));
+    }
+    to_string(&Y::Map(m))
+}
+
+pub fn init_configuration(spec: &Spec) -> String {
+    to_string(&map([
+        ("apiVersion", s(spec.api.api_version())),
+        ("kind", s("InitConfiguration")),
+        ("localAPIEndpoint", map::<&str>([])),
+        ("nodeRegistration", node_registration(spec, Y::Null)),
+    ]))
+}
+
+pub fn join_configuration(spec: &Spec) -> Result<String> {
+    let token = spec.token.clone().ok_or_else(|| {
+        Error::new(
+            Stage::Mint,
+            "--token",
+            "join bundles need a bootstrap token",
+        )
+    })?;
+    let mut bt = vec![
+        ("apiServerEndpoint".to_string(), s(spec.endpoint.clone())),
+        ("token".into(), s(token)),
+    ];
+    if spec.ca_cert_hashes.is_empty() {
+        bt.push(("unsafeSkipCAVerification".into(), Y::Bool(true)));
+    } else {
+        bt.push((
+            "caCertHashes".into(),
+            Y::Seq(spec.ca_cert_hashes.iter().map(|h| s(h.clone())).collect()),
+        ));
+    }
+    let taints = if spec.role == Role::Worker {
+        Y::Seq(vec![map([
+            ("effect", s("NoSchedule")),
+            ("key", s(UNINITIALIZED_TAINT)),
+        ])])
+    } else {
+        Y::Null
+    };
+    let mut m = vec![
+        ("apiVersion".to_string(), s(spec.api.api_version())),
+        ("discovery".into(), map([("bootstrapToken", Y::Map(bt))])),
+        ("kind".into(), s("JoinConfiguration")),
+        ("nodeRegistration".into(), node_registration(spec, taints)),
+    ];
+    if spec.role == Role::ControlPlane {
+        m.push((
+            "controlPlane".into(),
+            map([("localAPIEndpoint", map::<&str>([]))]),
+        ));
+    }
+    Ok(to_string(&Y::Map(m)))
+}
+
+/// CABPK's `Indent 6`: every line, including the last empty one, gets six spaces.
+pub fn indent6(text: &str) -> String {
+    format!("      {}", text.replace('\n', "\n      "))
+}
+
+/// Go's `%q` for runcmd items (printable ASCII kept, the rest escaped).
+pub fn go_quote(v: &str) -> String {
+    let mut out = String::from("\"");
+    for c in v.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn file_entry(path: &str, owner: &str, permissions: &str, content: &str) -> String {
+    format!(
+        "\n-   path: {path}\n    owner: {owner}\n    permissions: '{permissions}'\n    content: |\n{}",
+        indent6(content)
+    )
+}
+
+/// The PKI as CABPK's `Certificates.AsFiles`: every file root:root, certs 0640, keys 0600.
+pub fn pki_files(pki: &Pki) -> Vec<(String, String, &'static str)> {
+    pki.files()
+        .iter()
+        .map(|(name, content, _)| {
+            let perm = if name.ends_with(".key") {
+                "0600"
+            } else {
+                "0640"
+            };
+            (format!("{PKI_DIR}/{name}"), content.to_string(), perm)
+        })
+        .collect()
+}
+
+/// The userdata document.
+pub fn userdata(spec: &Spec) -> Result<String> {
+    let mut o = String::from("## template: jinja\n#cloud-config\n\nwrite_files:");
+    if spec.role.ships_pki() {
+        let pki = spec.pki.as_ref().ok_or_else(|| {
+            Error::new(
+                Stage::Mint,
+                "--pki",
+                "init and control-plane bundles need the cluster PKI",
+            )
+        })?;
+        for (path, content, perm) in pki_files(pki) {
+            if !content.is_empty() {
+                o.push_str(&file_entry(&path, "root:root", perm, &content));
+            }
+        }
+    }
+    let v = spec
+        .verbosity
+        .map(|n| format!("--v {n}"))
+        .unwrap_or_default();
+    let kubeadm_line = match spec.role {
+        Role::Init => {
+            let body = format!(
+                "---\n{}\n---\n{}",
+                cluster_configuration(spec),
+                init_configuration(spec)
+            );
+            o.push_str(&format!("\n-   path: {INIT_CONFIG_PATH}\n    owner: root:root\n    permissions: '0640'\n    content: |\n{}", indent6(&body)));
+            format!("  - 'kubeadm init --config {INIT_CONFIG_PATH} {v} && {SENTINEL}'")
+        }
+        Role::ControlPlane | Role::Worker => {
+            let join = join_configuration(spec)?;
+            let body = if spec.role == Role::Worker {
+                format!("---\n{join}")
+            } else {
+                join
+            };
+            o.push_str(&format!("\n-   path: {JOIN_CONFIG_PATH}\n    owner: root:root\n    permissions: '0640'\n    content: |\n{}", indent6(&body)));
+            format!("  - kubeadm join --config {JOIN_CONFIG_PATH} {v} && {SENTINEL}")
+        }
+    };
+    o.push_str(&format!("\n-   path: /run/cluster-api/placeholder\n    owner: root:root\n    permissions: '0640'\n    content: \"{PLACEHOLDER}\"\nruncmd:"));
+    for c in &spec.pre_commands {
+        o.push_str(&format!("\n  - {}", go_quote(c)));
+    }
+    o.push('\n');
+    o.push_str(&kubeadm_line);
+    for c in &spec.post_commands {
+        o.push_str(&format!("\n  - {}", go_quote(c)));
+    }
+    if !spec.users.is_empty() {
+        o.push_str("\nusers:");
+        for u in &spec.users {
+            o.push_str(&format!("\n  - name: {}", u.name));
+            if let Some(sudo) = &u.sudo {
+                o.push_str(&format!("\n    sudo: {sudo}"));
+            }
+            if !u.ssh_authorized_keys.is_empty() {
+                o.push_str("\n    ssh_authorized_keys:");
+                for k in &u.ssh_authorized_keys {
+                    o.push_str(&format!("\n      - {k}"));
+                }
+            }
+        }
+    }
+    o.push('\n');
+    Ok(o)
+}

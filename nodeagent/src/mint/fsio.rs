@@ -1,0 +1,63 @@
+//! Atomic file output for minted material: the temp file is created with its final mode in
+//! the target directory, written, fsynced, renamed over the target, and the directory fsynced,
+//! so a crash never leaves a half-written key or a key with a wider mode.
+
+use crate::error::{Error, Result, Stage};
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+fn io_err(path: &Path, what: &str, e: std::io::Error) -> Error {
+    Error::new(
+        Stage::Mint,
+        path.display().to_string(),
+        format!("{what}: {e}"),
+    )
+}
+
+/// Create `dir` and its parents (mode 0755 for new ones).
+pub fn mkdir_p(dir: &Path) -> Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(dir)
+        .map_err(|e| io_err(dir, "create directory", e))
+}
+
+/// Write `bytes` to `path` atomically with `mode`, creating parent directories.
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    mkdir_p(dir)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut suffix = [0u8; 6];
+    getrandom::fill(&mut suffix).map_err(|e| Error::new(Stage::Mint, "random", e.to_string()))?;
+    let tmp = dir.join(format!(".{name}.{}.tmp", hex::encode(suffix)));
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)
+            .map_err(|e| io_err(&tmp, "create", e))?;
+        // The umask may have narrowed the mode; set it exactly before the first byte.
+        f.set_permissions(fs::Permissions::from_mode(mode))
+            .map_err(|e| io_err(&tmp, "chmod", e))?;
+        f.write_all(bytes).map_err(|e| io_err(&tmp, "write", e))?;
+        f.sync_all().map_err(|e| io_err(&tmp, "fsync", e))?;
+        fs::rename(&tmp, path).map_err(|e| io_err(path, "rename", e))?;
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io_err(dir, "fsync directory", e))
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
