@@ -329,7 +329,8 @@ class VM:
         self.mem = mem
         self.nets = list(nets)
         self.extra = list(extra)
-        self.status = []  # (seconds since start, dict)
+        self.status = []  # (seconds since start, status dict)
+        self.sets = []  # (seconds since start, {"key", "value"}) for other guestinfo keys
         self.report = bytearray()
         self.proc = None
         self.t0 = None
@@ -414,6 +415,9 @@ class VM:
                         obj = json.loads(line)
                     except ValueError:
                         obj = {"unparsed": line.decode(errors="replace")}
+                    if isinstance(obj, dict) and "key" in obj and "phase" not in obj:
+                        self.sets.append((t, obj))  # another guestinfo `set` (local-ipv4, redaction)
+                        continue
                     self.status.append((t, obj))
                     for cb in self.listeners:
                         cb(self, t, obj)

@@ -214,7 +214,7 @@ def standin_calls(files):
 
 def no_secrets(c, vm, secrets):
     """No private key or token byte in the status lines or the agent's console output."""
-    status_text = "\n".join(json.dumps(o) for _, o in vm.status)
+    status_text = "\n".join(json.dumps(o) for _, o in vm.status + vm.sets)
     console = vm.console()
     for s in secrets:
         c.ok(s not in status_text, f"{vm.name}: a secret ({s[:12]}…) appears in a status line")
@@ -340,6 +340,8 @@ def sc_cp_init(s):
     c.eq((report_file(files, "/run/test/agent.rc") or b"").strip(), b"0", "nodeagent exit status")
     c.eq((report_file(files, "/run/test/hostname.txt") or b"").decode().strip(), "cp-1", "hostname")
     no_secrets(c, vm, secrets_of(expected))
+    sets = {o.get("key"): o.get("value") for _, o in vm.sets}
+    c.eq(sets.get("userdata"), "---", "guestinfo.userdata redacted after success")
     s.reference_end_state = file_digest(files, END_STATE)
     return c.failures
 
@@ -408,6 +410,8 @@ def power_cut(s, name, kill_phase, delay):
     check_node_files(c, vm2, files, cabpk_write_files(userdata), INIT_CMD)
     calls = standin_calls(files)
     c.ok(all(r == "ok" for _, r in calls[1:]), f"kubeadm calls after the cut did not all succeed: {calls}")
+    landed = "during kubeadm (its first call never finished)" if calls and calls[0][1] is None else "before kubeadm started"
+    q.log(f"    the power cut landed {landed}; kubeadm calls over both boots: {calls}")
     ref = getattr(s, "reference_end_state", None)
     if ref:
         got = file_digest(files, END_STATE)
