@@ -1,7 +1,7 @@
 //! `nodeagent mint`: argument parsing only; the work is in `crate::mint`.
 
 use crate::error::{Error, Result, Stage};
-use crate::mint::{pki, token};
+use crate::mint::{fsio, kubeconfig, pki, secrets, token, validate};
 use clap::Subcommand;
 use std::path::{Path, PathBuf};
 
@@ -19,6 +19,127 @@ pub enum Cmd {
     Token(TokenArgs),
     /// Print the kubeadm discovery hash (`sha256:<hex>`) of each certificate in a CA file.
     Hash(HashArgs),
+    /// Cluster API Secrets for a PKI (`kubectl apply -f -`), or --from-secrets back to a PKI directory.
+    Secrets(SecretsArgs),
+    /// A kubeconfig with a client certificate signed by the cluster CA.
+    Kubeconfig(KubeconfigArgs),
+    /// Per-node bootstrap data (CABPK-shaped userdata + CAPV-shaped metadata).
+    Bootstrap(Box<BootstrapArgs>),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SecretsArgs {
+    /// Cluster name (Secret names `NAME-ca`, ...; with --from-secrets, picks one cluster).
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// Namespace of the Secrets (the Cluster's namespace).
+    #[arg(long, default_value = "default")]
+    pub namespace: String,
+    /// PKI directory (kubeadm layout) to turn into Secrets.
+    #[arg(long, conflicts_with = "from_secrets")]
+    pub from: Option<PathBuf>,
+    /// Control-plane endpoint HOST:PORT for the admin kubeconfig in `NAME-kubeconfig`.
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    /// Read CAPI Secrets (YAML) and restore the PKI files into --out.
+    #[arg(long)]
+    pub from_secrets: Option<PathBuf>,
+    /// Output: a YAML file (0600) for --from, a PKI directory for --from-secrets.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Print the Secrets (private keys included) on stdout.
+    #[arg(long)]
+    pub stdout: bool,
+    /// Replace an existing PKI in --out (with --from-secrets).
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct KubeconfigArgs {
+    /// PKI directory holding ca.crt and ca.key.
+    #[arg(long)]
+    pub pki: PathBuf,
+    #[arg(long)]
+    pub cluster: String,
+    /// API server HOST:PORT.
+    #[arg(long)]
+    pub endpoint: String,
+    /// Client certificate CN (`kubernetes-admin` gets CAPI's `NAME-admin` entry names).
+    #[arg(long)]
+    pub user: String,
+    /// Client certificate O (a Kubernetes group, e.g. system:masters).
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Client certificate validity: 1y, 365d, 8760h.
+    #[arg(long, default_value = "1y")]
+    pub validity: String,
+    /// Write the kubeconfig here (0600).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Print it (private key included) on stdout.
+    #[arg(long)]
+    pub stdout: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct BootstrapArgs {
+    /// init (first control plane), control-plane (joining control plane) or worker.
+    #[arg(long)]
+    pub role: String,
+    #[arg(long)]
+    pub cluster: String,
+    /// Node (VM) name; with --nodes N the nodes are NODE-0 .. NODE-(N-1).
+    #[arg(long)]
+    pub node: String,
+    /// Control-plane endpoint HOST:PORT.
+    #[arg(long)]
+    pub endpoint: String,
+    /// Kubernetes version of the node, vX.Y.Z.
+    #[arg(long)]
+    pub kubernetes_version: String,
+    /// PKI directory (init/control-plane: the CAs and keys; worker: ca.crt for the discovery hash).
+    #[arg(long)]
+    pub pki: Option<PathBuf>,
+    /// Read the PKI from CAPI Secrets instead of --pki.
+    #[arg(long, conflicts_with = "pki")]
+    pub from_secrets: Option<PathBuf>,
+    /// Bootstrap token for joins (default: a fresh one per node).
+    #[arg(long)]
+    pub token: Option<String>,
+    /// Lifetime written into the bootstrap-token Secrets.
+    #[arg(long, default_value = "24h")]
+    pub token_ttl: String,
+    /// v1beta3 or v1beta4 (default by version, as CAPI chooses).
+    #[arg(long)]
+    pub kubeadm_api: Option<String>,
+    /// dhcp, dhcp6, or static:ADDR/PREFIX,gw=IP,dns=IP[,dns=IP...]
+    #[arg(long, default_value = "dhcp")]
+    pub network: String,
+    /// NIC MAC address (with --nodes N, node i gets MAC+i); default: random locally administered.
+    #[arg(long)]
+    pub mac: Option<String>,
+    /// SSH public key file for the `capv` user (sudo), as CAPV templates set it up.
+    #[arg(long)]
+    pub ssh_key: Option<PathBuf>,
+    /// Output directory (one subdirectory per node).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// dir, guestinfo, fwcfg or govc.
+    #[arg(long, default_value = "dir")]
+    pub format: String,
+    /// base64 or gzip+base64.
+    #[arg(long, default_value = "base64")]
+    pub encoding: String,
+    /// Number of worker bundles to mint.
+    #[arg(long, default_value_t = 1)]
+    pub nodes: u32,
+    /// kubeadm verbosity (`--v N` on the kubeadm line).
+    #[arg(long)]
+    pub verbosity: Option<u32>,
+    /// Allow printing bundles that carry private keys on stdout.
+    #[arg(long)]
+    pub stdout: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -65,6 +186,9 @@ pub fn run(args: Args) -> i32 {
         Cmd::Pki(a) => run_pki(a),
         Cmd::Token(a) => run_token(a),
         Cmd::Hash(a) => run_hash(a),
+        Cmd::Secrets(a) => run_secrets(a),
+        Cmd::Kubeconfig(a) => run_kubeconfig(a),
+        Cmd::Bootstrap(a) => run_bootstrap(*a),
     };
     match result {
         Ok(()) => crate::error::exit::OK,
@@ -162,4 +286,315 @@ pub fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>> {
         ));
     }
     Ok(buf)
+}
+
+/// Secret-bearing output: to --out (0600), or stdout only when asked with --stdout.
+fn emit_secret_text(text: &str, out: Option<&Path>, stdout: bool, what: &str) -> Result<()> {
+    match (out, stdout) {
+        (Some(p), _) => {
+            fsio::write_atomic(p, text.as_bytes(), 0o600)?;
+            eprintln!("wrote {what} to {}", p.display());
+            Ok(())
+        }
+        (None, true) => {
+            print!("{text}");
+            Ok(())
+        }
+        (None, false) => Err(usage(
+            "--out",
+            format!("{what} contains private keys: pass --out FILE, or --stdout to print it"),
+        )),
+    }
+}
+
+fn run_secrets(a: SecretsArgs) -> Result<()> {
+    if let Some(file) = &a.from_secrets {
+        let out = a
+            .out
+            .as_ref()
+            .ok_or_else(|| usage("--out", "--from-secrets needs --out DIR for the PKI files"))?;
+        let bytes = read_bounded(file, secrets::MAX_SECRETS_BYTES as u64)?;
+        let text =
+            String::from_utf8(bytes).map_err(|_| usage("--from-secrets", "not UTF-8 YAML"))?;
+        let parsed = secrets::parse(&text, a.cluster.as_deref())
+            .map_err(|e| e.within(&file.display().to_string()))?;
+        parsed.pki.write(out, a.force)?;
+        println!(
+            "restored the PKI of cluster {} to {}",
+            parsed.cluster,
+            out.display()
+        );
+        return Ok(());
+    }
+    let from = a
+        .from
+        .as_ref()
+        .ok_or_else(|| usage("--from", "give --from PKI_DIR (or --from-secrets FILE)"))?;
+    let cluster = a
+        .cluster
+        .as_deref()
+        .ok_or_else(|| usage("--cluster", "required with --from"))?;
+    check_name("--cluster", cluster)?;
+    check_name("--namespace", &a.namespace)?;
+    let endpoint = a
+        .endpoint
+        .as_deref()
+        .ok_or_else(|| usage("--endpoint", "required for the NAME-kubeconfig Secret"))?;
+    let (host, port) = validate::endpoint("--endpoint", endpoint)?;
+    let p = pki::Pki::read(from)?;
+    let alg = p.algorithm()?;
+    let kc = kubeconfig::build(
+        cluster,
+        &format!("https://{host}:{port}"),
+        &p.ca,
+        "kubernetes-admin",
+        Some("system:masters"),
+        alg,
+        time::Duration::days(365),
+    )?;
+    emit_secret_text(
+        &secrets::render(cluster, &a.namespace, &p, &kc),
+        a.out.as_deref(),
+        a.stdout,
+        "the Secrets",
+    )
+}
+
+fn run_kubeconfig(a: KubeconfigArgs) -> Result<()> {
+    check_name("--cluster", &a.cluster)?;
+    let (host, port) = validate::endpoint("--endpoint", &a.endpoint)?;
+    if a.user.is_empty() || a.user.chars().any(|c| c.is_control()) {
+        return Err(usage("--user", "must be a non-empty printable name"));
+    }
+    let validity = pki::parse_validity(&a.validity, "--validity")?;
+    let read = |name: &str| -> Result<String> {
+        let p = a.pki.join(name);
+        String::from_utf8(read_bounded(&p, pki::MAX_PEM_BYTES)?)
+            .map_err(|_| Error::new(Stage::Mint, p.display().to_string(), "not UTF-8 PEM"))
+    };
+    let ca = pki::CaPair {
+        cert_pem: read("ca.crt")?,
+        key_pem: read("ca.key")?,
+    };
+    let alg = pki::Key::from_pem(&ca.key_pem, "ca.key")?.algorithm;
+    let kc = kubeconfig::build(
+        &a.cluster,
+        &format!("https://{host}:{port}"),
+        &ca,
+        &a.user,
+        a.group.as_deref(),
+        alg,
+        validity,
+    )?;
+    emit_secret_text(&kc, a.out.as_deref(), a.stdout, "the kubeconfig")
+}
+
+/// Validate an SSH public key line: it is printed raw into YAML (as CABPK does), so it must
+/// be one line that stays a plain scalar.
+fn ssh_key_line(path: &Path) -> Result<String> {
+    let text = String::from_utf8(read_bounded(path, 16 * 1024)?)
+        .map_err(|_| usage("--ssh-key", "not UTF-8"))?;
+    let line = text.trim();
+    let known = [
+        "ssh-ed25519 ",
+        "ssh-rsa ",
+        "ecdsa-sha2-",
+        "sk-ssh-ed25519@openssh.com ",
+        "sk-ecdsa-sha2-",
+    ];
+    if line.contains('\n') || !known.iter().any(|k| line.starts_with(k)) {
+        return Err(usage(
+            "--ssh-key",
+            format!("{} is not a single OpenSSH public key line", path.display()),
+        ));
+    }
+    if line.contains(": ") || line.contains(" #") || line.chars().any(|c| c.is_control()) {
+        return Err(usage(
+            "--ssh-key",
+            "the key comment contains ': ', ' #' or control characters, which would change the YAML",
+        ));
+    }
+    Ok(line.to_string())
+}
+
+fn run_bootstrap(a: BootstrapArgs) -> Result<()> {
+    use crate::mint::bootstrap::{KubeadmApi, Role, Spec, User};
+    use crate::mint::emit::{self, Encoding, Format};
+    use crate::mint::fleet;
+
+    let role = Role::parse(&a.role)?;
+    check_name("--cluster", &a.cluster)?;
+    check_name("--node", &a.node)?;
+    let (host, port) = validate::endpoint("--endpoint", &a.endpoint)?;
+    let (minor, version) =
+        validate::kubernetes_version("--kubernetes-version", &a.kubernetes_version)?;
+    let api = match &a.kubeadm_api {
+        Some(v) => KubeadmApi::parse(v, minor)?,
+        None => KubeadmApi::for_minor(minor),
+    };
+    let format = Format::parse(&a.format)?;
+    let encoding = Encoding::parse(&a.encoding)?;
+    let network = fleet::parse_network(&a.network)?;
+    let mac = a
+        .mac
+        .as_deref()
+        .map(|m| validate::mac("--mac", m))
+        .transpose()?;
+    if let Some(t) = &a.token {
+        token::parse(t)?;
+    }
+    let ttl = token::parse_ttl(&a.token_ttl).map_err(|e| Error {
+        place: "--token-ttl".into(),
+        ..e
+    })?;
+
+    // The cluster: full PKI for control planes, only the CA certificate for workers.
+    let (pki, ca_pem) = match (&a.pki, &a.from_secrets) {
+        (_, Some(file)) => {
+            let bytes = read_bounded(file, secrets::MAX_SECRETS_BYTES as u64)?;
+            let text =
+                String::from_utf8(bytes).map_err(|_| usage("--from-secrets", "not UTF-8 YAML"))?;
+            let parsed = secrets::parse(&text, Some(&a.cluster))
+                .map_err(|e| e.within(&file.display().to_string()))?;
+            let ca = parsed.pki.ca.cert_pem.clone();
+            (Some(parsed.pki), ca)
+        }
+        (Some(dir), None) if role.ships_pki() => {
+            let p = pki::Pki::read(dir)?;
+            let ca = p.ca.cert_pem.clone();
+            (Some(p), ca)
+        }
+        (Some(dir), None) => {
+            let f = dir.join("ca.crt");
+            (
+                None,
+                String::from_utf8(read_bounded(&f, pki::MAX_PEM_BYTES)?)
+                    .map_err(|_| usage("--pki", "ca.crt is not UTF-8"))?,
+            )
+        }
+        (None, None) => {
+            return Err(usage(
+                "--pki",
+                "give the cluster's --pki DIR (or --from-secrets FILE)",
+            ));
+        }
+    };
+    let hashes = crate::pki::hash::discovery_hashes(ca_pem.as_bytes())
+        .map_err(|e| e.within("--pki ca.crt"))?;
+
+    let endpoint = format!("{host}:{port}");
+    let mut spec = Spec::capv(role, &a.cluster, &endpoint, &version, minor, api);
+    if let Some(p) = &pki {
+        let alg = p.algorithm()?;
+        // kubeadm's leaf certificates follow the CA's algorithm; ECDSA-P384 exists from kubeadm 1.34.
+        let known = alg != pki::Algorithm::EcdsaP384 || minor >= 34;
+        if api == KubeadmApi::V1beta4 && alg != pki::Algorithm::Rsa2048 && known {
+            spec.encryption_algorithm = Some(alg.kubeadm_name().to_string());
+        }
+    }
+    spec.pki = if role.ships_pki() { pki } else { None };
+    spec.ca_cert_hashes = hashes;
+    spec.verbosity = a.verbosity;
+    if let Some(k) = &a.ssh_key {
+        spec.users.push(User {
+            name: "capv".into(),
+            sudo: Some("ALL=(ALL) NOPASSWD:ALL".into()),
+            ssh_authorized_keys: vec![ssh_key_line(k)?],
+        });
+    }
+
+    let bundles = fleet::build(&fleet::Input {
+        spec,
+        node: a.node.clone(),
+        nodes: a.nodes,
+        network,
+        mac,
+        token: a.token.clone(),
+    })?;
+
+    let needs_out = matches!(format, Format::Dir | Format::Fwcfg);
+    if needs_out && a.out.is_none() {
+        return Err(usage(
+            "--out",
+            format!("--format {} writes files: pass --out DIR", a.format),
+        ));
+    }
+    if !needs_out && a.out.is_none() && role.ships_pki() && !a.stdout {
+        return Err(usage(
+            "--stdout",
+            "control-plane bundles carry the CA keys: pass --out DIR, or --stdout to print them",
+        ));
+    }
+
+    let mut files: Vec<(PathBuf, Vec<u8>, u32)> = Vec::new();
+    let mut printed = String::new();
+    for nb in &bundles {
+        let b = &nb.bundle;
+        match (format, &a.out) {
+            (Format::Dir | Format::Fwcfg, Some(out)) => {
+                let dir = out.join(&b.node);
+                for (k, v) in emit::keys(b, encoding) {
+                    let mode = if k.starts_with("userdata") {
+                        0o600
+                    } else {
+                        0o644
+                    };
+                    files.push((dir.join(format!("guestinfo.{k}")), v.into_bytes(), mode));
+                }
+                if format == Format::Fwcfg {
+                    printed.push_str(&emit::fwcfg_args(&dir));
+                    printed.push('\n');
+                } else {
+                    printed.push_str(&format!(
+                        "{} mac={} dir={}\n",
+                        b.node,
+                        nb.mac,
+                        dir.display()
+                    ));
+                }
+            }
+            (Format::Guestinfo, Some(out)) => files.push((
+                out.join(format!("{}.guestinfo", b.node)),
+                emit::guestinfo_lines(b, encoding).into_bytes(),
+                0o600,
+            )),
+            (Format::Govc, Some(out)) => files.push((
+                out.join(format!("{}.govc", b.node)),
+                emit::govc_command(b, encoding).into_bytes(),
+                0o600,
+            )),
+            (Format::Guestinfo, None) => printed.push_str(&emit::guestinfo_lines(b, encoding)),
+            (Format::Govc, None) => printed.push_str(&emit::govc_command(b, encoding)),
+            (Format::Dir | Format::Fwcfg, None) => unreachable!("checked above"),
+        }
+    }
+    let tokens: Vec<&str> = bundles.iter().filter_map(|b| b.token.as_deref()).collect();
+    match (&a.out, tokens.is_empty()) {
+        (Some(out), false) => {
+            let now = time::OffsetDateTime::now_utc();
+            let mut manifest = String::new();
+            for t in &tokens {
+                manifest.push_str("---\n");
+                manifest.push_str(&token::secret_manifest(t, ttl, now)?);
+            }
+            files.push((
+                out.join("bootstrap-tokens.yaml"),
+                manifest.into_bytes(),
+                0o600,
+            ));
+        }
+        (None, false) => eprintln!(
+            "note: no --out, so the bootstrap-token Secrets were not written; create them in the workload cluster before the nodes boot"
+        ),
+        _ => {}
+    }
+    if files.len() > 1 {
+        fsio::write_batch(&files)?;
+    } else {
+        for (p, b, m) in &files {
+            fsio::write_atomic(p, b, *m)?;
+        }
+    }
+    print!("{printed}");
+    Ok(())
 }

@@ -6,6 +6,7 @@
 pub mod bootstrap;
 pub mod der;
 pub mod emit;
+pub mod fleet;
 pub mod fsio;
 pub mod goyaml;
 pub mod kubeconfig;
