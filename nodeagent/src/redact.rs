@@ -135,6 +135,41 @@ fn redact_pem(text: &str) -> String {
     out
 }
 
+/// Line-by-line redaction of a stream (kubeadm output): carries PEM blocks and kubeadm's
+/// `Using certificate key:` line across calls, which `redact_text` on single lines cannot.
+#[derive(Debug, Default)]
+pub struct StreamRedactor {
+    in_pem: bool,
+    cert_key_next: bool,
+}
+
+impl StreamRedactor {
+    pub fn line(&mut self, line: &str) -> String {
+        if self.in_pem {
+            match line.find("-----END ") {
+                Some(i) => {
+                    self.in_pem = false;
+                    return format!("{REDACTED}{}", redact_text(&line[i..]));
+                }
+                None => return REDACTED.to_string(),
+            }
+        }
+        if self.cert_key_next && !line.trim().is_empty() {
+            self.cert_key_next = false;
+            return REDACTED.to_string();
+        }
+        let out = redact_text(line);
+        if let Some(b) = line.rfind("-----BEGIN ") {
+            self.in_pem = !line[b..].contains("-----END ");
+        }
+        self.cert_key_next = out
+            .trim_end()
+            .to_ascii_lowercase()
+            .ends_with("certificate key:");
+        out
+    }
+}
+
 fn is_word_byte(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_' || c == b'-'
 }
@@ -370,6 +405,34 @@ mod tests {
         ] {
             assert_eq!(redact_text(s), s);
         }
+    }
+
+    #[test]
+    fn stream_redactor_carries_state() {
+        let mut r = StreamRedactor::default();
+        let lines = [
+            "a",
+            "-----BEGIN RSA PRIVATE KEY-----",
+            "MIIEsecret1",
+            "AAAAsecret2",
+            "-----END RSA PRIVATE KEY----- tail",
+            "Using certificate key:",
+            CERT_KEY,
+            "b",
+        ];
+        let out: Vec<String> = lines.iter().map(|l| r.line(l)).collect();
+        let joined = out.join("\n");
+        assert!(
+            !joined.contains("secret") && !joined.contains(CERT_KEY),
+            "{joined}"
+        );
+        assert_eq!(out[0], "a");
+        assert_eq!(out[7], "b");
+        assert!(
+            out[4].ends_with("-----END RSA PRIVATE KEY----- tail"),
+            "{}",
+            out[4]
+        );
     }
 
     #[test]

@@ -2,11 +2,15 @@
 //!
 //! - `config`: the typed kubeadm API and its strict parser;
 //! - `detect`: recognising CABPK's kubeadm runcmd line;
-//! - `preflight`: config + PKI checks on a built plan, before any write.
+//! - `preflight`: config + PKI checks on a built plan, before any write;
+//! - `endpoint`: bounded TCP wait with backoff and jitter;
+//! - `run`: kubeadm invocation, retries, output capture, sentinel.
 
 pub mod config;
 pub mod detect;
+pub mod endpoint;
 pub mod preflight;
+pub mod run;
 
 use crate::error::Result;
 use crate::plan::{KubeadmSpec, Plan};
@@ -24,18 +28,15 @@ pub fn preflight(plan: &Plan, root: &std::path::Path) -> Result<()> {
     preflight::check(plan, root)
 }
 
-/// Execute the kubeadm step: wait for the endpoint (join), run kubeadm with a deadline,
-/// retry joins with `kubeadm reset -f` in between, write the sentinel on success.
-/// `root` is the `--root`; `exec` false records the step as skipped (dry apply).
+/// Execute the kubeadm step: wait for the endpoint (join), run kubeadm (from PATH) with a
+/// deadline, retry joins with `kubeadm reset -f` in between, write the sentinel on success.
+/// On failure it reports `failed` with kubeadm's last output lines before returning the error.
+/// `root` is the `--root`.
 pub fn execute(
-    _spec: &KubeadmSpec,
-    _settings: &crate::config::KubeadmSettings,
-    _root: &std::path::Path,
-    _reporter: &mut crate::report::Reporter<'_>,
+    spec: &KubeadmSpec,
+    settings: &crate::config::KubeadmSettings,
+    root: &std::path::Path,
+    reporter: &mut crate::report::Reporter<'_>,
 ) -> Result<()> {
-    Err(crate::error::Error::new(
-        crate::error::Stage::Kubeadm,
-        "kubeadm",
-        "not implemented yet",
-    ))
+    run::execute_with(spec, settings, root, reporter, &run::Runner::default())
 }

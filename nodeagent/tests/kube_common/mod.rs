@@ -188,11 +188,26 @@ pub fn standin() -> PathBuf {
     ONCE.get_or_init(|| {
         let exe = PathBuf::from(env!("CARGO_BIN_EXE_nodeagent"));
         let bin = exe.parent().unwrap().join("kubeadm-standin");
-        let status = std::process::Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "-p", "kubeadm-standin"])
+        // A clean environment: variables cargo sets for tests would make build scripts
+        // re-run and the outer build start over next time.
+        let mut cmd = std::process::Command::new(env!("CARGO"));
+        cmd.args(["build", "--quiet", "-p", "kubeadm-standin"])
             .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .unwrap();
+            .env_clear();
+        for k in [
+            "PATH",
+            "HOME",
+            "CARGO_HOME",
+            "RUSTUP_HOME",
+            "RUSTUP_TOOLCHAIN",
+            "CARGO_TARGET_DIR",
+            "TMPDIR",
+        ] {
+            if let Some(v) = std::env::var_os(k) {
+                cmd.env(k, v);
+            }
+        }
+        let status = cmd.status().unwrap();
         assert!(status.success(), "building kubeadm-standin failed");
         assert!(bin.exists(), "{} missing", bin.display());
         bin
@@ -218,4 +233,129 @@ pub fn standin_calls(log: &Path) -> Vec<serde_json::Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
+}
+
+// ---- running execute() against the stand-in ------------------------------------------
+
+/// A transport that remembers every value set (what the platform would see, in order).
+#[derive(Default)]
+pub struct MemTransport(pub std::sync::Mutex<Vec<(String, Vec<u8>)>>);
+
+impl nodeagent::transport::Transport for MemTransport {
+    fn name(&self) -> &'static str {
+        "mem"
+    }
+    fn get(&self, _key: &str) -> nodeagent::error::Result<Option<Vec<u8>>> {
+        Ok(None)
+    }
+    fn set(&self, key: &str, value: &[u8]) -> nodeagent::error::Result<()> {
+        self.0
+            .lock()
+            .unwrap()
+            .push((key.to_string(), value.to_vec()));
+        Ok(())
+    }
+}
+
+impl MemTransport {
+    /// Every published `nodeagent.status`, parsed.
+    pub fn statuses(&self) -> Vec<serde_json::Value> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| k == "nodeagent.status")
+            .map(|(_, v)| serde_json::from_slice(v).unwrap())
+            .collect()
+    }
+    pub fn all_text(&self) -> String {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| format!("{k}={}\n", String::from_utf8_lossy(v)))
+            .collect()
+    }
+}
+
+/// A test node: a root directory, the stand-in's log, and a Runner pointing at the stand-in.
+pub struct Node {
+    pub dir: tempfile::TempDir,
+    pub log: PathBuf,
+    pub runner: nodeagent::kubeadm::run::Runner,
+}
+
+impl Node {
+    pub fn new(env: &[(&str, &str)]) -> Node {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("standin.jsonl");
+        let mut e: Vec<(String, String)> =
+            vec![("KUBEADM_STANDIN_LOG".into(), log.display().to_string())];
+        e.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let runner = nodeagent::kubeadm::run::Runner {
+            program: standin(),
+            env: e,
+        };
+        Node { dir, log, runner }
+    }
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+    /// Write files as apply would have before the kubeadm step.
+    pub fn put(&self, files: &[(String, Vec<u8>)]) {
+        for (p, c) in files {
+            let full = self.root().join(p.trim_start_matches('/'));
+            std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+            std::fs::write(full, c).unwrap();
+        }
+    }
+    pub fn calls(&self) -> Vec<serde_json::Value> {
+        standin_calls(&self.log)
+    }
+    pub fn cmds(&self) -> Vec<String> {
+        self.calls()
+            .iter()
+            .map(|c| format!("{}:{}", c["cmd"].as_str().unwrap_or("?"), c["exit"]))
+            .collect()
+    }
+    pub fn sentinel(&self) -> PathBuf {
+        self.root()
+            .join("run/cluster-api/bootstrap-success.complete")
+    }
+    pub fn kubeadm_log(&self) -> String {
+        std::fs::read_to_string(self.root().join("var/log/nodeagent/kubeadm.log"))
+            .unwrap_or_default()
+    }
+}
+
+/// Fast settings for tests.
+pub fn fast_settings() -> nodeagent::config::KubeadmSettings {
+    nodeagent::config::KubeadmSettings {
+        endpoint_wait_secs: 20,
+        timeout_secs: 20,
+        join_attempts: 5,
+        join_deadline_secs: 60,
+        backoff_initial_secs: 0.05,
+        backoff_max_secs: 0.3,
+    }
+}
+
+/// A loopback port with nothing listening (bound then released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Start accepting on `port` after `delay`, in the background, for the rest of the test.
+pub fn listen_later(port: u16, delay: std::time::Duration) {
+    std::thread::spawn(move || {
+        std::thread::sleep(delay);
+        let l = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+        for c in l.incoming() {
+            drop(c);
+        }
+    });
 }

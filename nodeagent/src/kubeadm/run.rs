@@ -1,0 +1,411 @@
+//! Running kubeadm: endpoint wait before a join, a deadline per invocation, output into
+//! the journal and `/var/log/nodeagent/kubeadm.log` with secrets redacted, `kubeadm reset -f`
+//! between join attempts, the CAPI sentinel only after success.
+
+use super::detect::SENTINEL;
+use super::endpoint;
+use super::preflight::under_root;
+use crate::config::KubeadmSettings;
+use crate::error::{Error, Result, Stage};
+use crate::plan::{KubeadmMode, KubeadmSpec};
+use crate::redact::StreamRedactor;
+use crate::report::{Phase, Reporter, TAIL_LINES};
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const OUTPUT_LOG: &str = "var/log/nodeagent/kubeadm.log";
+/// Step name used in status and errors.
+pub const STEP: &str = "kubeadm";
+/// Longest output line kept (after redaction); the rest is cut.
+const MAX_LINE: usize = 4096;
+/// Deadline of one `kubeadm reset -f`.
+const RESET_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How kubeadm is started: `kubeadm` from PATH in production; tests point it at the stand-in.
+#[derive(Debug, Clone)]
+pub struct Runner {
+    pub program: PathBuf,
+    pub env: Vec<(String, String)>,
+}
+
+impl Default for Runner {
+    fn default() -> Self {
+        Runner {
+            program: PathBuf::from("kubeadm"),
+            env: Vec::new(),
+        }
+    }
+}
+
+/// Result of one kubeadm invocation.
+#[derive(Debug)]
+pub struct Outcome {
+    pub success: bool,
+    /// Why it failed: `exit status 1`, `timed out after 600s`, `cannot start kubeadm: …`.
+    pub reason: String,
+    /// Last lines of output, redacted.
+    pub tail: Vec<String>,
+}
+
+pub fn execute_with(
+    spec: &KubeadmSpec,
+    settings: &KubeadmSettings,
+    root: &Path,
+    reporter: &mut Reporter<'_>,
+    runner: &Runner,
+) -> Result<()> {
+    let sentinel = under_root(root, SENTINEL);
+    if sentinel.exists() {
+        tracing::info!(
+            "{} exists: kubeadm already succeeded for this instance, not running it again",
+            sentinel.display()
+        );
+        return Ok(());
+    }
+    let config_file = under_root(root, &spec.config_path).display().to_string();
+    let mut args = vec![
+        match spec.mode {
+            KubeadmMode::Init => "init",
+            KubeadmMode::Join => "join",
+        }
+        .to_string(),
+        "--config".into(),
+        config_file.clone(),
+    ];
+    args.extend(spec.extra_args.iter().cloned());
+    let mut log = OutputLog::open(root);
+    let fail = |reporter: &mut Reporter<'_>, reason: String, tail: &[String]| {
+        reporter.failed(STEP, &reason, tail);
+        Err(Error::new(
+            Stage::Kubeadm,
+            STEP,
+            crate::redact::redact_text(&reason),
+        ))
+    };
+    match spec.mode {
+        KubeadmMode::Init => {
+            reporter.phase(Phase::Kubeadm, Some(STEP));
+            let out = run_kubeadm(
+                runner,
+                &args,
+                Duration::from_secs(settings.timeout_secs.max(1)),
+                &mut log,
+            );
+            if !out.success {
+                return fail(
+                    reporter,
+                    format!("kubeadm init failed: {}", out.reason),
+                    &out.tail,
+                );
+            }
+        }
+        KubeadmMode::Join => {
+            let start = Instant::now();
+            let deadline = start + Duration::from_secs(settings.join_deadline_secs.max(1));
+            let endpoint = spec
+                .endpoint
+                .clone()
+                .or_else(|| join_endpoint(root, &config_file));
+            let attempts = settings.join_attempts.max(1);
+            let mut last: Option<Outcome> = None;
+            let mut tried = 0;
+            for attempt in 1..=attempts {
+                if let Some(ep) = &endpoint {
+                    reporter.phase(Phase::Waiting, Some(STEP));
+                    reporter.detail(&format!("waiting for the control-plane endpoint {ep}"));
+                    let wait_deadline = (Instant::now()
+                        + Duration::from_secs(settings.endpoint_wait_secs))
+                    .min(deadline);
+                    let r = endpoint::wait_for(
+                        ep,
+                        wait_deadline,
+                        settings.backoff_initial_secs,
+                        settings.backoff_max_secs,
+                        |n, e| {
+                            tracing::info!(
+                                "control-plane endpoint {ep} not reachable yet (probe {n}): {e}"
+                            );
+                        },
+                    );
+                    if let Err(e) = r {
+                        let waited = start.elapsed().as_secs();
+                        let tail = last.map(|o| o.tail).unwrap_or_default();
+                        return fail(
+                            reporter,
+                            format!(
+                                "control-plane endpoint {ep} not reachable after {waited}s: {e}"
+                            ),
+                            &tail,
+                        );
+                    }
+                }
+                reporter.phase(Phase::Kubeadm, Some(STEP));
+                reporter.detail(&format!("kubeadm join, attempt {attempt} of {attempts}"));
+                let left = deadline.saturating_duration_since(Instant::now());
+                let out = run_kubeadm(
+                    runner,
+                    &args,
+                    Duration::from_secs(settings.timeout_secs.max(1)).min(left),
+                    &mut log,
+                );
+                tried = attempt;
+                if out.success {
+                    last = None;
+                    break;
+                }
+                tracing::warn!(
+                    "kubeadm join attempt {attempt} of {attempts} failed: {}",
+                    out.reason
+                );
+                last = Some(out);
+                if attempt == attempts || Instant::now() >= deadline {
+                    break;
+                }
+                // A failed join leaves files (kubelet.conf, manifests) that make the next one fail.
+                let left = deadline.saturating_duration_since(Instant::now());
+                let reset = run_kubeadm(
+                    runner,
+                    &["reset".into(), "-f".into()],
+                    RESET_TIMEOUT.min(left),
+                    &mut log,
+                );
+                if !reset.success {
+                    tracing::warn!("kubeadm reset -f failed: {}", reset.reason);
+                }
+                let pause = endpoint::backoff(
+                    attempt - 1,
+                    settings.backoff_initial_secs,
+                    settings.backoff_max_secs,
+                );
+                std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
+            }
+            if let Some(out) = last {
+                return fail(
+                    reporter,
+                    format!(
+                        "kubeadm join failed after {tried} attempt(s) in {}s: {}",
+                        start.elapsed().as_secs(),
+                        out.reason
+                    ),
+                    &out.tail,
+                );
+            }
+        }
+    }
+    write_sentinel(root).map_err(|e| {
+        Error::new(
+            Stage::Kubeadm,
+            sentinel.display().to_string(),
+            format!("cannot write the sentinel: {e}"),
+        )
+    })?;
+    Ok(())
+}
+
+/// `/run/cluster-api/bootstrap-success.complete` with `success`, as CABPK's `echo success >` would.
+pub fn write_sentinel(root: &Path) -> std::io::Result<()> {
+    crate::report::write_atomic(&under_root(root, SENTINEL), b"success\n", 0o644)
+}
+
+/// The endpoint a join must reach: `discovery.bootstrapToken.apiServerEndpoint`, or the
+/// server of the discovery kubeconfig (`discovery.file.kubeConfigPath`).
+pub fn join_endpoint(root: &Path, config_file: &str) -> Option<String> {
+    let text = std::fs::read_to_string(config_file).ok()?;
+    let cfg = super::config::parse(&text, config_file).ok()?;
+    if let Some(ep) = cfg.join_endpoint() {
+        return Some(ep);
+    }
+    let path = cfg
+        .join
+        .as_ref()?
+        .spec
+        .discovery
+        .file
+        .as_ref()?
+        .kube_config_path
+        .clone();
+    if !path.starts_with('/') {
+        return None; // https URL: fetched by kubeadm itself
+    }
+    let kc: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(under_root(root, &path)).ok()?).ok()?;
+    let server = kc["clusters"][0]["cluster"]["server"].as_str()?;
+    let hostport = server.strip_prefix("https://")?.split('/').next()?;
+    match super::config::split_host_port(hostport)? {
+        (h, Some(p)) if h.contains(':') => Some(format!("[{h}]:{p}")),
+        (h, Some(p)) => Some(format!("{h}:{p}")),
+        (h, None) if h.contains(':') => Some(format!("[{h}]:443")),
+        (h, None) => Some(format!("{h}:443")),
+    }
+}
+
+/// Redacted kubeadm output, appended to `/var/log/nodeagent/kubeadm.log` (0640).
+pub struct OutputLog {
+    file: Option<std::fs::File>,
+}
+
+impl OutputLog {
+    pub fn open(root: &Path) -> OutputLog {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = root.join(OUTPUT_LOG);
+        let file = path
+            .parent()
+            .map(std::fs::create_dir_all)
+            .and_then(|r| r.ok())
+            .and_then(|_| {
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .mode(0o640)
+                    .open(&path)
+                    .ok()
+            });
+        if file.is_none() {
+            tracing::warn!(
+                "{} cannot be opened; kubeadm output goes to the journal only",
+                path.display()
+            );
+        }
+        OutputLog { file }
+    }
+
+    fn line(&mut self, text: &str) {
+        tracing::info!(target: "kubeadm", "{text}");
+        if let Some(f) = &mut self.file {
+            let _ = writeln!(f, "{text}");
+        }
+    }
+}
+
+/// Run `runner.program args…` with a deadline, streaming redacted output to `log`.
+pub fn run_kubeadm(
+    runner: &Runner,
+    args: &[String],
+    timeout: Duration,
+    log: &mut OutputLog,
+) -> Outcome {
+    use std::os::unix::process::CommandExt;
+    let shown =
+        crate::redact::redact_text(&format!("{} {}", runner.program.display(), args.join(" ")));
+    log.line(&format!("$ {shown}"));
+    let mut cmd = Command::new(&runner.program);
+    cmd.args(args)
+        .envs(runner.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd.process_group(0);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let reason = format!("cannot start {}: {e}", runner.program.display());
+            log.line(&reason);
+            return Outcome {
+                success: false,
+                reason,
+                tail: vec![],
+            };
+        }
+    };
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let readers: Vec<_> = [
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        child.stderr.take().map(|s| Box::new(s) as _),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|stream| {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(stream);
+            let mut red = StreamRedactor::default();
+            let mut buf = Vec::new();
+            while r
+                .read_until(b'\n', &mut buf)
+                .map(|n| n > 0)
+                .unwrap_or(false)
+            {
+                let text = String::from_utf8_lossy(&buf);
+                let mut line = red.line(text.trim_end_matches(['\n', '\r']));
+                if line.len() > MAX_LINE {
+                    let mut cut = MAX_LINE;
+                    while !line.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    line.truncate(cut);
+                    line.push('…');
+                }
+                if tx.send(line).is_err() {
+                    break;
+                }
+                buf.clear();
+            }
+        })
+    })
+    .collect();
+    drop(tx);
+    let deadline = Instant::now() + timeout;
+    let mut tail: VecDeque<String> = VecDeque::with_capacity(TAIL_LINES + 1);
+    let mut timed_out = false;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left.min(Duration::from_millis(200))) {
+            Ok(line) => {
+                log.line(&line);
+                tail.push_back(line);
+                if tail.len() > TAIL_LINES {
+                    tail.pop_front();
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if Instant::now() >= deadline {
+                    timed_out = true;
+                    // The whole process group: kubeadm's children must not outlive the deadline.
+                    let _ = nix::sys::signal::killpg(
+                        nix::unistd::Pid::from_raw(child.id() as i32),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                    break;
+                }
+            }
+        }
+    }
+    let status = child.wait();
+    // Drain what the readers still hold, without blocking on a grandchild keeping a pipe open.
+    while let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
+        log.line(&line);
+        tail.push_back(line);
+        if tail.len() > TAIL_LINES {
+            tail.pop_front();
+        }
+    }
+    if !timed_out {
+        for r in readers {
+            let _ = r.join();
+        }
+    }
+    let tail: Vec<String> = tail.into();
+    let (success, reason) = match status {
+        _ if timed_out => (false, format!("timed out after {}s", timeout.as_secs())),
+        Ok(s) if s.success() => (true, String::new()),
+        Ok(s) => (false, s.to_string()),
+        Err(e) => (false, format!("wait failed: {e}")),
+    };
+    log.line(&format!(
+        "# {} {}",
+        args.first().map(String::as_str).unwrap_or(""),
+        if success { "succeeded" } else { &reason }
+    ));
+    Outcome {
+        success,
+        reason,
+        tail,
+    }
+}

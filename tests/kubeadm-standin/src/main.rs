@@ -1,0 +1,229 @@
+//! kubeadm-standin: a TEST STAND-IN for kubeadm (see README.md). It checks its arguments and
+//! config file with nodeagent's kubeadm parser, records every call, and fails on request.
+//! It never touches the node.
+
+use serde_json::{Value, json};
+use std::io::Write;
+use std::path::PathBuf;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let log = PathBuf::from(
+        std::env::var("KUBEADM_STANDIN_LOG")
+            .unwrap_or_else(|_| "/var/log/kubeadm-standin.jsonl".into()),
+    );
+    let state_path = std::env::var("KUBEADM_STANDIN_STATE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            let mut p = log.clone().into_os_string();
+            p.push(".state");
+            PathBuf::from(p)
+        });
+    if let Some(s) = std::env::var("KUBEADM_STANDIN_SLEEP")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_secs_f64(s));
+    }
+    let mut state = load_state(&state_path);
+    let mut record = json!({
+        "ts_ms": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),
+        "pid": std::process::id(),
+        "argv": args.iter().map(|a| nodeagent::redact::redact_text(a)).collect::<Vec<_>>(),
+    });
+    let (code, reason) = run(&args, &mut state, &mut record);
+    record["exit"] = json!(code);
+    record["reason"] = json!(reason);
+    save_state(&state_path, &state);
+    if let Some(dir) = log.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .expect("KUBEADM_STANDIN_LOG not writable");
+    writeln!(f, "{record}").expect("record not written");
+    if code != 0 {
+        eprintln!("error: {reason}");
+    }
+    std::process::exit(code);
+}
+
+fn load_state(p: &PathBuf) -> Value {
+    std::fs::read_to_string(p)
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or_else(|| json!({"inits": 0, "joins": 0, "resets": 0, "dirty": false}))
+}
+
+fn save_state(p: &PathBuf, s: &Value) {
+    std::fs::write(p, s.to_string()).expect("state file not writable");
+}
+
+fn bump(state: &mut Value, key: &str) -> u64 {
+    let n = state[key].as_u64().unwrap_or(0) + 1;
+    state[key] = json!(n);
+    n
+}
+
+fn env_flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| v == "1" || v == "true")
+}
+
+/// Returns (exit code, reason); prints kubeadm-like output.
+fn run(args: &[String], state: &mut Value, record: &mut Value) -> (i32, String) {
+    let Some(cmd) = args.first().map(String::as_str) else {
+        return (2, "no command".into());
+    };
+    record["cmd"] = json!(cmd);
+    if cmd == "reset" {
+        if !matches!(&args[1..], [f] if f == "-f" || f == "--force") {
+            return (2, format!("reset expects exactly -f, got {:?}", &args[1..]));
+        }
+        bump(state, "resets");
+        state["dirty"] = json!(false);
+        println!("[reset] Deleted contents of the etcd data directory (stand-in: nothing done)");
+        return (0, String::new());
+    }
+    if cmd != "init" && cmd != "join" {
+        return (2, format!("unknown command {cmd:?}"));
+    }
+    let mut config = None;
+    let mut it = args[1..].iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--config" => config = it.next().cloned(),
+            "--v" => {
+                if it.next().and_then(|v| v.parse::<u8>().ok()).is_none() {
+                    return (2, "--v needs a number".into());
+                }
+            }
+            a if a.starts_with("--config=") => config = Some(a["--config=".len()..].to_string()),
+            a if a.starts_with("--v=") && a[4..].parse::<u8>().is_ok() => {}
+            other => {
+                return (
+                    2,
+                    format!(
+                        "unexpected argument {:?}",
+                        nodeagent::redact::redact_text(other)
+                    ),
+                );
+            }
+        }
+    }
+    let Some(config) = config else {
+        return (2, "--config FILE is required".into());
+    };
+    record["config"] = json!(config);
+    let text = match std::fs::read_to_string(&config) {
+        Ok(t) => t,
+        Err(e) => return (3, format!("config {config}: {e}")),
+    };
+    record["config_sha256"] = json!(sha256_hex(text.as_bytes()));
+    let cfg = match nodeagent::kubeadm::config::parse(&text, &config) {
+        Ok(c) => c,
+        Err(e) => return (3, e.to_string()),
+    };
+    let echo = env_flag("KUBEADM_STANDIN_ECHO_SECRETS");
+    if cmd == "init" {
+        let n = bump(state, "inits");
+        record["attempt"] = json!(n);
+        if cfg.init.is_none() && cfg.cluster.is_none() || cfg.join.is_some() {
+            return (
+                3,
+                "init needs InitConfiguration/ClusterConfiguration and no JoinConfiguration".into(),
+            );
+        }
+        println!("[init] Using Kubernetes version: stand-in");
+        if env_flag("KUBEADM_STANDIN_FAIL_INIT") {
+            println!(
+                "[wait-control-plane] Waiting for the kubelet to boot up the control plane (stand-in failure requested)"
+            );
+            return (1, "error execution phase wait-control-plane: failure requested by KUBEADM_STANDIN_FAIL_INIT".into());
+        }
+        let token = cfg
+            .init
+            .as_ref()
+            .and_then(|i| i.spec.bootstrap_tokens.as_ref())
+            .and_then(|t| t.first())
+            .map(|t| t.token.clone())
+            .unwrap_or_else(|| "q1w2e3.r4t5y6u7i8o9p0a1".into());
+        let ep = cfg
+            .cluster
+            .as_ref()
+            .and_then(|c| c.spec.control_plane_endpoint.clone())
+            .unwrap_or_else(|| "127.0.0.1:6443".into());
+        println!("Your Kubernetes control-plane has initialized successfully! (stand-in)");
+        println!(
+            "You can now join any number of machines by running the following on each node as root:"
+        );
+        println!("  kubeadm join {ep} --token {token} \\");
+        println!(
+            "\t--discovery-token-ca-cert-hash sha256:0000000000000000000000000000000000000000000000000000000000000000"
+        );
+        return (0, String::new());
+    }
+    // join
+    let n = bump(state, "joins");
+    record["attempt"] = json!(n);
+    let Some(join) = cfg.join.as_ref() else {
+        return (3, "join needs a JoinConfiguration".into());
+    };
+    if cfg.init.is_some() {
+        return (3, "join config contains an InitConfiguration".into());
+    }
+    let bt = join.spec.discovery.bootstrap_token.as_ref();
+    if echo {
+        if let Some(bt) = bt {
+            println!("[discovery] Using token: {}", bt.token);
+        }
+        if let Some(k) = join
+            .spec
+            .control_plane
+            .as_ref()
+            .and_then(|c| c.certificate_key.as_ref())
+        {
+            println!("[download-certs] Using certificate key:\n{k}");
+        }
+    }
+    if state["dirty"].as_bool() == Some(true) {
+        return (1, "[preflight] /etc/kubernetes/kubelet.conf already exists (stand-in: a failed join was not reset)".into());
+    }
+    if let Some(ep) = cfg.join_endpoint() {
+        record["endpoint"] = json!(ep);
+        let reachable = std::net::ToSocketAddrs::to_socket_addrs(ep.as_str())
+            .ok()
+            .and_then(|mut a| a.next())
+            .is_some_and(|a| {
+                std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_secs(2)).is_ok()
+            });
+        if !reachable {
+            state["dirty"] = json!(true);
+            return (
+                1,
+                format!("[discovery] couldn't connect to the API server at {ep}"),
+            );
+        }
+    }
+    let fail_joins = std::env::var("KUBEADM_STANDIN_FAIL_JOINS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    if n <= fail_joins {
+        state["dirty"] = json!(true);
+        println!("[kubelet-start] Waiting for the kubelet to perform the TLS Bootstrap (stand-in)");
+        return (
+            1,
+            format!(
+                "error execution phase kubelet-start: failure {n} of {fail_joins} requested by KUBEADM_STANDIN_FAIL_JOINS"
+            ),
+        );
+    }
+    println!("This node has joined the cluster (stand-in)");
+    (0, String::new())
+}
+
+fn sha256_hex(data: &[u8]) -> String {
+    nodeagent::plan::Content(data.to_vec()).sha256_hex()
+}
