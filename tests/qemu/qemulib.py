@@ -520,9 +520,10 @@ def fwcfg_from_bundle(directory):
     out = {}
     for name in sorted(os.listdir(directory)):
         path = os.path.join(directory, name)
-        if os.path.isfile(path):
-            key = name if name.startswith("guestinfo.") else "guestinfo." + name
-            out[key] = open(path, "rb").read()
+        if os.path.isfile(path) and name.startswith("guestinfo."):
+            out[name] = open(path, "rb").read()
+    if "guestinfo.userdata" not in out:
+        raise RuntimeError(f"no guestinfo.userdata in {directory}: {sorted(os.listdir(directory))}")
     return out
 
 

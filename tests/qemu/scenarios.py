@@ -124,7 +124,8 @@ def mint_bundle(nodeagent, workdir, role, cluster, node, endpoint, pki, token=No
     if token:
         cmd += ["--token", token]
     q.run(cmd, stdout=subprocess.DEVNULL)
-    return q.fwcfg_from_bundle(out)
+    per_node = os.path.join(out, node)
+    return q.fwcfg_from_bundle(per_node if os.path.isdir(per_node) else out)
 
 
 def mint_pki(nodeagent, workdir, cluster):
@@ -456,6 +457,9 @@ def pair_nets():
     return side(a, b), side(b, a)
 
 
+CP_MAC, WK_MAC, WK_ADDR = "52:54:00:00:00:02", "52:54:00:00:00:03", "10.0.0.3"
+
+
 def cluster_data(s, workdir, cp_addr="10.0.0.2"):
     """fw_cfg data for a control plane at cp_addr:6443 and one worker: minted by
     `nodeagent mint` when it is there, else the corpus init and a CABPK-shaped join."""
@@ -463,8 +467,9 @@ def cluster_data(s, workdir, cp_addr="10.0.0.2"):
     endpoint = f"{cp_addr}:6443"
     if mint_available(nodeagent):
         pki = mint_pki(nodeagent, workdir, "demo")
-        cp = mint_bundle(nodeagent, workdir, "init", "demo", "demo-cp-1", endpoint, pki)
-        wk = mint_bundle(nodeagent, workdir, "worker", "demo", "demo-md-1", endpoint, pki)
+        net = lambda addr, mac: ["--network", f"static:{addr}/24,gw=10.0.0.1", "--mac", mac]
+        cp = mint_bundle(nodeagent, workdir, "init", "demo", "demo-cp-1", endpoint, pki, extra=net(cp_addr, CP_MAC))
+        wk = mint_bundle(nodeagent, workdir, "worker", "demo", "demo-md-1", endpoint, pki, extra=net(WK_ADDR, WK_MAC))
         return cp, wk, "minted"
     _, cp = cp_init_data("demo-cp-1", "demo-cp-1")
     wk = q.fwcfg_guestinfo(metadata=capv_metadata("demo-md-1", "demo-md-1"), userdata=worker_join_userdata(endpoint, "demo-md-1"))
