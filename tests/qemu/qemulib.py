@@ -212,22 +212,17 @@ def build_initramfs(kernel):
 # ---------------------------------------------------------------- nodeagent and the kubeadm stand-in
 
 
-def cargo_build(bin_name="nodeagent"):
+def cargo_build(bin_name="nodeagent", package="nodeagent"):
     """Build a workspace binary (debug profile: the warm one) and return its path."""
-    run(["cargo", "build", "--quiet", "--bin", bin_name], cwd=REPO)
+    run(["cargo", "build", "--quiet", "-p", package, "--bin", bin_name], cwd=REPO)
     return os.path.join(REPO, "target", "debug", bin_name)
 
 
 def standin_kubeadm():
-    """The recording kubeadm stand-in to bake into guests: the workspace binary
-    `kubeadm-standin` when the workspace has one, else tests/qemu/guest/kubeadm-standin (sh)."""
-    out = subprocess.run(["cargo", "metadata", "--no-deps", "--format-version", "1"], cwd=REPO, capture_output=True, text=True)
-    if out.returncode == 0:
-        for p in json.loads(out.stdout)["packages"]:
-            for t in p["targets"]:
-                if t["name"] == "kubeadm-standin" and "bin" in t["kind"]:
-                    return cargo_build("kubeadm-standin")
-    return os.path.join(GUEST, "kubeadm-standin")
+    """The recording kubeadm stand-in baked into guests as /usr/local/bin/kubeadm: the
+    workspace's tests/kubeadm-standin (the same one the host tests use; there is no real
+    kubeadm here). It records each call as a JSON line in /var/log/kubeadm-standin.jsonl."""
+    return cargo_build("kubeadm-standin", "kubeadm-standin")
 
 
 def shared_libs(binary):
@@ -241,6 +236,14 @@ def shared_libs(binary):
         elif parts and parts[0].startswith("/"):
             libs.append(parts[0])
     return libs
+
+
+def install_stripped(binary, dest):
+    """Copy a binary without its debug info (debug builds are >100 MB; the code is the same)."""
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    run(["objcopy", "--strip-debug", binary, dest])
+    os.chmod(dest, 0o755)
+    return dest
 
 
 def copy_with_parents(src, root, dest=None):
@@ -270,7 +273,7 @@ def stage_fast_root(kernel, nodeagent, kubeadm):
             os.makedirs(os.path.dirname(p), exist_ok=True)
             os.symlink("/bin/busybox", p)
     for binary, dest in [(nodeagent, "/usr/bin/nodeagent"), (kubeadm, "/usr/local/bin/kubeadm")]:
-        os.chmod(copy_with_parents(binary, stage, dest), 0o755)
+        install_stripped(binary, os.path.join(stage, dest.lstrip("/")))
         if open(binary, "rb").read(4) == b"\x7fELF":
             for lib in shared_libs(binary):
                 copy_with_parents(lib, stage)

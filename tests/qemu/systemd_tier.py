@@ -81,7 +81,7 @@ systemctl list-units --failed --no-legend --plain > /run/test/failed-units.txt 2
 systemctl show -p ActiveState,Result nodeagent-local.service nodeagent.service > /run/test/agent-units.txt 2>&1
 journalctl -b -o short-monotonic --no-pager > /run/test/journal.txt 2>&1
 set --
-for p in /etc/kubernetes /run/kubeadm /run/cluster-api /run/nodeagent /run/test /var/lib/nodeagent /var/log/kubeadm-standin /etc/hostname /etc/systemd/network /etc/netplan; do
+for p in /etc/kubernetes /run/kubeadm /run/cluster-api /run/nodeagent /run/test /var/lib/nodeagent /var/log/kubeadm-standin.jsonl /var/log/nodeagent /etc/hostname /etc/systemd/network /etc/netplan; do
   [ -e "$p" ] && set -- "$@" "$p"
 done
 tar -cf /dev/virtio-ports/org.nodeagent.test "$@" 2>/dev/null
@@ -137,7 +137,7 @@ def build_deb(nodeagent, workdir):
     tree = os.path.join(workdir, "deb-tree")
     shutil.rmtree(tree, ignore_errors=True)
     os.makedirs(os.path.join(tree, "DEBIAN"))
-    q.copy_with_parents(nodeagent, tree, "/usr/bin/nodeagent")
+    q.install_stripped(nodeagent, os.path.join(tree, "usr/bin/nodeagent"))
     for unit in sorted(os.listdir(UNITS)):
         if unit.endswith((".service", ".target", ".timer", ".path")):
             q.copy_with_parents(os.path.join(UNITS, unit), tree, f"/lib/systemd/system/{unit}")
@@ -195,9 +195,7 @@ def stage(name, variant, kernel, nodeagent=None, kubeadm=None, seed=None, workdi
         if os.path.lexists(p):
             os.unlink(p)
     if kubeadm:
-        dest = os.path.join(root, "usr/local/bin/kubeadm")
-        shutil.copy2(kubeadm, dest)
-        os.chmod(dest, 0o755)
+        q.install_stripped(kubeadm, os.path.join(root, "usr/local/bin/kubeadm"))
     if variant == "nodeagent":
         install_nodeagent(root, nodeagent, os.path.join(workdir or q.CACHE, f"provision-{name}.log"))
     if variant == "cloudinit":
