@@ -124,14 +124,26 @@ impl VmwareTransport {
         path: &Path,
         args: &[&OsStr],
     ) -> std::result::Result<Outcome, String> {
-        let mut child = Command::new(path)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", path.display()))?;
+        let mut attempt = 0;
+        let mut child = loop {
+            let spawned = Command::new(path)
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .process_group(0)
+                .spawn();
+            match spawned {
+                Ok(c) => break c,
+                // ETXTBSY: the helper is being replaced (package upgrade) or another thread's
+                // fork briefly holds a write fd to it; it clears within milliseconds.
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && attempt < 50 => {
+                    attempt += 1;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => return Err(format!("cannot run {}: {e}", path.display())),
+            }
+        };
         let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
         let kill_group = || {
             let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
