@@ -386,7 +386,9 @@ def sc_reboot(s):
     c.eq(vm2.phases()[-1:], ["done"], "second boot's final phase")
     c.ok("kubeadm" not in vm2.phases(), "second boot entered the kubeadm phase")
     c.eq(standin_calls(files), [(INIT_CMD, "ok")], "kubeadm calls over both boots")
-    c.eq((report_file(files, SENTINEL) or b"").decode().strip(), "success", "sentinel after reboot")
+    # /run is a tmpfs: the sentinel of the first boot is gone, and (as with cloud-init, whose
+    # runcmd is per-instance) nothing writes it again. The node's files are still there.
+    c.ok("/etc/kubernetes/pki/ca.key" in files, "PKI missing after the reboot")
     return c.failures
 
 
@@ -423,10 +425,14 @@ def power_cut(s, name, kill_phase, delay):
 
 
 def sc_power_cut_kubeadm(s):
+    """Power cut while kubeadm runs, then a boot from the same disk: same end state as an
+    uninterrupted run, kubeadm finished exactly once."""
     return power_cut(s, "powercut-kubeadm", "kubeadm", 30)
 
 
 def sc_power_cut_apply(s):
+    """Power cut as soon as apply starts, then a boot from the same disk: same end state as
+    an uninterrupted run."""
     return power_cut(s, "powercut-apply", "applying", 30)
 
 
@@ -546,7 +552,7 @@ def main(argv=None):
     t0 = time.monotonic()
     passed = failed = 0
     for name, fn in chosen:
-        q.log(f"== {name}: {(fn.__doc__ or '').strip().splitlines()[0]}")
+        q.log(f"== {name}: {' '.join((fn.__doc__ or '').split())}")
         t = time.monotonic()
         try:
             failures = fn(s)
