@@ -14,6 +14,38 @@ use std::process::{Command, Stdio};
 use nodeagent::template::{Header, detect, render};
 use serde_json::{Value as Json, json};
 
+/// Templates minijinja cannot render like jinja2; `render` must fail on them with the
+/// userdata line (tested), never produce different text.
+const KNOWN_DIVERGENCES: &[(&str, &str)] = &[(
+    "own:percent-format",
+    "Python `%` string formatting: minijinja has no such operator; use `| format(...)`",
+)];
+
+/// Templates where minijinja renders differently from jinja2 and we cannot intercept it:
+/// (case, our exact output, why). The test pins both sides so any change is noticed.
+const KNOWN_SILENT: &[(&str, &str, &str)] = &[
+    (
+        "own:range-print",
+        "[0, 1, 2]\n",
+        "printing range(): jinja prints `range(0, 3)`, minijinja has no range type",
+    ),
+    (
+        "own:tuple-print",
+        "[1, 2]\n",
+        "printing a tuple literal: minijinja has no tuples (jinja: `(1, 2)`)",
+    ),
+    (
+        "own:dictsort-value",
+        "[['b', 1], ['a', 2]]\n",
+        "printing dictsort pairs: tuples in jinja, lists in minijinja",
+    ),
+    (
+        "own:loop-break",
+        "012\n",
+        "`{% break %}`/`{% continue %}` work here; cloud-init has no loopcontrols extension and rejects them",
+    ),
+];
+
 const CORPUS: &str = "/work/shared/corpus/cloud-init-examples";
 
 fn data_dir() -> PathBuf {
@@ -264,6 +296,187 @@ fn own_templates() -> Vec<(&'static str, &'static str)> {
             "long-loop-output",
             "{% for i in range(200) %}{{ i }} {% endfor %}\n",
         ),
+        (
+            "arith",
+            "{{ -7 // 2 }} {{ -7 % 2 }} {{ 7 % 3 }} {{ 10 / 4 }} {{ 2 ** 0.5 }} {{ 0.1 + 0.2 }} {{ 1e3 }} {{ 2 ** 100 }} {{ 1 == 1.0 }} {{ 3 | float }} {{ '3.5' | float | int }} {{ 1.0 | int }}\n",
+        ),
+        (
+            "truthiness",
+            "{% if [] %}a{% endif %}{% if {} %}b{% endif %}{% if 0.0 %}c{% endif %}{% if '0' %}d{% endif %}{% if none %}e{% endif %}{% if ' ' %}f{% endif %}\n",
+        ),
+        (
+            "join-str",
+            "{{ [1, 'a', none, true, 1.5] | join('-') }} {{ none | string }} {{ true | string }} {{ [1, 2] | string }}\n",
+        ),
+        ("concat-types", "{{ 'x' ~ 1 ~ 'y' }} {{ 'n' ~ 2.5 }}\n"),
+        (
+            "tojson",
+            "{{ v1.public_ssh_keys | tojson }}\n{{ {'b': 1, 'a': [true, none, 1.5, \"<&'>\"]} | tojson }}\n{{ 'é' | tojson }}\n",
+        ),
+        (
+            "format-filter",
+            "{{ '%s-%s' | format('a', 1) }} {{ '%05d' | format(42) }}\n",
+        ),
+        ("percent-format", "{{ '%s is %d' % ('x', 3) }}\n"),
+        (
+            "slicing",
+            "{{ 'abcdef'[1:3] }} {{ [1, 2, 3, 4][::-1] }} {{ [1, 2, 3][-1] }} {{ 'abc'[-2:] }}\n",
+        ),
+        (
+            "loop-vars",
+            "{% for x in ['a', 'b', 'c'] %}{{ loop.index0 }}{{ loop.revindex }}{{ loop.first }}{{ loop.length }}{{ loop.cycle('o', 'e') }};{% endfor %}\n",
+        ),
+        (
+            "filter-block",
+            "{% filter upper %}\nabc {{ v1.local_hostname }}\n{% endfilter %}\nafter\n",
+        ),
+        (
+            "set-block",
+            "{% set blk %}\nline {{ 1 + 1 }}\n{% endset %}\n[{{ blk }}]\n",
+        ),
+        (
+            "with-block",
+            "{% with a = 1, b = v1.local_hostname %}\n{{ a }} {{ b }}\n{% endwith %}\n",
+        ),
+        (
+            "call-block",
+            "{% macro wrap() %}<{{ caller() }}>{% endmacro %}\n{% call wrap() %}\ninner\n{% endcall %}\n",
+        ),
+        (
+            "string-escapes",
+            "{{ 'a\\tb' }}|{{ \"q\\\"q\" }}|{{ 'x\\ny' }}\n",
+        ),
+        (
+            "map-select",
+            "{{ ['a', 'b'] | map('upper') | list }} {{ [1, 2, 3, 4] | select('odd') | list }} {{ [1, 1, 2] | unique | list }} {{ ['x', 'y'] | reverse | list }} {{ [3, 1] | max }} {{ [1, 2] | sum }}\n",
+        ),
+        (
+            "selectattr",
+            "{% for u in [{'n': 'a', 'x': true}, {'n': 'b', 'x': false}] | selectattr('x') %}{{ u.n }}{% endfor %}\n",
+        ),
+        (
+            "title-capitalize",
+            "{{ 'hello world-foo bAR' | title }} {{ 'hELLO wORLD' | capitalize }} {{ 'ß' | upper }}\n",
+        ),
+        (
+            "dict-literal-print",
+            "{{ {'b': 1, 'a': 'x'} }} {{ [{'k': none}] }} {{ [] }} {{ {} }}\n",
+        ),
+        (
+            "nested-loops-ws",
+            "{%- for a in [1, 2] %}\n  {%- for b in [3, 4] %}\n{{ a }}{{ b }}\n  {%- endfor %}\n{%- endfor %}\n",
+        ),
+        (
+            "if-inline-ws",
+            "a {% if true %}b{% endif %} c\n  {% if false %}x{% endif %}\nd\n",
+        ),
+        (
+            "compare-chains",
+            "{{ 1 < 2 < 3 }} {{ 'a' in 'cat' }} {{ 'z' not in ['a'] }} {{ 2 in [1, 2] }} {{ 'k' in {'k': 1} }}\n",
+        ),
+        (
+            "int-base",
+            "{{ '0x1F' | int(0, 16) }} {{ '12' | int }} {{ 'x' | int }} {{ 'x' | int(7) }}\n",
+        ),
+        (
+            "round-modes",
+            "{{ 2.5 | round }} {{ 3.14159 | round(3, 'floor') }} {{ 3.1 | round(0, 'ceil') }}\n",
+        ),
+        (
+            "length-kinds",
+            "{{ 'abc' | length }} {{ v1 | length > 3 }} {{ [] | count }}\n",
+        ),
+        (
+            "batch-slice",
+            "{{ [1, 2, 3, 4, 5] | batch(2) | list }} {{ [1, 2, 3] | first }}\n",
+        ),
+        (
+            "items-filter",
+            "{% for k, v in {'x': 1} | items %}{{ k }}{{ v }}{% endfor %}\n",
+        ),
+        ("center", "[{{ 'ab' | center(6) }}]\n"),
+        (
+            "comment-trim",
+            "a\n{# c #}\nb\n{% if true %}{# x #}\nc\n{% endif %}\n",
+        ),
+        (
+            "deep-index",
+            "{{ ds.meta_data.network.interfaces['by-mac']['00:50:56:aa:bb:cc'].ipv4[0].netmask }}\n",
+        ),
+        (
+            "loop-over-dict",
+            "{% for k in ds.meta_data['wait-on-network'] %}{{ k }},{% endfor %}\n",
+        ),
+        (
+            "none-default",
+            "{{ none | default('x') }} {{ v1.region | default('r') }} {{ v1.region | default('r', true) }}\n",
+        ),
+        ("concat-bool-none", "{{ 'x' ~ true ~ none }}\n"),
+        ("join-bools", "{{ [true, none] | join(',') }}\n"),
+        ("string-filter-list", "{{ ['a', true] | string }}\n"),
+        ("range-print", "{{ range(3) }}\n"),
+        ("tuple-print", "{{ (1, 2) }}\n"),
+        ("replace-count", "{{ 'aaa' | replace('a', 'b', 2) }}\n"),
+        ("trim-chars", "{{ 'xxhixx' | trim('x') }}\n"),
+        (
+            "indent-first",
+            "{{ 'a\\nb' | indent(2, true) }}|{{ 'a\\n\\nb' | indent(2) }}|{{ 'a\\n\\nb' | indent(2, blank=true) }}\n",
+        ),
+        (
+            "sort-attr",
+            "{{ [{'n': 'b'}, {'n': 'a'}] | sort(attribute='n') | map(attribute='n') | join }}\n",
+        ),
+        (
+            "dictsort-value",
+            "{{ {'a': 2, 'b': 1} | dictsort(by='value') }}\n",
+        ),
+        (
+            "groupby",
+            "{% for g in [{'k': 1, 'v': 'a'}, {'k': 1, 'v': 'b'}, {'k': 2, 'v': 'c'}] | groupby('k') %}{{ g.grouper }}:{{ g.list | map(attribute='v') | join }};{% endfor %}\n",
+        ),
+        ("list-of-string", "{{ 'abc' | list }}\n"),
+        (
+            "min-max-strings",
+            "{{ ['b', 'A', 'c'] | min }} {{ ['b', 'A', 'c'] | max }}\n",
+        ),
+        (
+            "float-print",
+            "{{ 1.5e300 * 10 }} {{ 100000000000000000.0 }} {{ 1.0e-7 }} {{ 123456.789 }}\n",
+        ),
+        ("int-overflow", "{{ 9223372036854775807 + 1 }}\n"),
+        ("bool-arith", "{{ true + 1 }}\n"),
+        ("unicode-escape-repr", "{{ ['\\u00a0', '\\x7f', 'é'] }}\n"),
+        (
+            "lower-filter-nonascii",
+            "{{ 'ÀÉÎ' | lower }} {{ 'straße' | upper }}\n",
+        ),
+        ("safe-filter", "{{ '<b>' | safe }} {{ '<b>' | e }}\n"),
+        ("attr-filter", "{{ v1 | attr('cloud_name') }}\n"),
+        (
+            "loop-changed",
+            "{% for x in [1, 1, 2] %}{% if loop.changed(x) %}{{ x }}{% endif %}{% endfor %}\n",
+        ),
+        (
+            "loop-break",
+            "{% for x in range(10) %}{% if x > 2 %}{% break %}{% endif %}{{ x }}{% endfor %}\n",
+        ),
+        ("whitespace-var-dash", "a\n  {{- 'b' }}\n{{ 'c' -}}\n  d\n"),
+        (
+            "block-at-eof-crlf",
+            "x\r\n{% if true %}\r\ny\r\n{% endif %}\r\n",
+        ),
+        (
+            "compat-in-undefined",
+            "{{ 'a' in nope }} {{ nope == nope }}\n",
+        ),
+        (
+            "compat-undefined-iterate",
+            "{% for x in nope %}{{ x }}{% else %}none{% endfor %}\n",
+        ),
+        (
+            "abs-round-neg",
+            "{{ -2.5 | round }} {{ 0.5 | round }} {{ 1.5 | round }}\n",
+        ),
     ]
 }
 
@@ -401,11 +614,29 @@ fn render_is_byte_identical_to_cloud_init() {
     );
 
     let mut failures = Vec::new();
-    let (mut same_text, mut same_error, mut strict_same) = (0, 0, 0);
+    let (mut same_text, mut same_error, mut strict_same, mut known) = (0, 0, 0, 0);
     for (case, want) in cases.iter().zip(results) {
         assert_eq!(want["name"], case.name.as_str());
         let got = render(&case.userdata, &case.data, true);
         match (&want["text"], &got) {
+            (want_text, Ok(r)) if KNOWN_SILENT.iter().any(|(n, _, _)| *n == case.name) => {
+                let (_, ours, why) = KNOWN_SILENT
+                    .iter()
+                    .find(|(n, _, _)| *n == case.name)
+                    .unwrap();
+                assert_eq!(
+                    r.text, *ours,
+                    "{}: known divergence changed ({why})",
+                    case.name
+                );
+                assert_ne!(
+                    want_text.as_str(),
+                    Some(*ours),
+                    "{}: no longer diverges",
+                    case.name
+                );
+                known += 1;
+            }
             (Json::String(text), Ok(r)) => {
                 let warns: Vec<String> = serde_json::from_value(want["warnings"].clone()).unwrap();
                 if r.text != *text || r.warnings != warns {
@@ -416,8 +647,8 @@ fn render_is_byte_identical_to_cloud_init() {
                     continue;
                 }
                 same_text += 1;
-                // Without placeholders, strict mode must give the same bytes.
-                if warns.is_empty() {
+                // Without placeholders or undefined names, strict mode must give the same bytes.
+                if warns.is_empty() && !case.name.starts_with("own:compat-") {
                     match render(&case.userdata, &case.data, false) {
                         Ok(s) if s.text == *text && s.warnings.is_empty() => strict_same += 1,
                         other => {
@@ -433,6 +664,11 @@ fn render_is_byte_identical_to_cloud_init() {
                         ));
                     }
                 }
+            }
+            (Json::String(_), Err(e)) if KNOWN_DIVERGENCES.iter().any(|(n, _)| *n == case.name) => {
+                // Known engine gap: we must fail loudly with the line, never render differently.
+                assert!(e.place.starts_with("userdata line "), "{}: {e}", case.name);
+                known += 1;
             }
             (Json::String(text), Err(e)) => {
                 failures.push(format!(
@@ -465,7 +701,7 @@ fn render_is_byte_identical_to_cloud_init() {
         }
     }
     eprintln!(
-        "parity: {} cases, {same_text} byte-identical renders ({strict_same} also in strict mode), {same_error} errors where cloud-init errors",
+        "parity: {} cases, {same_text} byte-identical renders ({strict_same} also in strict mode), {same_error} errors where cloud-init errors, {known} pinned known divergences",
         cases.len()
     );
     assert!(
