@@ -1,0 +1,273 @@
+//! Field types of the cloud-config modules, accepting exactly the shapes cloud-init accepts.
+
+use serde::de::{self, Deserializer};
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CloudConfig {
+    pub write_files: Vec<WriteFile>,
+    pub runcmd: Vec<CmdItem>,
+    pub bootcmd: Vec<CmdItem>,
+    pub users: Vec<UserItem>,
+    pub groups: Groups,
+    pub ssh_authorized_keys: Vec<String>,
+    pub ntp: Option<Ntp>,
+    pub disk_setup: Option<BTreeMap<String, DiskEntry>>,
+    pub fs_setup: Vec<FsEntry>,
+    pub device_aliases: BTreeMap<String, String>,
+    pub mounts: Vec<Vec<MountField>>,
+    pub mount_default_fields: Option<Vec<MountField>>,
+    pub hostname: Option<String>,
+    pub fqdn: Option<String>,
+    pub preserve_hostname: Option<Flag>,
+    pub prefer_fqdn_over_hostname: Option<Flag>,
+    pub create_hostname_file: Option<Flag>,
+    pub manage_etc_hosts: Option<ManageEtcHosts>,
+    pub final_message: Option<String>,
+}
+
+/// A boolean as cloud-init's `translate_bool` reads it: YAML booleans, or the strings
+/// `true/1/on/yes` (any case) for true; any other string is false.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Flag(pub bool);
+
+impl<'de> Deserialize<'de> for Flag {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = Value::deserialize(d)?;
+        match &v {
+            Value::Bool(_) | Value::String(_) | Value::Null => Ok(Flag(crate::metadata::translate_bool(&v))),
+            Value::Number(n) if n.as_i64() == Some(0) || n.as_i64() == Some(1) => Ok(Flag(n.as_i64() == Some(1))),
+            other => Err(de::Error::custom(format!("expected a boolean, found {}", crate::metadata::kind(other)))),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WriteFile {
+    pub path: Option<String>,
+    pub content: Option<String>,
+    /// Set when `content` was a YAML `!!binary` scalar (then `content` is unset).
+    #[serde(skip)]
+    pub content_binary: Option<Vec<u8>>,
+    pub source: Option<Value>,
+    pub owner: Option<String>,
+    /// Integer or string; decoded by the plan (octal rules of cloud-init C.4).
+    pub permissions: Option<Value>,
+    pub encoding: Option<String>,
+    #[serde(default)]
+    pub append: Flag,
+    #[serde(default)]
+    pub defer: Flag,
+}
+
+/// A `runcmd`/`bootcmd` item.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CmdItem {
+    /// Run by `/bin/sh -c`.
+    Shell(String),
+    /// Exec'd directly; elements are `str()`-ed as cloud-init does.
+    Argv(Vec<String>),
+    /// A YAML null item (e.g. only a comment): skipped.
+    Skip,
+}
+
+impl<'de> Deserialize<'de> for CmdItem {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::String(s) => Ok(CmdItem::Shell(s)),
+            Value::Null => Ok(CmdItem::Skip),
+            Value::Array(items) => items
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => Ok(s.clone()),
+                    Value::Number(n) => Ok(n.to_string()),
+                    Value::Bool(b) => Ok(if *b { "True" } else { "False" }.to_string()),
+                    other => Err(de::Error::custom(format!("a command list may hold strings and numbers, found {}", crate::metadata::kind(other)))),
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(CmdItem::Argv),
+            other => Err(de::Error::custom(format!("expected a command string or list, found {}", crate::metadata::kind(&other)))),
+        }
+    }
+}
+
+/// A string or a list of strings (`groups: a, b` or `groups: [a, b]`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StrList(pub Vec<String>);
+
+impl<'de> Deserialize<'de> for StrList {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::Null => Ok(StrList(Vec::new())),
+            Value::String(s) => Ok(StrList(s.split(',').map(str::trim).filter(|x| !x.is_empty()).map(str::to_string).collect())),
+            Value::Array(items) => items
+                .into_iter()
+                .map(|v| match v {
+                    Value::String(s) => Ok(s),
+                    other => Err(de::Error::custom(format!("expected a string, found {}", crate::metadata::kind(&other)))),
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(StrList),
+            other => Err(de::Error::custom(format!("expected a string or a list of strings, found {}", crate::metadata::kind(&other)))),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum UserItem {
+    /// The image's default user (`default`).
+    Default,
+    User(Box<UserEntry>),
+}
+
+impl<'de> Deserialize<'de> for UserItem {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::String(s) if s.trim() == "default" => Ok(UserItem::Default),
+            Value::String(s) => Err(de::Error::custom(format!(
+                "user '{s}' given as a bare name: write it as a mapping with name: (nodeagent needs explicit settings)"
+            ))),
+            v @ Value::Object(_) => serde_json::from_value::<UserEntry>(v).map(|u| UserItem::User(Box::new(u))).map_err(de::Error::custom),
+            other => Err(de::Error::custom(format!("expected a user mapping or 'default', found {}", crate::metadata::kind(&other)))),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserEntry {
+    pub name: String,
+    pub gecos: Option<String>,
+    pub homedir: Option<String>,
+    pub primary_group: Option<String>,
+    #[serde(default)]
+    pub groups: StrList,
+    pub lock_passwd: Option<Flag>,
+    pub passwd: Option<String>,
+    pub hashed_passwd: Option<String>,
+    pub plain_text_passwd: Option<String>,
+    pub shell: Option<String>,
+    pub sudo: Option<Value>,
+    #[serde(default)]
+    pub ssh_authorized_keys: Vec<String>,
+    #[serde(default)]
+    pub system: Flag,
+    #[serde(default)]
+    pub no_create_home: Flag,
+    #[serde(default)]
+    pub no_user_group: Flag,
+    #[serde(default)]
+    pub no_log_init: Flag,
+    pub uid: Option<Value>,
+    pub inactive: Option<Value>,
+    pub expiredate: Option<String>,
+}
+
+/// `groups:` as a list of names / `{name: [members]}` mappings, or one mapping.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Groups(pub Vec<(String, Vec<String>)>);
+
+impl<'de> Deserialize<'de> for Groups {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        fn members<E: de::Error>(v: Value) -> Result<Vec<String>, E> {
+            serde_json::from_value::<StrList>(v).map(|l| l.0).map_err(E::custom)
+        }
+        let mut out = Vec::new();
+        match Value::deserialize(d)? {
+            Value::Null => {}
+            Value::String(s) => out.extend(s.split(',').map(|g| (g.trim().to_string(), Vec::new()))),
+            Value::Object(m) => {
+                for (k, v) in m {
+                    out.push((k, members(v)?));
+                }
+            }
+            Value::Array(items) => {
+                for item in items {
+                    match item {
+                        Value::String(s) => out.push((s, Vec::new())),
+                        Value::Object(m) => {
+                            for (k, v) in m {
+                                out.push((k, members(v)?));
+                            }
+                        }
+                        other => return Err(de::Error::custom(format!("a group is a name or a mapping, found {}", crate::metadata::kind(&other)))),
+                    }
+                }
+            }
+            other => return Err(de::Error::custom(format!("expected a list of groups, found {}", crate::metadata::kind(&other)))),
+        }
+        Ok(Groups(out))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ntp {
+    pub enabled: Option<Flag>,
+    pub ntp_client: Option<String>,
+    #[serde(default)]
+    pub servers: Vec<String>,
+    #[serde(default)]
+    pub pools: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiskEntry {
+    pub table_type: Option<String>,
+    /// `true`, `false`, or a list of percentages / `[percent, type]` pairs.
+    pub layout: Option<Value>,
+    pub overwrite: Option<Flag>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FsEntry {
+    pub label: Option<String>,
+    pub filesystem: Option<String>,
+    pub device: Option<String>,
+    pub partition: Option<Value>,
+    pub overwrite: Option<Flag>,
+    pub replace_fs: Option<String>,
+    #[serde(default)]
+    pub extra_opts: StrList,
+}
+
+/// One fstab field: a string, a number (`str()`-ed) or null (use the default).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MountField(pub Option<String>);
+
+impl<'de> Deserialize<'de> for MountField {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::Null => Ok(MountField(None)),
+            Value::String(s) => Ok(MountField(Some(s))),
+            Value::Number(n) => Ok(MountField(Some(n.to_string()))),
+            other => Err(de::Error::custom(format!("expected a string or a number, found {}", crate::metadata::kind(&other)))),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ManageEtcHosts {
+    /// `true` (or the deprecated `template`): render the whole file.
+    Template,
+    /// `localhost`: only ensure the 127.0.1.1 line.
+    Localhost,
+    Off,
+}
+
+impl<'de> Deserialize<'de> for ManageEtcHosts {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::Bool(true) => Ok(ManageEtcHosts::Template),
+            Value::Bool(false) | Value::Null => Ok(ManageEtcHosts::Off),
+            Value::String(s) if s == "template" => Ok(ManageEtcHosts::Template),
+            Value::String(s) if s == "localhost" => Ok(ManageEtcHosts::Localhost),
+            other => Err(de::Error::custom(format!("expected true, false, 'localhost' or 'template', found {other}"))),
+        }
+    }
+}
