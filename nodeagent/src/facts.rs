@@ -62,20 +62,32 @@ impl Facts {
     /// Load `--facts FILE` (YAML or JSON object). It replaces detection entirely.
     pub fn from_file(path: &Path) -> Result<Facts> {
         let place = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| Error::new(Stage::Usage, &place, e.to_string()))?;
-        let node = crate::yaml::load(&text, crate::yaml::LoadOptions::default()).map_err(|e| e.within(&place))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::new(Stage::Usage, &place, e.to_string()))?;
+        let node = crate::yaml::load(&text, crate::yaml::LoadOptions::default())
+            .map_err(|e| e.within(&place))?;
         let json = node.to_json();
         serde_path_to_error::deserialize(json).map_err(|e| {
             let at = node.locate(e.path());
-            Error::new(Stage::Usage, format!("{place}: {} ({})", e.path(), at.place()), e.inner().to_string())
+            Error::new(
+                Stage::Usage,
+                format!("{place}: {} ({})", e.path(), at.place()),
+                e.inner().to_string(),
+            )
         })
     }
 
     /// Gather from the running system; file-based facts (os-release, hosts, image tools) come from `root`.
     pub fn detect(root: &Path) -> Facts {
         let mut f = Facts::default();
-        f.hostname = nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).filter(|h| !h.is_empty());
-        f.fqdn = f.hostname.as_deref().map(|h| fqdn_from_hosts(&read(root, "etc/hosts").unwrap_or_default(), h));
+        f.hostname = nix::unistd::gethostname()
+            .ok()
+            .and_then(|h| h.into_string().ok())
+            .filter(|h| !h.is_empty());
+        f.fqdn = f
+            .hostname
+            .as_deref()
+            .map(|h| fqdn_from_hosts(&read(root, "etc/hosts").unwrap_or_default(), h));
         if let Ok(u) = nix::sys::utsname::uname() {
             f.kernel_release = u.release().to_str().map(str::to_string);
             f.machine = u.machine().to_str().map(str::to_string);
@@ -95,7 +107,11 @@ impl Facts {
         f.interfaces = interfaces();
         let route4 = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
         let route6 = std::fs::read_to_string("/proc/net/ipv6_route").unwrap_or_default();
-        let (v4, v6) = default_addresses(&f.interfaces, default_iface_v4(&route4), default_iface_v6(&route6));
+        let (v4, v6) = default_addresses(
+            &f.interfaces,
+            default_iface_v4(&route4),
+            default_iface_v6(&route6),
+        );
         f.local_ipv4 = v4;
         f.local_ipv6 = v6;
         f
@@ -121,7 +137,10 @@ pub fn fqdn_from_hosts(hosts: &str, hostname: &str) -> String {
         let Some(_addr) = fields.next() else { continue };
         let names: Vec<&str> = fields.collect();
         if names.contains(&hostname) {
-            if let Some(n) = names.iter().find(|n| n.contains('.') && n.starts_with(hostname)) {
+            if let Some(n) = names
+                .iter()
+                .find(|n| n.contains('.') && n.starts_with(hostname))
+            {
                 return n.to_string();
             }
             return names[0].to_string();
@@ -131,15 +150,30 @@ pub fn fqdn_from_hosts(hosts: &str, hostname: &str) -> String {
 }
 
 fn detect_renderer(root: &Path) -> &'static str {
-    let netplan = ["usr/sbin/netplan", "usr/bin/netplan"].iter().any(|p| root.join(p).exists());
-    if netplan && root.join("etc/netplan").is_dir() { "netplan" } else { "networkd" }
+    let netplan = ["usr/sbin/netplan", "usr/bin/netplan"]
+        .iter()
+        .any(|p| root.join(p).exists());
+    if netplan && root.join("etc/netplan").is_dir() {
+        "netplan"
+    } else {
+        "networkd"
+    }
 }
 
 fn detect_ntp_client(root: &Path) -> Option<&'static str> {
-    if ["usr/sbin/chronyd", "sbin/chronyd"].iter().any(|p| root.join(p).exists()) {
+    if ["usr/sbin/chronyd", "sbin/chronyd"]
+        .iter()
+        .any(|p| root.join(p).exists())
+    {
         return Some("chrony");
     }
-    if ["lib/systemd/systemd-timesyncd", "usr/lib/systemd/systemd-timesyncd"].iter().any(|p| root.join(p).exists()) {
+    if [
+        "lib/systemd/systemd-timesyncd",
+        "usr/lib/systemd/systemd-timesyncd",
+    ]
+    .iter()
+    .any(|p| root.join(p).exists())
+    {
         return Some("systemd-timesyncd");
     }
     None
@@ -149,7 +183,8 @@ fn detect_ntp_client(root: &Path) -> Option<&'static str> {
 pub fn default_iface_v4(route: &str) -> Option<String> {
     route.lines().skip(1).find_map(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
-        (f.len() > 2 && f[1] == "00000000" && f[7.min(f.len() - 1)] == "00000000").then(|| f[0].to_string())
+        (f.len() > 2 && f[1] == "00000000" && f[7.min(f.len() - 1)] == "00000000")
+            .then(|| f[0].to_string())
     })
 }
 
@@ -157,14 +192,22 @@ pub fn default_iface_v4(route: &str) -> Option<String> {
 pub fn default_iface_v6(route: &str) -> Option<String> {
     route.lines().find_map(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
-        (f.len() == 10 && f[0].chars().all(|c| c == '0') && f[1] == "00" && f[9] != "lo").then(|| f[9].to_string())
+        (f.len() == 10 && f[0].chars().all(|c| c == '0') && f[1] == "00" && f[9] != "lo")
+            .then(|| f[9].to_string())
     })
 }
 
 /// cloud-init's rule: the single address on the default-route interface (none if several);
 /// when only one family has a default route, the other is taken from the same interface.
-fn default_addresses(ifaces: &[Interface], v4: Option<String>, v6: Option<String>) -> (Option<String>, Option<String>) {
-    let find = |name: &Option<String>| name.as_ref().and_then(|n| ifaces.iter().find(|i| &i.name == n));
+fn default_addresses(
+    ifaces: &[Interface],
+    v4: Option<String>,
+    v6: Option<String>,
+) -> (Option<String>, Option<String>) {
+    let find = |name: &Option<String>| {
+        name.as_ref()
+            .and_then(|n| ifaces.iter().find(|i| &i.name == n))
+    };
     let (i4, i6) = (find(&v4).or(find(&v6)), find(&v6).or(find(&v4)));
     let one4 = i4.and_then(|i| (i.ipv4.len() == 1).then(|| i.ipv4[0].addr.clone()));
     let one6 = i6.and_then(|i| (i.ipv6.len() == 1).then(|| i.ipv6[0].addr.clone()));
@@ -175,26 +218,37 @@ fn default_addresses(ifaces: &[Interface], v4: Option<String>, v6: Option<String
 pub fn is_valid_ip(ip: &IpAddr) -> bool {
     match ip {
         IpAddr::V4(a) => !(a.is_loopback() || a.is_link_local() || a.is_unspecified()),
-        IpAddr::V6(a) => !(a.is_loopback() || a.is_unspecified() || (a.segments()[0] & 0xffc0) == 0xfe80),
+        IpAddr::V6(a) => {
+            !(a.is_loopback() || a.is_unspecified() || (a.segments()[0] & 0xffc0) == 0xfe80)
+        }
     }
 }
 
 fn interfaces() -> Vec<Interface> {
     let mut out: Vec<Interface> = Vec::new();
-    let Ok(addrs) = nix::ifaddrs::getifaddrs() else { return out };
+    let Ok(addrs) = nix::ifaddrs::getifaddrs() else {
+        return out;
+    };
     for ifa in addrs {
         let name = ifa.interface_name.clone();
         let idx = match out.iter().position(|i| i.name == name) {
             Some(i) => i,
             None => {
-                out.push(Interface { name: name.clone(), ..Default::default() });
+                out.push(Interface {
+                    name: name.clone(),
+                    ..Default::default()
+                });
                 out.len() - 1
             }
         };
         let Some(addr) = ifa.address else { continue };
         if let Some(link) = addr.as_link_addr() {
             if let Some(mac) = link.addr() {
-                let mac = mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
+                let mac = mac
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<Vec<_>>()
+                    .join(":");
                 if mac != "00:00:00:00:00:00" {
                     out[idx].mac = Some(mac);
                 }
@@ -202,15 +256,31 @@ fn interfaces() -> Vec<Interface> {
         } else if let Some(sin) = addr.as_sockaddr_in() {
             let ip = Ipv4Addr::from(sin.ip());
             if is_valid_ip(&IpAddr::V4(ip)) {
-                let mask = ifa.netmask.and_then(|m| m.as_sockaddr_in().map(|s| Ipv4Addr::from(s.ip()).to_string()));
-                let bcast = ifa.broadcast.and_then(|m| m.as_sockaddr_in().map(|s| Ipv4Addr::from(s.ip()).to_string()));
-                out[idx].ipv4.push(Addr4 { addr: ip.to_string(), netmask: mask.unwrap_or_default(), broadcast: bcast });
+                let mask = ifa.netmask.and_then(|m| {
+                    m.as_sockaddr_in()
+                        .map(|s| Ipv4Addr::from(s.ip()).to_string())
+                });
+                let bcast = ifa.broadcast.and_then(|m| {
+                    m.as_sockaddr_in()
+                        .map(|s| Ipv4Addr::from(s.ip()).to_string())
+                });
+                out[idx].ipv4.push(Addr4 {
+                    addr: ip.to_string(),
+                    netmask: mask.unwrap_or_default(),
+                    broadcast: bcast,
+                });
             }
         } else if let Some(sin6) = addr.as_sockaddr_in6() {
             let ip: Ipv6Addr = sin6.ip();
             if is_valid_ip(&IpAddr::V6(ip)) {
-                let prefix = ifa.netmask.and_then(|m| m.as_sockaddr_in6().map(|s| u128::from(s.ip()).count_ones())).unwrap_or(128);
-                out[idx].ipv6.push(Addr6 { addr: ip.to_string(), netmask: ipv6_netmask(prefix) });
+                let prefix = ifa
+                    .netmask
+                    .and_then(|m| m.as_sockaddr_in6().map(|s| u128::from(s.ip()).count_ones()))
+                    .unwrap_or(128);
+                out[idx].ipv6.push(Addr6 {
+                    addr: ip.to_string(),
+                    netmask: ipv6_netmask(prefix),
+                });
             }
         }
     }
@@ -220,7 +290,11 @@ fn interfaces() -> Vec<Interface> {
 
 /// `ffff:ffff:ffff:ffff::/64`, the odd form cloud-init's netifaces-based code prints.
 pub fn ipv6_netmask(prefix: u32) -> String {
-    let mask: u128 = if prefix == 0 { 0 } else { u128::MAX << (128 - prefix.min(128)) };
+    let mask: u128 = if prefix == 0 {
+        0
+    } else {
+        u128::MAX << (128 - prefix.min(128))
+    };
     format!("{}/{}", Ipv6Addr::from(mask), prefix)
 }
 
@@ -243,15 +317,31 @@ mod tests {
         let eth0 = Interface {
             name: "eth0".into(),
             mac: Some("00:50:56:00:00:01".into()),
-            ipv4: vec![Addr4 { addr: "10.0.0.5".into(), netmask: "255.255.255.0".into(), broadcast: None }],
-            ipv6: vec![Addr6 { addr: "fd00::5".into(), netmask: ipv6_netmask(64) }],
+            ipv4: vec![Addr4 {
+                addr: "10.0.0.5".into(),
+                netmask: "255.255.255.0".into(),
+                broadcast: None,
+            }],
+            ipv6: vec![Addr6 {
+                addr: "fd00::5".into(),
+                netmask: ipv6_netmask(64),
+            }],
         };
         let (v4, v6) = default_addresses(std::slice::from_ref(&eth0), Some("eth0".into()), None);
-        assert_eq!((v4.as_deref(), v6.as_deref()), (Some("10.0.0.5"), Some("fd00::5")));
+        assert_eq!(
+            (v4.as_deref(), v6.as_deref()),
+            (Some("10.0.0.5"), Some("fd00::5"))
+        );
         let mut two = eth0.clone();
-        two.ipv4.push(Addr4 { addr: "10.0.0.6".into(), ..Default::default() });
+        two.ipv4.push(Addr4 {
+            addr: "10.0.0.6".into(),
+            ..Default::default()
+        });
         let (v4, _) = default_addresses(&[two], Some("eth0".into()), None);
-        assert_eq!(v4, None, "more than one address: omitted, as cloud-init does");
+        assert_eq!(
+            v4, None,
+            "more than one address: omitted, as cloud-init does"
+        );
         assert_eq!(ipv6_netmask(64), "ffff:ffff:ffff:ffff::/64");
     }
 

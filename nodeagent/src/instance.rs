@@ -29,7 +29,13 @@ pub fn instance_id(md: &Metadata, facts: &Facts) -> Result<String> {
     md.instance_id
         .clone()
         .or_else(|| facts.product_uuid.clone())
-        .ok_or_else(|| Error::new(Stage::Metadata, "guestinfo.metadata: instance-id", "no instance-id in metadata and no DMI product UUID to fall back on"))
+        .ok_or_else(|| {
+            Error::new(
+                Stage::Metadata,
+                "guestinfo.metadata: instance-id",
+                "no instance-id in metadata and no DMI product UUID to fall back on",
+            )
+        })
 }
 
 /// Host info as cloud-init's VMware datasource merges it into `ds.meta_data` (A.9).
@@ -49,8 +55,16 @@ fn host_info(facts: &Facts) -> Map<String, Value> {
     let (mut by_mac, mut by_v4, mut by_v6) = (Map::new(), Map::new(), Map::new());
     for i in &facts.interfaces {
         let Some(mac) = &i.mac else { continue };
-        let v4: Vec<Value> = i.ipv4.iter().map(|a| json!({"addr": a.addr, "netmask": a.netmask, "broadcast": a.broadcast})).collect();
-        let v6: Vec<Value> = i.ipv6.iter().map(|a| json!({"addr": a.addr, "netmask": a.netmask})).collect();
+        let v4: Vec<Value> = i
+            .ipv4
+            .iter()
+            .map(|a| json!({"addr": a.addr, "netmask": a.netmask, "broadcast": a.broadcast}))
+            .collect();
+        let v6: Vec<Value> = i
+            .ipv6
+            .iter()
+            .map(|a| json!({"addr": a.addr, "netmask": a.netmask}))
+            .collect();
         let mut entry = Map::new();
         if !v4.is_empty() {
             entry.insert("ipv4".into(), Value::Array(v4));
@@ -60,7 +74,10 @@ fn host_info(facts: &Facts) -> Map<String, Value> {
         }
         by_mac.insert(mac.clone(), Value::Object(entry));
         for a in &i.ipv4 {
-            by_v4.insert(a.addr.clone(), json!({"netmask": a.netmask, "broadcast": a.broadcast, "mac": mac}));
+            by_v4.insert(
+                a.addr.clone(),
+                json!({"netmask": a.netmask, "broadcast": a.broadcast, "mac": mac}),
+            );
         }
         for a in &i.ipv6 {
             by_v6.insert(a.addr.clone(), json!({"netmask": a.netmask, "mac": mac}));
@@ -90,17 +107,28 @@ fn merge_missing(into: &mut Map<String, Value>, from: Map<String, Value>) {
 pub fn build(md: &Metadata, facts: &Facts, subplatform: &str) -> Result<Value> {
     let iid = instance_id(md, facts)?;
     let mut meta = md.tree.clone();
-    meta.entry("instance-id".to_string()).or_insert_with(|| Value::String(iid.clone()));
+    meta.entry("instance-id".to_string())
+        .or_insert_with(|| Value::String(iid.clone()));
     merge_missing(&mut meta, host_info(facts));
 
     // v1.local_hostname is the short name; an IPv4 address becomes ip-a-b-c-d (A.8).
-    let fqdn = md.local_hostname.clone().or_else(|| facts.fqdn.clone()).or_else(|| facts.hostname.clone()).unwrap_or_else(|| "localhost".into());
+    let fqdn = md
+        .local_hostname
+        .clone()
+        .or_else(|| facts.fqdn.clone())
+        .or_else(|| facts.hostname.clone())
+        .unwrap_or_else(|| "localhost".into());
     let short = if fqdn.parse::<std::net::Ipv4Addr>().is_ok() {
         format!("ip-{}", fqdn.replace('.', "-"))
     } else {
         fqdn.split('.').next().unwrap_or(&fqdn).to_string()
     };
-    let cloud_name = md.tree.get("cloud-name").and_then(Value::as_str).map(str::to_ascii_lowercase).unwrap_or_else(|| "vmware".into());
+    let cloud_name = md
+        .tree
+        .get("cloud-name")
+        .and_then(Value::as_str)
+        .map(str::to_ascii_lowercase)
+        .unwrap_or_else(|| "vmware".into());
     let region = md.tree.get("region").cloned().unwrap_or(Value::Null);
     let az = md
         .tree
@@ -156,9 +184,15 @@ pub fn redacted(tree: &Value) -> Value {
             Value::Object(m) => Value::Object(
                 m.iter()
                     .map(|(k, v)| {
-                        let p = if path.is_empty() { k.clone() } else { format!("{path}/{k}") };
+                        let p = if path.is_empty() {
+                            k.clone()
+                        } else {
+                            format!("{path}/{k}")
+                        };
                         let lk = k.to_ascii_lowercase();
-                        if SENSITIVE_KEYS.contains(&lk.as_str()) || SENSITIVE_KEYS.contains(&p.to_ascii_lowercase().as_str()) {
+                        if SENSITIVE_KEYS.contains(&lk.as_str())
+                            || SENSITIVE_KEYS.contains(&p.to_ascii_lowercase().as_str())
+                        {
                             (k.clone(), Value::String(REDACTED.into()))
                         } else {
                             (k.clone(), walk(v, &p))
@@ -280,11 +314,24 @@ mod tests {
 
     #[test]
     fn metadata_wins_over_host_info_and_v1_has_short_name() {
-        let facts = Facts { hostname: Some("n1".into()), fqdn: Some("n1.example.com".into()), local_ipv4: Some("10.0.0.9".into()), ..Default::default() };
-        let tree = build(&md("instance-id: i-1\nlocal-hostname: node-a.corp\nhostname: from-md\n"), &facts, "guestinfo (guestinfo.metadata)").unwrap();
+        let facts = Facts {
+            hostname: Some("n1".into()),
+            fqdn: Some("n1.example.com".into()),
+            local_ipv4: Some("10.0.0.9".into()),
+            ..Default::default()
+        };
+        let tree = build(
+            &md("instance-id: i-1\nlocal-hostname: node-a.corp\nhostname: from-md\n"),
+            &facts,
+            "guestinfo (guestinfo.metadata)",
+        )
+        .unwrap();
         assert_eq!(tree["ds"]["meta_data"]["hostname"], "from-md");
         assert_eq!(tree["ds"]["meta_data"]["local-hostname"], "node-a.corp");
-        assert_eq!(tree["ds"]["meta_data"]["local_hostname"], "n1.example.com", "the alias key comes from host info (A.9)");
+        assert_eq!(
+            tree["ds"]["meta_data"]["local_hostname"], "n1.example.com",
+            "the alias key comes from host info (A.9)"
+        );
         assert_eq!(tree["ds"]["meta_data"]["local-ipv4"], "10.0.0.9");
         assert_eq!(tree["v1"]["local_hostname"], "node-a");
         assert_eq!(tree["v1"]["instance_id"], "i-1");
@@ -292,7 +339,10 @@ mod tests {
 
     #[test]
     fn instance_id_falls_back_to_product_uuid() {
-        let facts = Facts { product_uuid: Some("4211abcd-0000".into()), ..Default::default() };
+        let facts = Facts {
+            product_uuid: Some("4211abcd-0000".into()),
+            ..Default::default()
+        };
         let tree = build(&md("local-hostname: x\n"), &facts, "dir").unwrap();
         assert_eq!(tree["v1"]["instance_id"], "4211abcd-0000");
         assert_eq!(tree["ds"]["meta_data"]["instance-id"], "4211abcd-0000");
@@ -302,7 +352,10 @@ mod tests {
     #[test]
     fn python_json_style() {
         let v = json!({"b": [1, {}], "a": "é\"", "c": []});
-        assert_eq!(to_python_json(&v), "{\n \"a\": \"\\u00e9\\\"\",\n \"b\": [\n  1,\n  {}\n ],\n \"c\": []\n}\n");
+        assert_eq!(
+            to_python_json(&v),
+            "{\n \"a\": \"\\u00e9\\\"\",\n \"b\": [\n  1,\n  {}\n ],\n \"c\": []\n}\n"
+        );
     }
 
     #[test]

@@ -50,13 +50,18 @@ pub fn parse(text: &str, place: &str) -> Result<Metadata> {
                 return Err(Error::new(
                     Stage::Metadata,
                     format!("{place}: network"),
-                    format!("expected a mapping or an encoded string, found {}", kind(&other)),
+                    format!(
+                        "expected a mapping or an encoded string, found {}",
+                        kind(&other)
+                    ),
                 ));
             }
         };
         if !config.is_null() {
             let unwrapped = match &config {
-                Value::Object(m) if m.len() == 1 && m.contains_key("network") => m["network"].clone(),
+                Value::Object(m) if m.len() == 1 && m.contains_key("network") => {
+                    m["network"].clone()
+                }
                 _ => config.clone(),
             };
             md.network = Some(unwrapped);
@@ -71,19 +76,31 @@ pub fn parse(text: &str, place: &str) -> Result<Metadata> {
         Some(Value::String(s)) => Some(s.clone()),
         Some(Value::Number(n)) => Some(n.to_string()),
         Some(other) => {
-            return Err(Error::new(Stage::Metadata, format!("{place}: instance-id"), format!("expected a string, found {}", kind(other))));
+            return Err(Error::new(
+                Stage::Metadata,
+                format!("{place}: instance-id"),
+                format!("expected a string, found {}", kind(other)),
+            ));
         }
     };
     md.local_hostname = match tree.get("local-hostname") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
         Some(other) => {
-            return Err(Error::new(Stage::Metadata, format!("{place}: local-hostname"), format!("expected a string, found {}", kind(other))));
+            return Err(Error::new(
+                Stage::Metadata,
+                format!("{place}: local-hostname"),
+                format!("expected a string, found {}", kind(other)),
+            ));
         }
     };
     if let Some(w) = tree.get("wait-on-network") {
         let Value::Object(w) = w else {
-            return Err(Error::new(Stage::Metadata, format!("{place}: wait-on-network"), "expected a mapping with ipv4/ipv6"));
+            return Err(Error::new(
+                Stage::Metadata,
+                format!("{place}: wait-on-network"),
+                "expected a mapping with ipv4/ipv6",
+            ));
         };
         md.wait_on_network = WaitOnNetwork {
             ipv4: w.get("ipv4").map(translate_bool).unwrap_or(false),
@@ -94,9 +111,20 @@ pub fn parse(text: &str, place: &str) -> Result<Metadata> {
     md.redact = match redact {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::String(s)) => vec![s.clone()],
-        Some(Value::Array(items)) => items.iter().map(|v| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())).collect(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string())
+            })
+            .collect(),
         Some(other) => {
-            return Err(Error::new(Stage::Metadata, format!("{place}: redact"), format!("expected a list of keys, found {}", kind(other))));
+            return Err(Error::new(
+                Stage::Metadata,
+                format!("{place}: redact"),
+                format!("expected a list of keys, found {}", kind(other)),
+            ));
         }
     };
     md.public_keys = public_keys(&tree);
@@ -109,21 +137,43 @@ fn parse_object(text: &str, place: &str) -> Result<Map<String, Value>> {
     if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(text) {
         return Ok(m);
     }
-    let node = yaml::load(text, yaml::LoadOptions::default()).map_err(|e| Error { stage: Stage::Metadata, ..e.within(place) })?;
+    let node = yaml::load(text, yaml::LoadOptions::default()).map_err(|e| Error {
+        stage: Stage::Metadata,
+        ..e.within(place)
+    })?;
     match node.to_json() {
         Value::Object(m) => Ok(m),
         Value::Null => Ok(Map::new()),
-        other => Err(Error::new(Stage::Metadata, place, format!("expected a JSON object or YAML mapping, found {}", kind(&other)))),
+        other => Err(Error::new(
+            Stage::Metadata,
+            place,
+            format!(
+                "expected a JSON object or YAML mapping, found {}",
+                kind(&other)
+            ),
+        )),
     }
 }
 
 /// First present of `public-keys-data`, `public_keys_data`, `public-keys`, `public_keys` (A.8).
 fn public_keys(tree: &Map<String, Value>) -> Vec<String> {
-    let v = ["public-keys-data", "public_keys_data", "public-keys", "public_keys"].iter().find_map(|k| tree.get(*k));
+    let v = [
+        "public-keys-data",
+        "public_keys_data",
+        "public-keys",
+        "public_keys",
+    ]
+    .iter()
+    .find_map(|k| tree.get(*k));
     let mut out = Vec::new();
     fn flatten(v: &Value, out: &mut Vec<String>) {
         match v {
-            Value::String(s) => out.extend(s.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_string)),
+            Value::String(s) => out.extend(
+                s.lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_string),
+            ),
             Value::Array(items) => items.iter().for_each(|i| flatten(i, out)),
             Value::Object(m) => m.values().for_each(|i| flatten(i, out)),
             _ => {}
@@ -139,7 +189,10 @@ fn public_keys(tree: &Map<String, Value>) -> Vec<String> {
 pub fn translate_bool(v: &Value) -> bool {
     match v {
         Value::Bool(b) => *b,
-        Value::String(s) => matches!(s.trim().to_ascii_lowercase().as_str(), "true" | "1" | "on" | "yes"),
+        Value::String(s) => matches!(
+            s.trim().to_ascii_lowercase().as_str(),
+            "true" | "1" | "on" | "yes"
+        ),
         Value::Number(n) => n.as_i64() == Some(1),
         _ => false,
     }
@@ -166,16 +219,27 @@ mod tests {
         let md = parse(text, "guestinfo.metadata").unwrap();
         assert_eq!(md.instance_id.as_deref(), Some("vm-1"));
         assert_eq!(md.local_hostname.as_deref(), Some("vm-1"));
-        assert_eq!(md.wait_on_network, WaitOnNetwork { ipv4: true, ipv6: false });
+        assert_eq!(
+            md.wait_on_network,
+            WaitOnNetwork {
+                ipv4: true,
+                ipv6: false
+            }
+        );
         assert_eq!(md.network.as_ref().unwrap()["version"], 2);
-        assert_eq!(md.tree["network"]["config"]["ethernets"]["id0"]["dhcp4"], true);
+        assert_eq!(
+            md.tree["network"]["config"]["ethernets"]["id0"]["dhcp4"],
+            true
+        );
     }
 
     #[test]
     fn json_metadata_and_encoded_network_and_redact_string() {
         use base64::Engine;
         let net = base64::engine::general_purpose::STANDARD.encode("network:\n  version: 2\n");
-        let text = format!(r#"{{"instance-id": 42, "network": "{net}", "network.encoding": "base64", "cleanup-guestinfo": "userdata", "public-keys": "ssh-ed25519 AAA a\nssh-rsa BBB b\n"}}"#);
+        let text = format!(
+            r#"{{"instance-id": 42, "network": "{net}", "network.encoding": "base64", "cleanup-guestinfo": "userdata", "public-keys": "ssh-ed25519 AAA a\nssh-rsa BBB b\n"}}"#
+        );
         let md = parse(&text, "guestinfo.metadata").unwrap();
         assert_eq!(md.instance_id.as_deref(), Some("42"));
         assert_eq!(md.network.unwrap()["version"], 2);

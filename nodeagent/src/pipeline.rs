@@ -1,1 +1,285 @@
-//! read -> decode -> instance data -> render -> cloud-config -> plan, as one pure-ish function. Owner: core.
+//! The read side of one run, as two steps: `gather` does all the I/O (transport, host
+//! facts, image config, the target's user database); `prepare` is pure and turns those
+//! inputs into instance data, rendered userdata, a typed cloud-config and the plan.
+//! `render`, `plan`, `validate`, `query` and `run` all go through here, so what `plan`
+//! prints is exactly what `run` executes.
+
+use crate::cloudconfig::{self, CloudConfig};
+use crate::config::ImageConfig;
+use crate::error::{Error, Result, Stage};
+use crate::facts::Facts;
+use crate::metadata::{self, Metadata};
+use crate::plan::{self, Plan, PlanInput, UserDb};
+use crate::template::{self, Header};
+use crate::transport::{self, RawData, Transport};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// Where the data comes from and how strictly to treat it (the CLI's common flags).
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// `vmware`, `fwcfg`, `dir:PATH`, `nocloud:PATH`; `None` = detect in the image config's order.
+    pub transport: Option<String>,
+    /// `--facts FILE`: replaces detected host facts.
+    pub facts: Option<PathBuf>,
+    /// `--compat`; the image config's `compat: true` also turns it on.
+    pub compat: bool,
+    /// `--root DIR`: every path the agent reads or writes lives under it.
+    pub root: PathBuf,
+}
+
+/// Everything read from outside the process. Nothing after `gather` does I/O.
+pub struct Inputs {
+    pub transport: Box<dyn Transport>,
+    pub transport_log: Vec<String>,
+    pub raw: RawData,
+    pub facts: Facts,
+    pub image: ImageConfig,
+    pub users: UserDb,
+    pub compat: bool,
+    pub root: PathBuf,
+}
+
+pub fn gather(opts: &Options) -> Result<Inputs> {
+    let root = if opts.root.as_os_str().is_empty() {
+        PathBuf::from("/")
+    } else {
+        opts.root.clone()
+    };
+    let image = ImageConfig::load(&root)?;
+    let (transport, transport_log) = match &opts.transport {
+        Some(spec) => (
+            transport::from_spec(spec)?,
+            vec![format!("transport {spec} chosen with --transport")],
+        ),
+        None => transport::detect(&image.transports, &root)?,
+    };
+    for line in &transport_log {
+        tracing::info!(transport = transport.name(), "{line}");
+    }
+    let raw = transport::read_all(transport.as_ref())?;
+    let facts = match &opts.facts {
+        Some(path) => Facts::from_file(path)?,
+        None => Facts::detect(&root),
+    };
+    let users = UserDb::read(&root);
+    let compat = opts.compat || image.compat;
+    Ok(Inputs {
+        transport,
+        transport_log,
+        raw,
+        facts,
+        image,
+        users,
+        compat,
+        root,
+    })
+}
+
+/// The result of the pure half of a run.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub metadata: Metadata,
+    pub instance_id: String,
+    /// The full (sensitive) instance-data tree.
+    pub instance_data: Value,
+    /// Userdata as received (decoded), if any.
+    pub userdata: Option<String>,
+    /// Userdata after template rendering (equal to `userdata` when it is not a template).
+    pub rendered: Option<String>,
+    pub config: CloudConfig,
+    pub plan: Plan,
+    pub warnings: Vec<String>,
+}
+
+/// `v1.subplatform`, as cloud-init names the VMware transports.
+fn subplatform(transport: &str) -> String {
+    match transport {
+        "vmware" => "guestinfo (guestinfo.metadata)".into(),
+        other => format!("{other} (guestinfo.metadata)"),
+    }
+}
+
+/// Metadata and instance data, shared by the local and main stages.
+fn instance(inputs: &Inputs) -> Result<(Metadata, String, Value)> {
+    let md = match &inputs.raw.metadata {
+        Some(d) => metadata::parse(&d.text, "guestinfo.metadata")?,
+        None => Metadata::default(),
+    };
+    let iid = crate::instance::instance_id(&md, &inputs.facts)?;
+    let tree = crate::instance::build(&md, &inputs.facts, &subplatform(inputs.transport.name()))?;
+    Ok((md, iid, tree))
+}
+
+/// Instance data alone (for `render` and `query`): no plan, so nothing else can fail.
+pub fn instance_data(inputs: &Inputs) -> Result<Value> {
+    instance(inputs).map(|(_, _, tree)| tree)
+}
+
+/// The local stage only needs metadata: hostname and network, before the network is up.
+pub fn prepare_local(inputs: &Inputs) -> Result<Prepared> {
+    let (md, iid, tree) = instance(inputs)?;
+    let plan = plan::build_local(&iid, &md, &inputs.facts, inputs.compat)?;
+    let warnings = [inputs.raw.warnings(), plan.warnings.clone()].concat();
+    Ok(Prepared {
+        metadata: md,
+        instance_id: iid,
+        instance_data: tree,
+        userdata: None,
+        rendered: None,
+        config: CloudConfig::default(),
+        plan,
+        warnings,
+    })
+}
+
+/// Metadata → instance data → rendered userdata → cloud-config → plan. Pure.
+pub fn prepare(inputs: &Inputs) -> Result<Prepared> {
+    let (md, iid, tree) = instance(inputs)?;
+    let mut warnings = inputs.raw.warnings();
+    let userdata = inputs.raw.userdata.as_ref().map(|d| d.text.clone());
+    let (rendered, config) = match &userdata {
+        None => (None, CloudConfig::default()),
+        Some(text) => {
+            let (rendered, source, mut w) = render_userdata(text, &tree, inputs.compat)?;
+            warnings.append(&mut w);
+            match rendered {
+                None => (None, CloudConfig::default()),
+                Some(r) => {
+                    let parsed = cloudconfig::parse(&r, source, inputs.compat)?;
+                    warnings.extend(parsed.warnings);
+                    (Some(r), parsed.config)
+                }
+            }
+        }
+    };
+    let plan = plan::build(&PlanInput {
+        instance_id: &iid,
+        metadata: &md,
+        facts: &inputs.facts,
+        config: &config,
+        users: &inputs.users,
+        image: &inputs.image,
+        compat: inputs.compat,
+        root: &inputs.root,
+    })?;
+    warnings.extend(plan.warnings.iter().cloned());
+    Ok(Prepared {
+        metadata: md,
+        instance_id: iid,
+        instance_data: tree,
+        userdata,
+        rendered,
+        config,
+        plan,
+        warnings,
+    })
+}
+
+/// Apply the template layer: `## template: jinja` renders, anything else passes through.
+/// Returns the text to parse (`None` when compat mode drops the part as cloud-init would),
+/// the name to use in error places, and warnings.
+pub fn render_userdata(
+    text: &str,
+    instance_data: &Value,
+    compat: bool,
+) -> Result<(Option<String>, &'static str, Vec<String>)> {
+    match template::detect(text) {
+        Header::Jinja => {
+            let r = template::render(text, instance_data, compat)?;
+            Ok((Some(r.text), "rendered userdata", r.warnings))
+        }
+        Header::LikelyTypo(why) if compat => Ok((
+            None,
+            "userdata",
+            vec![format!(
+                "userdata line 1: {why}; userdata ignored as cloud-init would (--compat)"
+            )],
+        )),
+        Header::LikelyTypo(why) => Err(Error::new(Stage::Template, "userdata line 1", why)),
+        Header::NotTemplate => Ok((Some(text.to_string()), "userdata", Vec::new())),
+    }
+}
+
+/// Read a userdata file given on the command line (`validate FILE`).
+pub fn read_userdata_file(path: &Path) -> Result<String> {
+    let place = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| Error::new(Stage::Usage, &place, e.to_string()))?;
+    if bytes.len() > crate::limits::MAX_DECODED_BYTES {
+        return Err(Error::new(
+            Stage::Decode,
+            &place,
+            format!(
+                "{} bytes; the limit is {}",
+                bytes.len(),
+                crate::limits::MAX_DECODED_BYTES
+            ),
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        Error::new(
+            Stage::Decode,
+            &place,
+            format!(
+                "not UTF-8 (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })
+}
+
+/// The transport of commands that read userdata from a file and have no platform to ask.
+pub struct Offline;
+
+impl Transport for Offline {
+    fn name(&self) -> &'static str {
+        "none"
+    }
+    fn get(&self, _key: &str) -> Result<Option<Vec<u8>>> {
+        Ok(None)
+    }
+    fn set(&self, key: &str, _value: &[u8]) -> Result<()> {
+        Err(Error::new(
+            Stage::Transport,
+            key,
+            "no platform transport to publish to",
+        ))
+    }
+}
+
+/// `gather` for a userdata file: metadata still comes from `--transport` when one is given.
+pub fn gather_with_userdata(opts: &Options, userdata: String) -> Result<Inputs> {
+    let mut inputs = if opts.transport.is_some() {
+        gather(opts)?
+    } else {
+        let root = if opts.root.as_os_str().is_empty() {
+            PathBuf::from("/")
+        } else {
+            opts.root.clone()
+        };
+        let image = ImageConfig::load(&root)?;
+        let mut facts = match &opts.facts {
+            Some(path) => Facts::from_file(path)?,
+            None => Facts::detect(&root),
+        };
+        // No platform metadata: an instance-id is still needed to build a plan.
+        facts
+            .product_uuid
+            .get_or_insert_with(|| "nodeagent-validate".into());
+        Inputs {
+            transport: Box::new(Offline),
+            transport_log: Vec::new(),
+            raw: RawData::default(),
+            facts,
+            compat: opts.compat || image.compat,
+            image,
+            users: UserDb::read(&root),
+            root,
+        }
+    };
+    inputs.raw.userdata = Some(crate::decode::Decoded {
+        text: userdata,
+        warnings: Vec::new(),
+    });
+    Ok(inputs)
+}

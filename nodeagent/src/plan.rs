@@ -299,3 +299,8 @@ pub struct KubeadmSpec {
 fn redacted_str<S: Serializer>(v: &str, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&crate::redact::redact_text(v))
 }
+
+mod build;
+pub use build::{
+    PlanInput, UserDb, build, build_local, decode_permissions, normalise_path, parse_owner,
+};

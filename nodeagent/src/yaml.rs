@@ -464,11 +464,12 @@ fn resolve_scalar(
         return match suffix {
             "str" => Ok(mk(Value::Str(text), None)),
             "binary" => {
-                use base64::Engine;
-                let cleaned: String = text.chars().filter(|c| !c.is_whitespace()).collect();
-                let bytes = base64::engine::general_purpose::STANDARD
-                    .decode(cleaned.as_bytes())
-                    .map_err(|e| err_at(mark, format!("!!binary value is not base64: {e}")))?;
+                // PyYAML uses base64.decodebytes: characters outside the alphabet are skipped.
+                let bytes =
+                    crate::decode::py_b64decode(text.as_bytes(), crate::limits::MAX_DECODED_BYTES)
+                        .map_err(|e| {
+                            err_at(mark, format!("!!binary value is not base64: {e:?}"))
+                        })?;
                 Ok(mk(Value::Binary(bytes), None))
             }
             "int" | "float" | "bool" | "null" => {

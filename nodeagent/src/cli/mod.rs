@@ -7,6 +7,7 @@ pub mod analyze;
 pub mod certs;
 pub mod clean;
 pub mod collect_logs;
+pub mod common;
 pub mod generate;
 pub mod mint;
 pub mod plan;
@@ -58,6 +59,7 @@ pub enum Command {
 
 pub fn main() -> i32 {
     let cli = Cli::parse();
+    init_logging();
     match cli.command {
         Command::Render(a) => render::run(a),
         Command::Plan(a) => plan::run(a),
@@ -72,4 +74,34 @@ pub fn main() -> i32 {
         Command::Mint(a) => mint::run(a),
         Command::Generate(a) => generate::run(a),
     }
+}
+
+/// Structured logs to the journal when running under systemd, readable text on stderr otherwise.
+/// `NODEAGENT_LOG` (an env-filter directive) sets the level; default `info` under systemd, `warn` on a terminal.
+fn init_logging() {
+    use tracing_subscriber::prelude::*;
+    let under_systemd =
+        std::env::var_os("JOURNAL_STREAM").is_some() || std::env::var_os("INVOCATION_ID").is_some();
+    let default = if under_systemd { "info" } else { "warn" };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("NODEAGENT_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    if under_systemd {
+        if let Ok(journald) = tracing_journald::layer() {
+            let _ = tracing_subscriber::registry()
+                .with(filter)
+                .with(journald.with_syslog_identifier("nodeagent".into()))
+                .try_init();
+            return;
+        }
+    }
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_target(false)
+                .without_time()
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
+        )
+        .try_init();
 }

@@ -79,17 +79,86 @@ const SUPPORTED: &[&str] = &[
 /// cloud-init modules and settings we deliberately do not implement (a node image is baked;
 /// packages, repositories and configuration management belong in the image build).
 const UNSUPPORTED: &[&str] = &[
-    "allow_public_ssh_keys", "ansible", "apk_repos", "apt", "apt_pipelining", "apt_preserve_sources_list", "apt_reboot_if_required",
-    "apt_update", "apt_upgrade", "authkey_hash", "autoinstall", "byobu_by_default", "ca-certs", "ca_certs", "chef", "chpasswd",
-    "cloud_config_modules", "cloud_final_modules", "cloud_init_modules", "datasource", "debug", "disable_ec2_metadata",
-    "disable_root", "disable_root_opts", "drivers", "fan", "growpart", "grub-dpkg", "grub_dpkg", "keyboard", "landscape",
-    "locale", "locale_configfile", "lxd", "manage_resolv_conf", "mcollective", "network", "no_ssh_fingerprints", "output",
-    "package_reboot_if_required", "package_update", "package_upgrade", "packages", "password", "phone_home", "power_state",
-    "puppet", "random_seed", "reporting", "resize_rootfs", "resolv_conf", "rh_subscription", "rsyslog", "salt_minion",
-    "seed_random", "snap", "snappy", "spacewalk", "ssh", "ssh_deletekeys", "ssh_fp_console_blacklist", "ssh_genkeytypes",
-    "ssh_import_id", "ssh_key_console_blacklist", "ssh_keys", "ssh_publish_hostkeys", "ssh_pwauth", "ssh_quiet_keygen",
-    "swap", "system_info", "timezone", "ubuntu_advantage", "ubuntu_pro", "updates", "user", "vendor_data", "wireguard",
-    "yum_repo_dir", "yum_repos", "zypper",
+    "allow_public_ssh_keys",
+    "ansible",
+    "apk_repos",
+    "apt",
+    "apt_pipelining",
+    "apt_preserve_sources_list",
+    "apt_reboot_if_required",
+    "apt_update",
+    "apt_upgrade",
+    "authkey_hash",
+    "autoinstall",
+    "byobu_by_default",
+    "ca-certs",
+    "ca_certs",
+    "chef",
+    "chpasswd",
+    "cloud_config_modules",
+    "cloud_final_modules",
+    "cloud_init_modules",
+    "datasource",
+    "debug",
+    "disable_ec2_metadata",
+    "disable_root",
+    "disable_root_opts",
+    "drivers",
+    "fan",
+    "growpart",
+    "grub-dpkg",
+    "grub_dpkg",
+    "keyboard",
+    "landscape",
+    "locale",
+    "locale_configfile",
+    "lxd",
+    "manage_resolv_conf",
+    "mcollective",
+    "network",
+    "no_ssh_fingerprints",
+    "output",
+    "package_reboot_if_required",
+    "package_update",
+    "package_upgrade",
+    "packages",
+    "password",
+    "phone_home",
+    "power_state",
+    "puppet",
+    "random_seed",
+    "reporting",
+    "resize_rootfs",
+    "resolv_conf",
+    "rh_subscription",
+    "rsyslog",
+    "salt_minion",
+    "seed_random",
+    "snap",
+    "snappy",
+    "spacewalk",
+    "ssh",
+    "ssh_deletekeys",
+    "ssh_fp_console_blacklist",
+    "ssh_genkeytypes",
+    "ssh_import_id",
+    "ssh_key_console_blacklist",
+    "ssh_keys",
+    "ssh_publish_hostkeys",
+    "ssh_pwauth",
+    "ssh_quiet_keygen",
+    "swap",
+    "system_info",
+    "timezone",
+    "ubuntu_advantage",
+    "ubuntu_pro",
+    "updates",
+    "user",
+    "vendor_data",
+    "wireguard",
+    "yum_repo_dir",
+    "yum_repos",
+    "zypper",
 ];
 
 /// Parse rendered userdata (`#cloud-config` ...). `source` names it in errors
@@ -106,25 +175,48 @@ pub fn parse(text: &str, source: &str, compat: bool) -> Result<Parsed> {
                 PayloadKind::Mime => "MIME multipart",
                 _ => "not #cloud-config (first line must be #cloud-config)",
             };
-            return Err(Error::new(Stage::CloudConfig, format!("{source} line 1"), format!("unsupported userdata type: {what}")));
+            return Err(Error::new(
+                Stage::CloudConfig,
+                format!("{source} line 1"),
+                format!("unsupported userdata type: {what}"),
+            ));
         }
     }
-    let root = yaml::load(text, yaml::LoadOptions { allow_duplicate_keys: compat }).map_err(|e| at_source(e, source))?;
+    let root = yaml::load(
+        text,
+        yaml::LoadOptions {
+            allow_duplicate_keys: compat,
+        },
+    )
+    .map_err(|e| at_source(e, source))?;
     from_node(&root, source, compat)
 }
 
 fn at_source(e: Error, source: &str) -> Error {
-    Error { stage: Stage::CloudConfig, place: format!("{source} {}", e.place), message: e.message }
+    Error {
+        stage: Stage::CloudConfig,
+        place: format!("{source} {}", e.place),
+        message: e.message,
+    }
 }
 
 /// Build the typed config from a loaded YAML tree.
 pub fn from_node(root: &Node, source: &str, compat: bool) -> Result<Parsed> {
     let mut warnings = Vec::new();
     let entries = match &root.value {
-        Value::Null => return Ok(Parsed { config: CloudConfig::default(), warnings }),
+        Value::Null => {
+            return Ok(Parsed {
+                config: CloudConfig::default(),
+                warnings,
+            });
+        }
         Value::Map(entries) => entries,
         _ => {
-            return Err(Error::new(Stage::CloudConfig, format!("{source} {}", root.place()), "cloud-config must be a mapping of module keys"));
+            return Err(Error::new(
+                Stage::CloudConfig,
+                format!("{source} {}", root.place()),
+                "cloud-config must be a mapping of module keys",
+            ));
         }
     };
     for (k, _) in entries {
@@ -132,20 +224,32 @@ pub fn from_node(root: &Node, source: &str, compat: bool) -> Result<Parsed> {
         let problem = if SUPPORTED.contains(&key.as_str()) {
             continue;
         } else if UNSUPPORTED.contains(&key.as_str()) {
-            format!("unsupported module '{key}' (nodeagent does not implement it; bake it into the image)")
+            format!(
+                "unsupported module '{key}' (nodeagent does not implement it; bake it into the image)"
+            )
         } else {
             format!("unknown key '{key}'")
         };
         if compat {
-            warnings.push(format!("{source} {}: {problem}; ignored (--compat)", k.place()));
+            warnings.push(format!(
+                "{source} {}: {problem}; ignored (--compat)",
+                k.place()
+            ));
         } else {
-            return Err(Error::new(Stage::CloudConfig, format!("{source} {}", k.place()), problem));
+            return Err(Error::new(
+                Stage::CloudConfig,
+                format!("{source} {}", k.place()),
+                problem,
+            ));
         }
     }
     let mut cfg = CloudConfig::default();
     macro_rules! field {
         ($name:ident) => {
-            if let Some(n) = root.get(stringify!($name)).filter(|n| n.value != Value::Null) {
+            if let Some(n) = root
+                .get(stringify!($name))
+                .filter(|n| n.value != Value::Null)
+            {
                 cfg.$name = typed(n, stringify!($name), source)?;
             }
         };
@@ -174,18 +278,35 @@ pub fn from_node(root: &Node, source: &str, compat: bool) -> Result<Parsed> {
         return Err(Error::new(
             Stage::CloudConfig,
             format!("{source} write_files"),
-            format!("{} entries; the limit is {}", cfg.write_files.len(), crate::limits::MAX_WRITE_FILES),
+            format!(
+                "{} entries; the limit is {}",
+                cfg.write_files.len(),
+                crate::limits::MAX_WRITE_FILES
+            ),
         ));
     }
     check_permissions(root, source, compat, &mut warnings)?;
-    Ok(Parsed { config: cfg, warnings })
+    Ok(Parsed {
+        config: cfg,
+        warnings,
+    })
 }
 
 /// `content: !!binary ...` is raw bytes, not text: keep them as such.
 fn binary_contents(root: &Node, cfg: &mut CloudConfig) {
-    let Some(Node { value: Value::Seq(items), .. }) = root.get("write_files") else { return };
+    let Some(Node {
+        value: Value::Seq(items),
+        ..
+    }) = root.get("write_files")
+    else {
+        return;
+    };
     for (item, wf) in items.iter().zip(cfg.write_files.iter_mut()) {
-        if let Some(Node { value: Value::Binary(b), .. }) = item.get("content") {
+        if let Some(Node {
+            value: Value::Binary(b),
+            ..
+        }) = item.get("content")
+        {
             wf.content = None;
             wf.content_binary = Some(b.clone());
         }
@@ -198,25 +319,59 @@ fn typed<T: DeserializeOwned>(node: &Node, key: &str, source: &str) -> Result<T>
     serde_path_to_error::deserialize(json).map_err(|e| {
         let at = node.locate(e.path());
         let path = e.path().to_string();
-        let field = if path == "." || path.is_empty() { key.to_string() } else if path.starts_with('[') { format!("{key}{path}") } else { format!("{key}.{path}") };
-        Error::new(Stage::CloudConfig, format!("{source} {}: {field}", at.place()), e.inner().to_string())
+        let field = if path == "." || path.is_empty() {
+            key.to_string()
+        } else if path.starts_with('[') {
+            format!("{key}{path}")
+        } else {
+            format!("{key}.{path}")
+        };
+        Error::new(
+            Stage::CloudConfig,
+            format!("{source} {}: {field}", at.place()),
+            e.inner().to_string(),
+        )
     })
 }
 
 /// `permissions: 644` (unquoted) is the decimal integer 644 in YAML 1.1, i.e. mode 0o1204:
 /// almost always a mistake. cloud-init applies it silently; we refuse unless `compat`.
-fn check_permissions(root: &Node, source: &str, compat: bool, warnings: &mut Vec<String>) -> Result<()> {
-    let Some(Node { value: Value::Seq(items), .. }) = root.get("write_files") else { return Ok(()) };
+fn check_permissions(
+    root: &Node,
+    source: &str,
+    compat: bool,
+    warnings: &mut Vec<String>,
+) -> Result<()> {
+    let Some(Node {
+        value: Value::Seq(items),
+        ..
+    }) = root.get("write_files")
+    else {
+        return Ok(());
+    };
     for (i, item) in items.iter().enumerate() {
-        let Some(p) = item.get("permissions") else { continue };
-        let (Value::Int(v), Some(text)) = (&p.value, &p.plain) else { continue };
-        let looks_octal = !text.starts_with('0') && (3..=4).contains(&text.len()) && text.chars().all(|c| ('0'..='7').contains(&c));
+        let Some(p) = item.get("permissions") else {
+            continue;
+        };
+        let (Value::Int(v), Some(text)) = (&p.value, &p.plain) else {
+            continue;
+        };
+        let looks_octal = !text.starts_with('0')
+            && (3..=4).contains(&text.len())
+            && text.chars().all(|c| ('0'..='7').contains(&c));
         if looks_octal {
-            let msg = format!("permissions: {text} is a decimal integer in YAML 1.1 (mode {:#o}); write '0{text}' to mean octal", v);
+            let msg = format!(
+                "permissions: {text} is a decimal integer in YAML 1.1 (mode {:#o}); write '0{text}' to mean octal",
+                v
+            );
             if compat {
                 warnings.push(format!("{source} {}: write_files[{i}].{msg}", p.place()));
             } else {
-                return Err(Error::new(Stage::CloudConfig, format!("{source} {}: write_files[{i}].permissions", p.place()), msg));
+                return Err(Error::new(
+                    Stage::CloudConfig,
+                    format!("{source} {}: write_files[{i}].permissions", p.place()),
+                    msg,
+                ));
             }
         }
     }

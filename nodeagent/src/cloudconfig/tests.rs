@@ -7,22 +7,46 @@ fn cabpk_shapes_parse() {
     let p = parse(CABPK, "userdata", false).unwrap();
     let c = &p.config;
     assert_eq!(c.write_files.len(), 2);
-    assert_eq!(c.write_files[0].content.as_deref(), Some("hello\n"), "clip chomping drops the 6-space line");
-    assert_eq!(c.write_files[0].permissions, Some(serde_json::json!("0640")));
-    assert_eq!(c.write_files[1].permissions, Some(serde_json::json!(420)), "YAML 1.1 octal");
+    assert_eq!(
+        c.write_files[0].content.as_deref(),
+        Some("hello\n"),
+        "clip chomping drops the 6-space line"
+    );
+    assert_eq!(
+        c.write_files[0].permissions,
+        Some(serde_json::json!("0640"))
+    );
+    assert_eq!(
+        c.write_files[1].permissions,
+        Some(serde_json::json!(420)),
+        "YAML 1.1 octal"
+    );
     assert!(c.write_files[1].append.0);
     assert_eq!(c.runcmd.len(), 3);
-    assert_eq!(c.runcmd[1], CmdItem::Argv(vec!["echo".into(), "1".into(), "True".into()]));
+    assert_eq!(
+        c.runcmd[1],
+        CmdItem::Argv(vec!["echo".into(), "1".into(), "True".into()])
+    );
     assert_eq!(c.runcmd[2], CmdItem::Skip);
-    let UserItem::User(u) = &c.users[0] else { panic!("expected a user") };
+    let UserItem::User(u) = &c.users[0] else {
+        panic!("expected a user")
+    };
     assert_eq!(u.name, "capv");
 }
 
 #[test]
 fn unknown_and_unsupported_keys_name_the_line() {
-    let err = parse("#cloud-config\nruncmd: []\npackages: [curl]\n", "userdata", false).unwrap_err();
+    let err = parse(
+        "#cloud-config\nruncmd: []\npackages: [curl]\n",
+        "userdata",
+        false,
+    )
+    .unwrap_err();
     assert_eq!(err.place, "userdata line 3 column 1");
-    assert!(err.message.contains("unsupported module 'packages'"), "{err}");
+    assert!(
+        err.message.contains("unsupported module 'packages'"),
+        "{err}"
+    );
     let err = parse("#cloud-config\nwrite_file: []\n", "userdata", false).unwrap_err();
     assert!(err.message.contains("unknown key 'write_file'"), "{err}");
     let ok = parse("#cloud-config\npackages: [curl]\n", "userdata", true).unwrap();
@@ -31,24 +55,50 @@ fn unknown_and_unsupported_keys_name_the_line() {
 
 #[test]
 fn wrong_types_name_field_path_and_line() {
-    let err = parse("#cloud-config\nwrite_files:\n- path: /a\n  owner: 5\n", "userdata", false).unwrap_err();
+    let err = parse(
+        "#cloud-config\nwrite_files:\n- path: /a\n  owner: 5\n",
+        "userdata",
+        false,
+    )
+    .unwrap_err();
     assert!(err.place.contains("line 4"), "{err}");
     assert!(err.place.contains("write_files[0].owner"), "{err}");
-    let err = parse("#cloud-config\nwrite_files:\n- path: /a\n  mode: '0600'\n", "userdata", false).unwrap_err();
+    let err = parse(
+        "#cloud-config\nwrite_files:\n- path: /a\n  mode: '0600'\n",
+        "userdata",
+        false,
+    )
+    .unwrap_err();
     assert!(err.message.contains("unknown field `mode`"), "{err}");
 }
 
 #[test]
 fn decimal_permissions_are_flagged() {
-    let err = parse("#cloud-config\nwrite_files:\n- path: /a\n  permissions: 644\n", "userdata", false).unwrap_err();
+    let err = parse(
+        "#cloud-config\nwrite_files:\n- path: /a\n  permissions: 644\n",
+        "userdata",
+        false,
+    )
+    .unwrap_err();
     assert!(err.message.contains("decimal integer"), "{err}");
-    assert!(parse("#cloud-config\nwrite_files:\n- path: /a\n  permissions: 493\n", "userdata", false).is_ok(), "493 == 0o755 is deliberate");
+    assert!(
+        parse(
+            "#cloud-config\nwrite_files:\n- path: /a\n  permissions: 493\n",
+            "userdata",
+            false
+        )
+        .is_ok(),
+        "493 == 0o755 is deliberate"
+    );
 }
 
 #[test]
 fn payload_kinds() {
     assert_eq!(payload_kind("#!/bin/sh\necho"), PayloadKind::ShellScript);
-    assert_eq!(payload_kind("#cloud-config-archive\n"), PayloadKind::CloudConfigArchive);
+    assert_eq!(
+        payload_kind("#cloud-config-archive\n"),
+        PayloadKind::CloudConfigArchive
+    );
     let err = parse("#include\nhttp://x\n", "userdata", false).unwrap_err();
     assert!(err.message.contains("#include"), "{err}");
 }
@@ -56,6 +106,15 @@ fn payload_kinds() {
 #[test]
 fn binary_content_and_groups_shapes() {
     let p = parse("#cloud-config\nwrite_files:\n- path: /b\n  content: !!binary |\n    aGk=\ngroups:\n  - admins: [a, b]\n  - plain\n", "userdata", false).unwrap();
-    assert_eq!(p.config.write_files[0].content_binary.as_deref(), Some(&b"hi"[..]));
-    assert_eq!(p.config.groups.0, vec![("admins".into(), vec!["a".into(), "b".into()]), ("plain".into(), vec![])]);
+    assert_eq!(
+        p.config.write_files[0].content_binary.as_deref(),
+        Some(&b"hi"[..])
+    );
+    assert_eq!(
+        p.config.groups.0,
+        vec![
+            ("admins".into(), vec!["a".into(), "b".into()]),
+            ("plain".into(), vec![])
+        ]
+    );
 }

@@ -1,7 +1,7 @@
 //! Field types of the cloud-config modules, accepting exactly the shapes cloud-init accepts.
 
-use serde::de::{self, Deserializer};
 use serde::Deserialize;
+use serde::de::{self, Deserializer};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -37,9 +37,16 @@ impl<'de> Deserialize<'de> for Flag {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let v = Value::deserialize(d)?;
         match &v {
-            Value::Bool(_) | Value::String(_) | Value::Null => Ok(Flag(crate::metadata::translate_bool(&v))),
-            Value::Number(n) if n.as_i64() == Some(0) || n.as_i64() == Some(1) => Ok(Flag(n.as_i64() == Some(1))),
-            other => Err(de::Error::custom(format!("expected a boolean, found {}", crate::metadata::kind(other)))),
+            Value::Bool(_) | Value::String(_) | Value::Null => {
+                Ok(Flag(crate::metadata::translate_bool(&v)))
+            }
+            Value::Number(n) if n.as_i64() == Some(0) || n.as_i64() == Some(1) => {
+                Ok(Flag(n.as_i64() == Some(1)))
+            }
+            other => Err(de::Error::custom(format!(
+                "expected a boolean, found {}",
+                crate::metadata::kind(other)
+            ))),
         }
     }
 }
@@ -85,11 +92,17 @@ impl<'de> Deserialize<'de> for CmdItem {
                     Value::String(s) => Ok(s.clone()),
                     Value::Number(n) => Ok(n.to_string()),
                     Value::Bool(b) => Ok(if *b { "True" } else { "False" }.to_string()),
-                    other => Err(de::Error::custom(format!("a command list may hold strings and numbers, found {}", crate::metadata::kind(other)))),
+                    other => Err(de::Error::custom(format!(
+                        "a command list may hold strings and numbers, found {}",
+                        crate::metadata::kind(other)
+                    ))),
                 })
                 .collect::<Result<Vec<_>, _>>()
                 .map(CmdItem::Argv),
-            other => Err(de::Error::custom(format!("expected a command string or list, found {}", crate::metadata::kind(&other)))),
+            other => Err(de::Error::custom(format!(
+                "expected a command string or list, found {}",
+                crate::metadata::kind(&other)
+            ))),
         }
     }
 }
@@ -102,16 +115,28 @@ impl<'de> Deserialize<'de> for StrList {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         match Value::deserialize(d)? {
             Value::Null => Ok(StrList(Vec::new())),
-            Value::String(s) => Ok(StrList(s.split(',').map(str::trim).filter(|x| !x.is_empty()).map(str::to_string).collect())),
+            Value::String(s) => Ok(StrList(
+                s.split(',')
+                    .map(str::trim)
+                    .filter(|x| !x.is_empty())
+                    .map(str::to_string)
+                    .collect(),
+            )),
             Value::Array(items) => items
                 .into_iter()
                 .map(|v| match v {
                     Value::String(s) => Ok(s),
-                    other => Err(de::Error::custom(format!("expected a string, found {}", crate::metadata::kind(&other)))),
+                    other => Err(de::Error::custom(format!(
+                        "expected a string, found {}",
+                        crate::metadata::kind(&other)
+                    ))),
                 })
                 .collect::<Result<Vec<_>, _>>()
                 .map(StrList),
-            other => Err(de::Error::custom(format!("expected a string or a list of strings, found {}", crate::metadata::kind(&other)))),
+            other => Err(de::Error::custom(format!(
+                "expected a string or a list of strings, found {}",
+                crate::metadata::kind(&other)
+            ))),
         }
     }
 }
@@ -130,8 +155,13 @@ impl<'de> Deserialize<'de> for UserItem {
             Value::String(s) => Err(de::Error::custom(format!(
                 "user '{s}' given as a bare name: write it as a mapping with name: (nodeagent needs explicit settings)"
             ))),
-            v @ Value::Object(_) => serde_json::from_value::<UserEntry>(v).map(|u| UserItem::User(Box::new(u))).map_err(de::Error::custom),
-            other => Err(de::Error::custom(format!("expected a user mapping or 'default', found {}", crate::metadata::kind(&other)))),
+            v @ Value::Object(_) => serde_json::from_value::<UserEntry>(v)
+                .map(|u| UserItem::User(Box::new(u)))
+                .map_err(de::Error::custom),
+            other => Err(de::Error::custom(format!(
+                "expected a user mapping or 'default', found {}",
+                crate::metadata::kind(&other)
+            ))),
         }
     }
 }
@@ -173,12 +203,16 @@ pub struct Groups(pub Vec<(String, Vec<String>)>);
 impl<'de> Deserialize<'de> for Groups {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         fn members<E: de::Error>(v: Value) -> Result<Vec<String>, E> {
-            serde_json::from_value::<StrList>(v).map(|l| l.0).map_err(E::custom)
+            serde_json::from_value::<StrList>(v)
+                .map(|l| l.0)
+                .map_err(E::custom)
         }
         let mut out = Vec::new();
         match Value::deserialize(d)? {
             Value::Null => {}
-            Value::String(s) => out.extend(s.split(',').map(|g| (g.trim().to_string(), Vec::new()))),
+            Value::String(s) => {
+                out.extend(s.split(',').map(|g| (g.trim().to_string(), Vec::new())))
+            }
             Value::Object(m) => {
                 for (k, v) in m {
                     out.push((k, members(v)?));
@@ -193,11 +227,21 @@ impl<'de> Deserialize<'de> for Groups {
                                 out.push((k, members(v)?));
                             }
                         }
-                        other => return Err(de::Error::custom(format!("a group is a name or a mapping, found {}", crate::metadata::kind(&other)))),
+                        other => {
+                            return Err(de::Error::custom(format!(
+                                "a group is a name or a mapping, found {}",
+                                crate::metadata::kind(&other)
+                            )));
+                        }
                     }
                 }
             }
-            other => return Err(de::Error::custom(format!("expected a list of groups, found {}", crate::metadata::kind(&other)))),
+            other => {
+                return Err(de::Error::custom(format!(
+                    "expected a list of groups, found {}",
+                    crate::metadata::kind(&other)
+                )));
+            }
         }
         Ok(Groups(out))
     }
@@ -246,7 +290,10 @@ impl<'de> Deserialize<'de> for MountField {
             Value::Null => Ok(MountField(None)),
             Value::String(s) => Ok(MountField(Some(s))),
             Value::Number(n) => Ok(MountField(Some(n.to_string()))),
-            other => Err(de::Error::custom(format!("expected a string or a number, found {}", crate::metadata::kind(&other)))),
+            other => Err(de::Error::custom(format!(
+                "expected a string or a number, found {}",
+                crate::metadata::kind(&other)
+            ))),
         }
     }
 }
@@ -267,7 +314,9 @@ impl<'de> Deserialize<'de> for ManageEtcHosts {
             Value::Bool(false) | Value::Null => Ok(ManageEtcHosts::Off),
             Value::String(s) if s == "template" => Ok(ManageEtcHosts::Template),
             Value::String(s) if s == "localhost" => Ok(ManageEtcHosts::Localhost),
-            other => Err(de::Error::custom(format!("expected true, false, 'localhost' or 'template', found {other}"))),
+            other => Err(de::Error::custom(format!(
+                "expected true, false, 'localhost' or 'template', found {other}"
+            ))),
         }
     }
 }

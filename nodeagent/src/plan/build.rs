@@ -1,0 +1,907 @@
+//! Building the plan: cloud-init's module order and semantics, as a pure function.
+//!
+//! Order follows cloud-init's stages (formats/cloud-init.md E.1, cluster-api.md a.10):
+//! local: hostname, network; main: bootcmd, write_files, disks, mounts, hostname/hosts,
+//! groups, users, ntp, deferred write_files, runcmd (with the kubeadm step).
+
+use super::*;
+use crate::cloudconfig::{CloudConfig, CmdItem, ManageEtcHosts, UserItem};
+use crate::config::ImageConfig;
+use crate::error::{Error, Result, Stage};
+use crate::facts::Facts;
+use crate::metadata::Metadata;
+use serde_json::Value;
+
+/// Users and groups that already exist in the target root (from its /etc/passwd, /etc/group).
+#[derive(Debug, Clone, Default)]
+pub struct UserDb {
+    pub users: Vec<String>,
+    pub groups: Vec<String>,
+    /// False when the target has no user database to check against (e.g. an empty `--root`).
+    pub known: bool,
+}
+
+impl UserDb {
+    /// Read `<root>/etc/passwd` and `<root>/etc/group` (names only).
+    pub fn read(root: &std::path::Path) -> UserDb {
+        let names = |rel: &str| -> Option<Vec<String>> {
+            let text = std::fs::read_to_string(root.join(rel)).ok()?;
+            Some(
+                text.lines()
+                    .filter_map(|l| l.split(':').next())
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_string)
+                    .collect(),
+            )
+        };
+        match (names("etc/passwd"), names("etc/group")) {
+            (Some(users), Some(groups)) => UserDb {
+                users,
+                groups,
+                known: true,
+            },
+            _ => UserDb::default(),
+        }
+    }
+}
+
+pub struct PlanInput<'a> {
+    pub instance_id: &'a str,
+    pub metadata: &'a Metadata,
+    pub facts: &'a Facts,
+    pub config: &'a CloudConfig,
+    pub users: &'a UserDb,
+    pub image: &'a ImageConfig,
+    pub compat: bool,
+    /// Target root, for kubeadm pre-flight checks of certificates already on disk.
+    pub root: &'a std::path::Path,
+}
+
+struct Builder<'a> {
+    input: &'a PlanInput<'a>,
+    steps: Vec<Step>,
+    warnings: Vec<String>,
+}
+
+impl Builder<'_> {
+    fn push(&mut self, id: String, stage: RunStage, frequency: Frequency, action: Action) {
+        self.steps.push(Step {
+            id,
+            stage,
+            frequency,
+            action,
+        });
+    }
+
+    /// A problem that is an error in strict mode and a warning with `--compat`.
+    fn lenient(&mut self, place: String, msg: String) -> Result<()> {
+        if self.input.compat {
+            self.warnings.push(format!("{place}: {msg}"));
+            Ok(())
+        } else {
+            Err(Error::new(Stage::Plan, place, msg))
+        }
+    }
+}
+
+/// The local-stage plan, from metadata only (the network is not up, userdata is not rendered).
+pub fn build_local(instance_id: &str, md: &Metadata, facts: &Facts, compat: bool) -> Result<Plan> {
+    let mut steps = Vec::new();
+    let mut warnings = Vec::new();
+    if let Some(name) = &md.local_hostname {
+        let (hostname, fqdn) = split_name(name);
+        steps.push(Step {
+            id: "hostname:metadata".into(),
+            stage: RunStage::Local,
+            frequency: Frequency::PerBoot,
+            action: Action::Hostname(HostnameSpec {
+                hostname,
+                fqdn,
+                prefer_fqdn: false,
+                etc_hosts: None,
+            }),
+        });
+    }
+    if let Some(net) = &md.network {
+        let renderer = facts
+            .network_renderer
+            .clone()
+            .unwrap_or_else(|| "networkd".into());
+        let rendered = crate::network::render_with(net, &renderer, compat)
+            .map_err(|e| e.within("guestinfo.metadata: network"))?;
+        warnings.extend(rendered.warnings);
+        steps.push(Step {
+            id: "network".into(),
+            stage: RunStage::Local,
+            frequency: Frequency::PerInstance,
+            action: Action::Network(NetworkSpec {
+                renderer,
+                files: rendered.files,
+            }),
+        });
+    }
+    Ok(Plan {
+        version: PLAN_VERSION,
+        instance_id: instance_id.to_string(),
+        steps,
+        warnings,
+    })
+}
+
+/// The whole plan (local and main steps). Pure: reads nothing, writes nothing.
+pub fn build(input: &PlanInput<'_>) -> Result<Plan> {
+    let local = build_local(input.instance_id, input.metadata, input.facts, input.compat)?;
+    let mut b = Builder {
+        input,
+        steps: local.steps,
+        warnings: local.warnings,
+    };
+    let cfg = input.config;
+    let timeout = input.image.command_timeout_secs;
+
+    for (i, item) in cfg.bootcmd.iter().enumerate() {
+        if let Some(run) = command(item) {
+            let spec = CommandSpec {
+                origin: format!("bootcmd[{i}]"),
+                run,
+                timeout_secs: timeout,
+            };
+            b.push(
+                format!("bootcmd[{i}]"),
+                RunStage::Main,
+                Frequency::PerBoot,
+                Action::Command(spec),
+            );
+        }
+    }
+
+    let mut deferred = Vec::new();
+    for (i, wf) in cfg.write_files.iter().enumerate() {
+        let Some(file) = write_file(&mut b, i, wf)? else {
+            continue;
+        };
+        let id = format!("write_files[{i}]:{}", file.path);
+        if file.defer {
+            deferred.push((id, file));
+        } else {
+            b.push(
+                id,
+                RunStage::Main,
+                Frequency::PerInstance,
+                Action::WriteFile(file),
+            );
+        }
+    }
+
+    disks(&mut b, cfg)?;
+    hostname(&mut b, cfg);
+
+    for (name, members) in &cfg.groups.0 {
+        let spec = GroupSpec {
+            name: name.clone(),
+            members: members.clone(),
+        };
+        b.push(
+            format!("group:{name}"),
+            RunStage::Main,
+            Frequency::PerInstance,
+            Action::Group(spec),
+        );
+    }
+    for (i, item) in cfg.users.iter().enumerate() {
+        match item {
+            UserItem::Default => b.warnings.push(format!(
+                "users[{i}]: 'default' user skipped: nodeagent images define no default user"
+            )),
+            UserItem::User(u) => {
+                let spec = user(&mut b, i, u)?;
+                b.push(
+                    format!("user:{}", spec.name),
+                    RunStage::Main,
+                    Frequency::PerInstance,
+                    Action::User(spec),
+                );
+            }
+        }
+    }
+    if !cfg.ssh_authorized_keys.is_empty() {
+        b.lenient(
+            "ssh_authorized_keys".into(),
+            "top-level keys belong to the image's default user, and nodeagent images have none; put them under users[].ssh_authorized_keys".into(),
+        )?;
+    }
+
+    if let Some(ntp) = &cfg.ntp {
+        let spec = NtpSpec {
+            enabled: ntp.enabled.map(|f| f.0).unwrap_or(true),
+            client: ntp.ntp_client.clone().unwrap_or_else(|| "auto".into()),
+            servers: ntp.servers.clone(),
+            pools: ntp.pools.clone(),
+        };
+        b.push(
+            "ntp".into(),
+            RunStage::Main,
+            Frequency::PerInstance,
+            Action::Ntp(spec),
+        );
+    }
+
+    for (id, file) in deferred {
+        b.push(
+            id,
+            RunStage::Main,
+            Frequency::PerInstance,
+            Action::WriteFile(file),
+        );
+    }
+
+    for (i, item) in cfg.runcmd.iter().enumerate() {
+        if let CmdItem::Shell(s) = item {
+            if let Some(spec) = crate::kubeadm::recognise(s) {
+                b.push(
+                    format!("runcmd[{i}]:kubeadm"),
+                    RunStage::Main,
+                    Frequency::PerInstance,
+                    Action::Kubeadm(spec),
+                );
+                continue;
+            }
+        }
+        if let Some(run) = command(item) {
+            let spec = CommandSpec {
+                origin: format!("runcmd[{i}]"),
+                run,
+                timeout_secs: timeout,
+            };
+            b.push(
+                format!("runcmd[{i}]"),
+                RunStage::Main,
+                Frequency::PerInstance,
+                Action::Command(spec),
+            );
+        }
+    }
+
+    check_owners(&b)?;
+    let plan = Plan {
+        version: PLAN_VERSION,
+        instance_id: input.instance_id.to_string(),
+        steps: b.steps,
+        warnings: b.warnings,
+    };
+    crate::kubeadm::preflight(&plan, input.root)?;
+    Ok(plan)
+}
+
+fn command(item: &CmdItem) -> Option<Run> {
+    match item {
+        CmdItem::Shell(s) => Some(Run::Shell(s.clone())),
+        CmdItem::Argv(a) if !a.is_empty() => Some(Run::Argv(a.clone())),
+        _ => None,
+    }
+}
+
+fn split_name(name: &str) -> (String, String) {
+    let short = name.split('.').next().unwrap_or(name).to_string();
+    (short, name.to_string())
+}
+
+/// Make a write_files path absolute and clean. Strict: relative paths and `..` are refused;
+/// compat: resolved as Python's `os.path.abspath` does from `/`.
+pub fn normalise_path(path: &str, compat: bool) -> std::result::Result<String, String> {
+    if path.contains('\0') {
+        return Err("path contains a NUL byte".into());
+    }
+    if !compat {
+        if !path.starts_with('/') {
+            return Err(format!(
+                "path '{path}' is relative; write_files paths must be absolute"
+            ));
+        }
+        if path.split('/').any(|c| c == "..") {
+            return Err(format!("path '{path}' contains '..'"));
+        }
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for c in path.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            c => parts.push(c),
+        }
+    }
+    if parts.is_empty() {
+        return Err(format!(
+            "path '{path}' names the root directory, not a file"
+        ));
+    }
+    Ok(format!("/{}", parts.join("/")))
+}
+
+/// `user:group`, split at the first `:`, each side stripped; empty, `-1` or `none` = unchanged (C.2).
+pub fn parse_owner(owner: Option<&str>) -> Owner {
+    let owner = owner.unwrap_or("root:root");
+    let keep = |s: &str| {
+        let s = s.trim();
+        (!(s.is_empty() || s == "-1" || s.eq_ignore_ascii_case("none"))).then(|| s.to_string())
+    };
+    match owner.split_once(':') {
+        Some((u, g)) => Owner {
+            user: keep(u),
+            group: keep(g),
+        },
+        None => Owner {
+            user: keep(owner),
+            group: None,
+        },
+    }
+}
+
+/// cloud-init's `decode_perms` (C.4): absent = 0o644; an integer is the mode itself; a string is
+/// octal (`'0640'`, `'640'`, `'0o640'`). `Ok(None)` = mode 0: leave the creation mode.
+pub fn decode_permissions(v: Option<&Value>) -> std::result::Result<Option<u32>, String> {
+    let mode = match v {
+        None | Some(Value::Null) => return Ok(Some(0o644)),
+        Some(Value::Number(n)) => match n.as_i64() {
+            Some(m) if (0..=0o7777).contains(&m) => m as u32,
+            _ => return Err(format!("permissions {n} is not a file mode (0 to 07777)")),
+        },
+        Some(Value::String(s)) => {
+            let t = s.trim().replace('_', "");
+            let digits = t
+                .strip_prefix("0o")
+                .or_else(|| t.strip_prefix("0O"))
+                .unwrap_or(&t);
+            match u32::from_str_radix(digits, 8) {
+                Ok(m) if m <= 0o7777 && !digits.is_empty() => m,
+                _ => {
+                    return Err(format!(
+                        "permissions '{s}' is not an octal file mode (0 to 07777)"
+                    ));
+                }
+            }
+        }
+        Some(other) => {
+            return Err(format!(
+                "permissions must be a string or an integer, found {}",
+                crate::metadata::kind(other)
+            ));
+        }
+    };
+    Ok((mode != 0).then_some(mode))
+}
+
+fn write_file(
+    b: &mut Builder<'_>,
+    i: usize,
+    wf: &crate::cloudconfig::WriteFile,
+) -> Result<Option<FileWrite>> {
+    let compat = b.input.compat;
+    let place = format!("write_files[{i}]");
+    let Some(raw_path) = wf.path.as_deref().filter(|p| !p.is_empty()) else {
+        b.lenient(place, "no path given".into())?;
+        return Ok(None);
+    };
+    let path = normalise_path(raw_path, compat)
+        .map_err(|m| Error::new(Stage::Plan, format!("{place}.path"), m))?;
+    if wf.source.is_some() {
+        b.lenient(
+            format!("{place}.source"),
+            "fetching file content from a URI is not supported; use content".into(),
+        )?;
+    }
+    // `!!binary` content is bytes already, but `encoding` still applies to it (C.3).
+    let raw: Option<&[u8]> = wf
+        .content_binary
+        .as_deref()
+        .or(wf.content.as_deref().map(str::as_bytes));
+    let content = match raw {
+        Some(bytes) => {
+            let enc = wf
+                .encoding
+                .as_deref()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase();
+            match crate::decode::decode_file_content(bytes, &enc) {
+                Ok(decoded) => decoded,
+                Err(msg) if compat && msg.contains("unknown encoding") => {
+                    b.warnings
+                        .push(format!("{place}.encoding: {msg}; assuming text/plain"));
+                    bytes.to_vec()
+                }
+                Err(msg) => return Err(Error::new(Stage::Plan, format!("{place}.content"), msg)),
+            }
+        }
+        None => Vec::new(),
+    };
+    let mode = match decode_permissions(wf.permissions.as_ref()) {
+        Ok(m) => m,
+        Err(msg) if compat => {
+            b.warnings
+                .push(format!("{place}.permissions: {msg}; using 0644"));
+            Some(0o644)
+        }
+        Err(msg) => return Err(Error::new(Stage::Plan, format!("{place}.permissions"), msg)),
+    };
+    let secret = looks_secret(&path, &content);
+    Ok(Some(FileWrite {
+        path,
+        content: Content(content),
+        owner: parse_owner(wf.owner.as_deref()),
+        mode,
+        append: wf.append.0,
+        defer: wf.defer.0,
+        secret,
+    }))
+}
+
+/// Private keys, tokens and kubeadm configs: their contents are never logged.
+fn looks_secret(path: &str, content: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(content);
+    path.ends_with(".key")
+        || path.starts_with("/run/kubeadm/")
+        || text.contains("PRIVATE KEY")
+        || text.contains("token:")
+        || text.contains("certificateKey")
+}
+
+fn hostname(b: &mut Builder<'_>, cfg: &CloudConfig) {
+    if cfg.preserve_hostname.map(|f| f.0).unwrap_or(false) {
+        return;
+    }
+    let given = cfg.hostname.is_some()
+        || cfg.fqdn.is_some()
+        || cfg.manage_etc_hosts.is_some()
+        || cfg.prefer_fqdn_over_hostname.is_some();
+    if !given {
+        return;
+    }
+    // cloud-init's get_hostname_fqdn (D.4).
+    let ds_name = b
+        .input
+        .metadata
+        .local_hostname
+        .clone()
+        .or_else(|| b.input.facts.fqdn.clone())
+        .unwrap_or_else(|| "localhost".into());
+    let (hostname, fqdn) = if let Some(fqdn) = &cfg.fqdn {
+        (
+            cfg.hostname.clone().unwrap_or_else(|| split_name(fqdn).0),
+            fqdn.clone(),
+        )
+    } else if let Some(h) = cfg
+        .hostname
+        .as_ref()
+        .filter(|h| h.find('.').is_some_and(|p| p > 0))
+    {
+        (split_name(h).0, h.clone())
+    } else {
+        (
+            cfg.hostname
+                .clone()
+                .unwrap_or_else(|| split_name(&ds_name).0),
+            ds_name.clone(),
+        )
+    };
+    let etc_hosts = match cfg.manage_etc_hosts {
+        Some(ManageEtcHosts::Template) => {
+            Some(EtcHosts::Template(etc_hosts_template(&hostname, &fqdn)))
+        }
+        Some(ManageEtcHosts::Localhost) => Some(EtcHosts::Localhost {
+            address: "127.0.1.1".into(),
+        }),
+        _ => None,
+    };
+    let prefer_fqdn = cfg.prefer_fqdn_over_hostname.map(|f| f.0).unwrap_or(false);
+    b.push(
+        "hostname".into(),
+        RunStage::Main,
+        Frequency::PerBoot,
+        Action::Hostname(HostnameSpec {
+            hostname,
+            fqdn,
+            prefer_fqdn,
+            etc_hosts,
+        }),
+    );
+}
+
+/// cloud-init's `hosts.debian.tmpl`, rendered (comment lines name nodeagent instead).
+pub fn etc_hosts_template(hostname: &str, fqdn: &str) -> String {
+    format!(
+        "# Your system has configured 'manage_etc_hosts' as True.\n\
+         # As a result, if you wish for changes to this file to persist\n\
+         # then you will need to change or remove the value of\n\
+         # 'manage_etc_hosts' in the node's user-data (nodeagent rewrites this file every boot).\n\
+         #\n\
+         127.0.1.1 {fqdn} {hostname}\n\
+         127.0.0.1 localhost\n\
+         \n\
+         # The following lines are desirable for IPv6 capable hosts\n\
+         ::1 localhost ip6-localhost ip6-loopback\n\
+         ff02::1 ip6-allnodes\n\
+         ff02::2 ip6-allrouters\n"
+    )
+}
+
+fn user(b: &mut Builder<'_>, i: usize, u: &crate::cloudconfig::UserEntry) -> Result<UserSpec> {
+    let place = format!("users[{i}]");
+    if u.name.is_empty() || u.name.contains([':', '\n', '/']) {
+        return Err(Error::new(
+            Stage::Plan,
+            format!("{place}.name"),
+            format!("'{}' is not a valid user name", u.name),
+        ));
+    }
+    if u.plain_text_passwd.is_some() {
+        b.lenient(
+            format!("{place}.plain_text_passwd"),
+            "plain-text passwords are not applied; give a hash in passwd".into(),
+        )?;
+    }
+    let sudo = match &u.sudo {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => Vec::new(),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string())
+            })
+            .collect(),
+        Some(other) => {
+            return Err(Error::new(
+                Stage::Plan,
+                format!("{place}.sudo"),
+                format!(
+                    "expected a rule string or a list, found {}",
+                    crate::metadata::kind(other)
+                ),
+            ));
+        }
+    };
+    let uid = match &u.uid {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => n.as_u64().and_then(|v| u32::try_from(v).ok()),
+        Some(Value::String(s)) => s.trim().parse().ok(),
+        Some(_) => None,
+    };
+    if u.uid.as_ref().is_some_and(|v| !v.is_null()) && uid.is_none() {
+        return Err(Error::new(
+            Stage::Plan,
+            format!("{place}.uid"),
+            "not a valid numeric uid",
+        ));
+    }
+    let inactive = match &u.inactive {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    if (u.no_create_home.0 || u.system.0) && !u.ssh_authorized_keys.is_empty() {
+        return Err(Error::new(
+            Stage::Plan,
+            format!("{place}.ssh_authorized_keys"),
+            "a user without a home (system or no_create_home) cannot have authorized keys",
+        ));
+    }
+    Ok(UserSpec {
+        name: u.name.clone(),
+        gecos: u.gecos.clone(),
+        homedir: u.homedir.clone(),
+        primary_group: u.primary_group.clone(),
+        groups: u.groups.0.clone(),
+        shell: u.shell.clone(),
+        passwd: u.passwd.clone().or_else(|| u.hashed_passwd.clone()),
+        lock_passwd: u.lock_passwd.map(|f| f.0).unwrap_or(true),
+        sudo,
+        ssh_authorized_keys: u.ssh_authorized_keys.clone(),
+        system: u.system.0,
+        no_create_home: u.no_create_home.0,
+        no_user_group: u.no_user_group.0,
+        uid,
+        inactive,
+        expiredate: u.expiredate.clone(),
+    })
+}
+
+fn disks(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
+    let alias = |d: &str| {
+        cfg.device_aliases
+            .get(d)
+            .cloned()
+            .unwrap_or_else(|| d.to_string())
+    };
+    if let Some(map) = &cfg.disk_setup {
+        let mut disks = Vec::new();
+        for (dev, entry) in map {
+            let place = format!("disk_setup.{dev}");
+            let table_type = entry.table_type.clone().unwrap_or_else(|| "mbr".into());
+            if !matches!(table_type.as_str(), "mbr" | "gpt") {
+                return Err(Error::new(
+                    Stage::Plan,
+                    format!("{place}.table_type"),
+                    format!("'{table_type}' is not mbr or gpt"),
+                ));
+            }
+            let layout = match &entry.layout {
+                None | Some(Value::Bool(false)) | Some(Value::Null) => Vec::new(),
+                Some(Value::Bool(true)) => vec![(100, None)],
+                Some(Value::Array(parts)) => parts
+                    .iter()
+                    .map(|p| layout_part(p, &place))
+                    .collect::<Result<_>>()?,
+                Some(other) => {
+                    return Err(Error::new(
+                        Stage::Plan,
+                        format!("{place}.layout"),
+                        format!(
+                            "expected true, false or a list, found {}",
+                            crate::metadata::kind(other)
+                        ),
+                    ));
+                }
+            };
+            disks.push(DiskSpec {
+                device: alias(dev),
+                table_type,
+                layout,
+                overwrite: entry.overwrite.map(|f| f.0).unwrap_or(false),
+            });
+        }
+        if !disks.is_empty() {
+            b.push(
+                "disk_setup".into(),
+                RunStage::Main,
+                Frequency::PerInstance,
+                Action::DiskSetup(DiskSetupSpec { disks }),
+            );
+        }
+    }
+    if !cfg.fs_setup.is_empty() {
+        let mut filesystems = Vec::new();
+        for (i, fs) in cfg.fs_setup.iter().enumerate() {
+            let place = format!("fs_setup[{i}]");
+            let need = |v: &Option<String>, f: &str| {
+                v.clone().ok_or_else(|| {
+                    Error::new(
+                        Stage::Plan,
+                        format!("{place}.{f}"),
+                        format!("{f} is required"),
+                    )
+                })
+            };
+            let partition = match &fs.partition {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(Value::Number(n)) => Some(n.to_string()),
+                Some(other) => {
+                    return Err(Error::new(
+                        Stage::Plan,
+                        format!("{place}.partition"),
+                        format!("unexpected {}", crate::metadata::kind(other)),
+                    ));
+                }
+            };
+            filesystems.push(FsSpec {
+                label: fs.label.clone(),
+                filesystem: need(&fs.filesystem, "filesystem")?,
+                device: alias(&need(&fs.device, "device")?),
+                partition,
+                overwrite: fs.overwrite.map(|f| f.0).unwrap_or(false),
+                replace_fs: fs.replace_fs.clone(),
+                extra_opts: fs.extra_opts.0.clone(),
+            });
+        }
+        b.push(
+            "fs_setup".into(),
+            RunStage::Main,
+            Frequency::PerInstance,
+            Action::FsSetup(FsSetupSpec { filesystems }),
+        );
+    }
+    if !cfg.mounts.is_empty() {
+        let defaults: Vec<Option<String>> = match &cfg.mount_default_fields {
+            Some(d) => d.iter().map(|f| f.0.clone()).collect(),
+            None => vec![
+                None,
+                None,
+                Some("auto".into()),
+                Some("defaults,nofail".into()),
+                Some("0".into()),
+                Some("2".into()),
+            ],
+        };
+        let mut entries = Vec::new();
+        for (i, m) in cfg.mounts.iter().enumerate() {
+            if m.len() > 6 {
+                return Err(Error::new(
+                    Stage::Plan,
+                    format!("mounts[{i}]"),
+                    "an fstab entry has at most 6 fields",
+                ));
+            }
+            if m.len() < 2 || m[1].0.is_none() {
+                b.warnings.push(format!(
+                    "mounts[{i}]: entry without a mount point: nothing to mount"
+                ));
+                continue;
+            }
+            let mut fields: [String; 6] = Default::default();
+            for (j, f) in fields.iter_mut().enumerate() {
+                let v = m
+                    .get(j)
+                    .and_then(|f| f.0.clone())
+                    .or_else(|| defaults.get(j).cloned().flatten());
+                *f = v.unwrap_or_else(|| "none".into());
+            }
+            if !fields[0].starts_with('/') && !fields[0].contains('=') && fields[0] != "none" {
+                fields[0] = format!("/dev/{}", alias(&fields[0]).trim_start_matches("/dev/"));
+            }
+            if fields
+                .iter()
+                .any(|f| f.is_empty() || f.contains(['\n', '\t']))
+            {
+                return Err(Error::new(
+                    Stage::Plan,
+                    format!("mounts[{i}]"),
+                    "fstab fields must be non-empty and free of tabs and newlines",
+                ));
+            }
+            entries.push(fields);
+        }
+        if !entries.is_empty() {
+            b.push(
+                "mounts".into(),
+                RunStage::Main,
+                Frequency::PerInstance,
+                Action::Mounts(MountsSpec { entries }),
+            );
+        }
+    }
+    Ok(())
+}
+
+fn layout_part(p: &Value, place: &str) -> Result<(u32, Option<String>)> {
+    let pct = |v: &Value| {
+        v.as_u64()
+            .filter(|n| (1..=100).contains(n))
+            .map(|n| n as u32)
+    };
+    let bad = || {
+        Error::new(
+            Stage::Plan,
+            format!("{place}.layout"),
+            format!("{p} is not a percentage or [percentage, type]"),
+        )
+    };
+    match p {
+        Value::Number(_) => pct(p).map(|n| (n, None)).ok_or_else(bad),
+        Value::Array(a) if a.len() == 2 => {
+            let ty = match &a[1] {
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                _ => return Err(bad()),
+            };
+            pct(&a[0]).map(|n| (n, Some(ty))).ok_or_else(bad)
+        }
+        _ => Err(bad()),
+    }
+}
+
+/// Every file owner must exist in the target or be created earlier by the plan.
+fn check_owners(b: &Builder<'_>) -> Result<()> {
+    let db = b.input.users;
+    if !db.known {
+        return Ok(());
+    }
+    let mut users: Vec<&str> = db.users.iter().map(String::as_str).collect();
+    let mut groups: Vec<&str> = db.groups.iter().map(String::as_str).collect();
+    for step in &b.steps {
+        match &step.action {
+            Action::User(u) => {
+                users.push(&u.name);
+                if !u.no_user_group {
+                    groups.push(&u.name);
+                }
+            }
+            Action::Group(g) => groups.push(&g.name),
+            Action::WriteFile(f) => {
+                let is_num = |s: &str| s.chars().all(|c| c.is_ascii_digit());
+                if let Some(u) = f
+                    .owner
+                    .user
+                    .as_deref()
+                    .filter(|u| !is_num(u) && !users.contains(u))
+                {
+                    return Err(Error::new(
+                        Stage::Plan,
+                        format!("{}.owner", step.id),
+                        format!(
+                            "user '{u}' does not exist in the target and is not created before this file"
+                        ),
+                    ));
+                }
+                if let Some(g) = f
+                    .owner
+                    .group
+                    .as_deref()
+                    .filter(|g| !is_num(g) && !groups.contains(g))
+                {
+                    return Err(Error::new(
+                        Stage::Plan,
+                        format!("{}.owner", step.id),
+                        format!(
+                            "group '{g}' does not exist in the target and is not created before this file"
+                        ),
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn permissions_follow_cloud_init() {
+        assert_eq!(decode_permissions(None), Ok(Some(0o644)));
+        assert_eq!(decode_permissions(Some(&json!("0640"))), Ok(Some(0o640)));
+        assert_eq!(decode_permissions(Some(&json!("640"))), Ok(Some(0o640)));
+        assert_eq!(decode_permissions(Some(&json!("0o600"))), Ok(Some(0o600)));
+        assert_eq!(decode_permissions(Some(&json!(420))), Ok(Some(0o644)));
+        assert_eq!(
+            decode_permissions(Some(&json!(0))),
+            Ok(None),
+            "mode 0 = leave the creation mode"
+        );
+        assert!(decode_permissions(Some(&json!("9999"))).is_err());
+        assert!(decode_permissions(Some(&json!(-1))).is_err());
+        assert!(decode_permissions(Some(&json!("rw-r--r--"))).is_err());
+    }
+
+    #[test]
+    fn owners_and_paths() {
+        assert_eq!(
+            parse_owner(None),
+            Owner {
+                user: Some("root".into()),
+                group: Some("root".into())
+            }
+        );
+        assert_eq!(
+            parse_owner(Some(" capv : adm ")),
+            Owner {
+                user: Some("capv".into()),
+                group: Some("adm".into())
+            }
+        );
+        assert_eq!(parse_owner(Some("-1:none")), Owner::default());
+        assert_eq!(
+            parse_owner(Some("root")),
+            Owner {
+                user: Some("root".into()),
+                group: None
+            }
+        );
+        assert_eq!(normalise_path("/etc//x/./y", false).unwrap(), "/etc/x/y");
+        assert!(normalise_path("etc/x", false).is_err());
+        assert!(
+            normalise_path("/etc/../x", false)
+                .unwrap_err()
+                .contains("..")
+        );
+        assert_eq!(normalise_path("/etc/../x", true).unwrap(), "/x");
+        assert_eq!(normalise_path("x/y", true).unwrap(), "/x/y");
+        assert!(normalise_path("/a\0b", true).is_err());
+    }
+}
