@@ -5,7 +5,7 @@
 
 use crate::error::{Error, Result, Stage};
 use serde::{Deserialize, Serialize};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv6Addr};
 use std::path::Path;
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -254,16 +254,14 @@ fn interfaces() -> Vec<Interface> {
                 }
             }
         } else if let Some(sin) = addr.as_sockaddr_in() {
-            let ip = Ipv4Addr::from(sin.ip());
+            let ip = sin.ip();
             if is_valid_ip(&IpAddr::V4(ip)) {
-                let mask = ifa.netmask.and_then(|m| {
-                    m.as_sockaddr_in()
-                        .map(|s| Ipv4Addr::from(s.ip()).to_string())
-                });
-                let bcast = ifa.broadcast.and_then(|m| {
-                    m.as_sockaddr_in()
-                        .map(|s| Ipv4Addr::from(s.ip()).to_string())
-                });
+                let mask = ifa
+                    .netmask
+                    .and_then(|m| m.as_sockaddr_in().map(|s| s.ip().to_string()));
+                let bcast = ifa
+                    .broadcast
+                    .and_then(|m| m.as_sockaddr_in().map(|s| s.ip().to_string()));
                 out[idx].ipv4.push(Addr4 {
                     addr: ip.to_string(),
                     netmask: mask.unwrap_or_default(),

@@ -85,14 +85,12 @@ fn init_logging() {
     let default = if under_systemd { "info" } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("NODEAGENT_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    if under_systemd {
-        if let Ok(journald) = tracing_journald::layer() {
-            let _ = tracing_subscriber::registry()
-                .with(filter)
-                .with(journald.with_syslog_identifier("nodeagent".into()))
-                .try_init();
-            return;
-        }
+    if under_systemd && let Ok(journald) = tracing_journald::layer() {
+        let _ = tracing_subscriber::registry()
+            .with(filter)
+            .with(journald.with_syslog_identifier("nodeagent".into()))
+            .try_init();
+        return;
     }
     let _ = tracing_subscriber::registry()
         .with(filter)

@@ -236,16 +236,16 @@ pub fn build(input: &PlanInput<'_>) -> Result<Plan> {
     }
 
     for (i, item) in cfg.runcmd.iter().enumerate() {
-        if let CmdItem::Shell(s) = item {
-            if let Some(spec) = crate::kubeadm::recognise(s) {
-                b.push(
-                    format!("runcmd[{i}]:kubeadm"),
-                    RunStage::Main,
-                    Frequency::PerInstance,
-                    Action::Kubeadm(spec),
-                );
-                continue;
-            }
+        if let CmdItem::Shell(s) = item
+            && let Some(spec) = crate::kubeadm::recognise(s)
+        {
+            b.push(
+                format!("runcmd[{i}]:kubeadm"),
+                RunStage::Main,
+                Frequency::PerInstance,
+                Action::Kubeadm(spec),
+            );
+            continue;
         }
         if let Some(run) = command(item) {
             let spec = CommandSpec {
