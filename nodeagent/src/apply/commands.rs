@@ -9,7 +9,8 @@
 //! module never runs again, finished or not. nodeagent instead supervises each command so that
 //! its exit status outlives the agent:
 //! * the agent takes an exclusive `flock` on `cmd/<h>.lock` (in the instance state dir) and
-//!   starts `/bin/sh -c WRAPPER` in its own process group; the lock descriptor is inherited;
+//!   starts `/bin/sh -c WRAPPER` in its own process group with the lock as fd 9; the wrapper
+//!   keeps it, the command itself does not get it (`9>&-`: a daemon it starts cannot hold it);
 //! * the wrapper runs the command under coreutils `timeout` (the per-command timeout keeps
 //!   working if the agent is gone), then writes the exit status to `cmd/<h>.rc` atomically and
 //!   durably (temp + `sync FILE` + `mv` + `sync DIR`), and exits, releasing the lock;
@@ -34,7 +35,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 const WRAPPER: &str = r#"rc_file=$1; t=$2; shift 2
-timeout -k 10 "$t" "$@"
+timeout -k 10 "$t" "$@" 9>&-
 rc=$?
 printf '%s\n' "$rc" > "$rc_file.tmp" && sync "$rc_file.tmp" && mv -f "$rc_file.tmp" "$rc_file" && sync "${rc_file%/*}"
 exit "$rc""#;
@@ -196,9 +197,11 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
     unsafe {
         cmd.pre_exec(move || {
             libc::setpgid(0, 0);
-            // Keep the lock held by the command, so a restarted agent sees it still running.
-            let flags = libc::fcntl(lock_fd, libc::F_GETFD);
-            libc::fcntl(lock_fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+            // The wrapper holds the lock as fd 9 (dup2 clears close-on-exec), so a restarted
+            // agent sees the command still running.
+            if libc::dup2(lock_fd, 9) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
             Ok(())
         });
     }
@@ -239,10 +242,52 @@ pub fn run_tool(t: &Target, argv: &[&str], stdin: Option<&[u8]>) -> Result<Strin
     run_host(&full, stdin)
 }
 
+thread_local! {
+    /// The agent's run lock (see `hold_run_lock`), handed to every system tool it starts.
+    static RUN_LOCK: std::cell::RefCell<Option<File>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Take `<state>/run.lock` for this run, waiting while another agent, or a system tool
+/// (`useradd`, `mkfs`...) orphaned by a killed agent, still holds it. Tools inherit the lock,
+/// so a restarted agent never races a half-finished tool of its predecessor.
+pub fn hold_run_lock(state_dir: &Path) -> Result<()> {
+    crate::state::ensure_private_dir(state_dir, 0o700)?;
+    let p = state_dir.join("run.lock");
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&p)
+        .map_err(|e| err("run.lock", e))?;
+    if !flock(&f, true).map_err(|e| err("run.lock", e))? {
+        tracing::info!("waiting for a previous run (or a tool it started) to finish");
+        flock(&f, false).map_err(|e| err("run.lock", e))?;
+    }
+    RUN_LOCK.with(|l| *l.borrow_mut() = Some(f));
+    Ok(())
+}
+
+/// Release the run lock (end of `apply`).
+pub fn release_run_lock() {
+    RUN_LOCK.with(|l| *l.borrow_mut() = None);
+}
+
 /// Run a tool of the host (device tools under `--root`, chroot itself).
 pub fn run_host(argv: &[&str], stdin: Option<&[u8]>) -> Result<String> {
     let name = argv.first().copied().unwrap_or("");
     let mut cmd = Command::new(name);
+    if let Some(fd) = RUN_LOCK.with(|l| l.borrow().as_ref().map(|f| f.as_raw_fd())) {
+        // SAFETY: only fcntl between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let flags = libc::fcntl(fd, libc::F_GETFD);
+                libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+                Ok(())
+            });
+        }
+    }
     cmd.args(&argv[1..])
         .stdin(if stdin.is_some() {
             Stdio::piped()

@@ -16,6 +16,7 @@ use crate::plan::FileWrite;
 use sha2::{Digest, Sha256};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -146,8 +147,17 @@ pub fn ensure_parents(dir: &Path, uid: u32, gid: u32, place: &str) -> Result<()>
     fsync_dir(top, place)
 }
 
-/// Write `bytes` as the entry's file (owner, mode, atomic; see the module doc).
-pub fn write_bytes(t: &Target, f: &FileWrite, bytes: &[u8], db: &UserDb) -> Result<()> {
+/// A temp file holding an entry's final bytes, owner and mode, not yet in place.
+pub struct Staged {
+    file: File,
+    tmp: PathBuf,
+    path: PathBuf,
+    dir: PathBuf,
+    place: String,
+}
+
+/// Create the temp file with its final owner and mode, then write the bytes (no fsync yet).
+pub fn stage(t: &Target, f: &FileWrite, bytes: &[u8], db: &UserDb) -> Result<Staged> {
     let place = f.path.as_str();
     let path = t.path(&f.path)?;
     let existing = std::fs::symlink_metadata(&path).ok();
@@ -162,8 +172,9 @@ pub fn write_bytes(t: &Target, f: &FileWrite, bytes: &[u8], db: &UserDb) -> Resu
     };
     let dir = path
         .parent()
-        .ok_or_else(|| err(place, "no parent directory"))?;
-    ensure_parents(dir, uid, gid, place)?;
+        .ok_or_else(|| err(place, "no parent directory"))?
+        .to_path_buf();
+    ensure_parents(&dir, uid, gid, place)?;
     let name = path.file_name().ok_or_else(|| err(place, "no file name"))?;
     let tmp: PathBuf = dir.join(format!(".{}.nodeagent-tmp", name.to_string_lossy()));
     match std::fs::remove_file(&tmp) {
@@ -187,11 +198,59 @@ pub fn write_bytes(t: &Target, f: &FileWrite, bytes: &[u8], db: &UserDb) -> Resu
         .map_err(|e| err(place, format!("chmod: {e}")))?;
     file.write_all(bytes)
         .map_err(|e| err(place, format!("write: {e}")))?;
-    file.sync_all()
-        .map_err(|e| err(place, format!("fsync: {e}")))?;
-    drop(file);
-    std::fs::rename(&tmp, &path).map_err(|e| err(place, format!("rename: {e}")))?;
-    fsync_dir(dir, place)
+    Ok(Staged {
+        file,
+        tmp,
+        path,
+        dir,
+        place: place.to_string(),
+    })
+}
+
+/// Make staged files durable and put them in place: data synced (one `syncfs` for a batch,
+/// `fsync` for one or two files), then each renamed over its path, then each directory
+/// synced once. A crash before the renames leaves only temp files, which the next run of the
+/// same steps removes.
+pub fn commit(staged: Vec<Staged>) -> Result<()> {
+    if staged.is_empty() {
+        return Ok(());
+    }
+    let dev = |s: &Staged| s.file.metadata().map(|m| m.dev()).ok();
+    // SAFETY: syncfs on an open descriptor of the filesystem all the temp files live on.
+    let synced = staged.len() > 2
+        && staged.iter().all(|s| dev(s) == dev(&staged[0]))
+        && unsafe { libc::syncfs(staged[0].file.as_raw_fd()) } == 0;
+    if !synced {
+        for s in &staged {
+            s.file
+                .sync_all()
+                .map_err(|e| err(&s.place, format!("fsync: {e}")))?;
+        }
+    }
+    let mut dirs: Vec<(&Path, &str)> = Vec::new();
+    for s in &staged {
+        std::fs::rename(&s.tmp, &s.path).map_err(|e| err(&s.place, format!("rename: {e}")))?;
+        if !dirs.iter().any(|(d, _)| *d == s.dir.as_path()) {
+            dirs.push((&s.dir, &s.place));
+        }
+    }
+    for (d, place) in dirs {
+        fsync_dir(d, place)?;
+    }
+    Ok(())
+}
+
+/// Drop staged files that will not be committed (a later entry of the batch failed).
+pub fn discard(staged: Vec<Staged>) {
+    for s in staged {
+        let _ = std::fs::remove_file(&s.tmp);
+    }
+}
+
+/// Write `bytes` as the entry's file (owner, mode, atomic; see the module doc).
+pub fn write_bytes(t: &Target, f: &FileWrite, bytes: &[u8], db: &UserDb) -> Result<()> {
+    let s = stage(t, f, bytes, db)?;
+    commit(vec![s])
 }
 
 #[cfg(test)]

@@ -107,6 +107,7 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     let summary = apply::apply(plan, &opts, &mut journal, &mut reporter)?;
     for w in &summary.warnings {
         eprintln!("warning: {w}");
+        reporter.warning(w);
     }
     eprintln!(
         "nodeagent run: {} steps done, {} already finished earlier (instance {})",

@@ -164,3 +164,80 @@ pub fn ids(p: &Path) -> (u32, u32) {
     let m = std::fs::symlink_metadata(p).unwrap();
     (m.uid(), m.gid())
 }
+
+/// A debootstrap'd minimal Debian 12 rootfs with shadow's tools and sudo, cached under
+/// `target/apply-rootfs` (built once, ~3 minutes; needs debootstrap and deb.debian.org).
+pub fn rootfs() -> std::path::PathBuf {
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
+    let fs = target.join("apply-rootfs");
+    if fs.join("usr/sbin/useradd").exists() {
+        return fs;
+    }
+    std::fs::create_dir_all(&target).unwrap();
+    let lock = std::fs::File::create(target.join("apply-rootfs.lock")).unwrap();
+    // SAFETY: flock on an open descriptor; serialises test binaries building the rootfs.
+    unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
+    if !fs.join("usr/sbin/useradd").exists() {
+        let tmp = target.join("apply-rootfs.tmp");
+        let _ = std::fs::remove_dir_all(&tmp);
+        if !Path::new("/usr/sbin/debootstrap").exists() {
+            let ok = std::process::Command::new("apt-get")
+                .args(["install", "-y", "debootstrap"])
+                .status()
+                .unwrap();
+            assert!(ok.success(), "apt-get install debootstrap");
+        }
+        let ok = std::process::Command::new("debootstrap")
+            .args(["--variant=minbase", "--include=sudo,passwd", "bookworm"])
+            .arg(&tmp)
+            .arg("http://deb.debian.org/debian")
+            .status()
+            .unwrap();
+        assert!(ok.success(), "debootstrap failed");
+        std::fs::rename(&tmp, &fs).unwrap();
+    }
+    fs
+}
+
+/// A throw-away writable copy of the rootfs: an overlay mount (changes land in `upper`).
+pub struct Overlay {
+    pub dir: tempfile::TempDir,
+    pub root: std::path::PathBuf,
+    pub upper: std::path::PathBuf,
+}
+
+impl Overlay {
+    pub fn new(lower: &Path) -> Overlay {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, upper, work) = (
+            dir.path().join("m"),
+            dir.path().join("u"),
+            dir.path().join("w"),
+        );
+        for d in [&root, &upper, &work] {
+            std::fs::create_dir(d).unwrap();
+        }
+        let opts = format!(
+            "lowerdir={},upperdir={},workdir={}",
+            lower.display(),
+            upper.display(),
+            work.display()
+        );
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "overlay", "overlay", "-o", &opts])
+            .arg(&root)
+            .status()
+            .unwrap();
+        assert!(ok.success(), "overlay mount");
+        Overlay { dir, root, upper }
+    }
+}
+
+impl Drop for Overlay {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.root)
+            .status();
+    }
+}
