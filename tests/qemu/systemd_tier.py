@@ -130,7 +130,10 @@ def build_deb(nodeagent, workdir):
         return os.environ["NODEAGENT_DEB"]
     builder = os.path.join(q.REPO, "packaging", "build-deb")
     if os.access(builder, os.X_OK):
-        out = subprocess.run([builder], cwd=q.REPO, check=True, capture_output=True, text=True)
+        # The shipped package, made from the binary under test (debug info stripped).
+        binary = q.install_stripped(nodeagent, os.path.join(workdir, "deb-bin", "nodeagent"))
+        out = subprocess.run([builder, "--bin", binary, "--out", os.path.join(workdir, "debian")],
+                             cwd=q.REPO, check=True, capture_output=True, text=True)
         return out.stdout.strip().splitlines()[-1]
     if not os.path.isdir(UNITS):
         raise RuntimeError("units/ is not in the tree yet")
