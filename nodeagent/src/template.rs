@@ -203,7 +203,10 @@ fn render_body(body: &str, vars: &Json, compat: bool) -> Result<Rendered> {
     if body.ends_with('\n') {
         text.push('\n');
     }
-    let warnings = missing_warning(&text).into_iter().collect();
+    let warnings = missing_warning(&text)
+        .into_iter()
+        .chain(subtype_warning(&text))
+        .collect();
     Ok(Rendered { text, warnings })
 }
 
@@ -352,6 +355,52 @@ fn missing_warning(text: &str) -> Option<String> {
     }
 }
 
+/// cloud-init's user-data type prefixes (`handlers.INCLUSION_TYPES_MAP`), matched longest
+/// first against the lower-cased, left-stripped text.
+const TYPE_PREFIXES: [(&str, &str); 9] = [
+    ("#include", "text/x-include-url"),
+    ("#include-once", "text/x-include-once-url"),
+    ("#!", "text/x-shellscript"),
+    ("#cloud-config", "text/cloud-config"),
+    ("#part-handler", "text/part-handler"),
+    ("#cloud-boothook", "text/cloud-boothook"),
+    ("#cloud-config-archive", "text/cloud-config-archive"),
+    ("#cloud-config-jsonp", "text/cloud-config-jsonp"),
+    (JINJA_PREFIX, "text/jinja2"),
+];
+
+/// The MIME type cloud-init infers for a user-data text (`type_from_starts_with`).
+pub fn content_type(text: &str) -> Option<&'static str> {
+    let stripped = text.trim_start_matches(py_space);
+    let mut prefixes = TYPE_PREFIXES;
+    prefixes.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
+    prefixes
+        .iter()
+        .find(|(p, _)| lower_prefix_matches(stripped, p))
+        .map(|(_, t)| *t)
+}
+
+/// cloud-init hands a rendered template only to the cloud-config, shell-script and
+/// boothook handlers; anything else (or an empty result) is dropped. Say so.
+fn subtype_warning(text: &str) -> Option<String> {
+    if text.is_empty() {
+        return Some("rendered user-data is empty: cloud-init skips this part".into());
+    }
+    match content_type(text) {
+        Some(
+            "text/cloud-config"
+            | "text/cloud-config-jsonp"
+            | "text/x-shellscript"
+            | "text/cloud-boothook",
+        ) => None,
+        other => Some(format!(
+            "rendered user-data is of type {}: cloud-init's jinja handler only passes on #cloud-config, \
+             #! scripts and #cloud-boothook and ignores this part",
+            other.unwrap_or("unknown (no #cloud-config or #! first line)")
+        )),
+    }
+}
+
 /// Python's `str.splitlines()` (what cloud-init uses to quote the failing line).
 fn py_splitlines(s: &str) -> Vec<&str> {
     let mut lines = Vec::new();
@@ -406,7 +455,16 @@ fn syntax_message(msg: &str, template_line: usize, body: &str) -> String {
 
 fn syntax_error(e: &minijinja::Error, body: &str) -> Error {
     let line = e.line().unwrap_or(1);
-    let msg = e.detail().unwrap_or("syntax error");
+    let detail = e.detail().unwrap_or("syntax error");
+    let is_do = py_splitlines(body)
+        .get(line.wrapping_sub(1))
+        .is_some_and(|l| l.contains("do "));
+    let msg = if detail.contains("expected call expression") && is_do {
+        format!("{detail} (`{{% do %}}` here only accepts a call such as `{{% do f(x) %}}`)")
+    } else {
+        detail.to_string()
+    };
+    let msg = msg.as_str();
     err(Some(line + 1), syntax_message(msg, line, body))
 }
 
@@ -1523,5 +1581,99 @@ mod pyfilters {
             }
         }
         out.push('"');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_float_repr() {
+        // Values checked against CPython 3.11 `repr(float)`.
+        for (f, want) in [
+            (1.0, "1.0"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (1e16, "1e+16"),
+            (1e15, "1000000000000000.0"),
+            (1.5e-5, "1.5e-05"),
+            (0.0001, "0.0001"),
+            (-0.0, "-0.0"),
+            (123456.789, "123456.789"),
+            (1.2345678901234568e17, "1.2345678901234568e+17"),
+            (f64::INFINITY, "inf"),
+            (2.5e-300, "2.5e-300"),
+        ] {
+            assert_eq!(py_float(f), want, "{f:e}");
+        }
+    }
+
+    #[test]
+    fn python_splitlines() {
+        assert_eq!(
+            py_splitlines("a\nb\r\nc\rd\u{c}e\u{2028}f\n"),
+            ["a", "b", "c", "d", "e", "f"]
+        );
+        assert_eq!(py_splitlines(""), Vec::<&str>::new());
+        assert_eq!(py_splitlines("\n\nx"), ["", "", "x"]);
+    }
+
+    #[test]
+    fn python_repr_of_strings() {
+        let r = |s: &str| {
+            let mut o = String::new();
+            py_repr_str(s, &mut o);
+            o
+        };
+        assert_eq!(r("it's"), "\"it's\"");
+        assert_eq!(r("it's \"x\""), "'it\\'s \"x\"'");
+        assert_eq!(r("a\tb\n\\"), "'a\\tb\\n\\\\'");
+        assert_eq!(r("\u{7f}\u{a0}é"), "'\\x7f\\xa0é'");
+    }
+
+    #[test]
+    fn user_data_types() {
+        assert_eq!(content_type("#cloud-config\n"), Some("text/cloud-config"));
+        assert_eq!(
+            content_type("  #Cloud-Config-Archive\n"),
+            Some("text/cloud-config-archive")
+        );
+        assert_eq!(content_type("#!/bin/sh"), Some("text/x-shellscript"));
+        assert_eq!(
+            content_type("#include-once\nx"),
+            Some("text/x-include-once-url")
+        );
+        assert_eq!(content_type("hello"), None);
+    }
+
+    #[test]
+    fn operator_aliases() {
+        assert_eq!(alias("local-hostname").as_deref(), Some("local_hostname"));
+        assert_eq!(alias("a//b").as_deref(), Some("a_b"));
+        assert_eq!(alias("a**b==c!=d>=e<=f").as_deref(), Some("a_b_c_d_e_f"));
+        assert_eq!(alias("fd8e::1").as_deref(), Some("fd8e__1"));
+        assert_eq!(alias("plain_key"), None);
+        assert_eq!(alias("sp ace@$!"), None);
+        assert!(is_version_key("v1") && is_version_key("v10") && is_version_key("v2\n"));
+        assert!(!is_version_key("v") && !is_version_key("v1a") && !is_version_key("xv1"));
+    }
+
+    #[test]
+    fn path_walk_names_first_missing_hop() {
+        let vars = serde_json::json!({"ds": {"meta_data": {"a": [{"b": 1}]}}});
+        assert_eq!(
+            first_missing(&vars, "ds.meta_data.x.y").as_deref(),
+            Some("ds.meta_data.x")
+        );
+        assert_eq!(
+            first_missing(&vars, "ds['meta_data'].a[0].c").as_deref(),
+            Some("ds['meta_data'].a[0].c")
+        );
+        assert_eq!(
+            first_missing(&vars, "ds.meta_data.a[3]").as_deref(),
+            Some("ds.meta_data.a[3]")
+        );
+        assert_eq!(first_missing(&vars, "ds.meta_data.a[0].b"), None);
+        assert_eq!(first_missing(&vars, "f(x).y"), None);
     }
 }

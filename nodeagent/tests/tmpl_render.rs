@@ -133,14 +133,14 @@ fn undefined_in_if_and_default_is_fine_in_strict_mode() {
 #[test]
 fn compat_renders_placeholders_with_cloud_init_warning() {
     let r = render(
-        &jinja("a: {{ nope }}\nb: {{ v1.gone | upper }}\nc: {{ nope | default('ok') }}\n"),
+        &jinja("#cloud-config\na: {{ nope }}\nb: {{ v1.gone | upper }}\nc: {{ nope | default('ok') }}\n"),
         &data(),
         true,
     )
     .unwrap();
     assert_eq!(
         r.text,
-        "a: CI_MISSING_JINJA_VAR/nope\nb: CI_MISSING_JINJA_VAR/GONE\nc: ok\n"
+        "#cloud-config\na: CI_MISSING_JINJA_VAR/nope\nb: CI_MISSING_JINJA_VAR/GONE\nc: ok\n"
     );
     assert_eq!(
         r.warnings,
@@ -377,4 +377,48 @@ fn real_underscore_key_beats_generated_alias() {
     let v = jinja_variables(&json!({"b-c": 1, "a": 2}));
     let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["a", "b-c", "b_c"]);
+}
+
+// ---- what cloud-init would do with the rendered part (B.3) ----
+
+#[test]
+fn warns_when_cloud_init_would_not_pass_the_result_on() {
+    let r = render(
+        &jinja("{% if false %}#cloud-config{% endif %}"),
+        &data(),
+        false,
+    )
+    .unwrap();
+    assert_eq!(r.text, "");
+    assert_eq!(
+        r.warnings,
+        ["rendered user-data is empty: cloud-init skips this part"]
+    );
+    let r = render(&jinja("#cloud-config-archive\n- x\n"), &data(), false).unwrap();
+    assert!(
+        r.warnings[0].contains("text/cloud-config-archive"),
+        "{:?}",
+        r.warnings
+    );
+    for ok in [
+        "#cloud-config\n",
+        "  #!/bin/bash\necho\n",
+        "#cloud-boothook\n",
+    ] {
+        let r = render(&jinja(ok), &data(), false).unwrap();
+        assert!(r.warnings.is_empty(), "{ok:?}: {:?}", r.warnings);
+    }
+}
+
+#[test]
+fn do_statement_needs_a_call() {
+    assert_eq!(
+        render(&jinja("{% do v1.get('x') %}ok"), &data(), false)
+            .unwrap()
+            .text,
+        "ok"
+    );
+    let e = render(&jinja("\n{% do 1 + 1 %}"), &data(), false).unwrap_err();
+    assert_eq!(e.place, "userdata line 3");
+    assert!(e.message.contains("only accepts a call"), "{e}");
 }

@@ -2,7 +2,8 @@
 """Reference renderer: cloud-init's user-data jinja path, re-created with real jinja2.
 
 Reads a JSON list of cases ({"name", "userdata", "data"}) on stdin and prints a JSON list
-of results ({"name", "text" | null, "warnings", "error" | null, "line" | null}).
+of results ({"name", "text" | null, "warnings", "error" | null, "line" | null,
+"skipped" | null: why cloud-init's jinja handler would not pass the rendered part on}).
 
 Mirrors cloud-init 26.2 (formats/cloud-init.md B.1-B.5): cloudinit/templater.py
 (detect_template, jinja_render, UndefinedJinjaVariable, JinjaSyntaxParsingException) and
@@ -53,6 +54,30 @@ class JinjaSyntaxParsingException(TemplateSyntaxError):
         )
 
 
+# cloudinit/handlers/__init__.py INCLUSION_TYPES_MAP (user-data prefixes).
+INCLUSION_TYPES_MAP = {
+    "#include": "text/x-include-url",
+    "#include-once": "text/x-include-once-url",
+    "#!": "text/x-shellscript",
+    "#cloud-config": "text/cloud-config",
+    "#part-handler": "text/part-handler",
+    "#cloud-boothook": "text/cloud-boothook",
+    "#cloud-config-archive": "text/cloud-config-archive",
+    "#cloud-config-jsonp": "text/cloud-config-jsonp",
+    "## template: jinja": "text/jinja2",
+}
+# The jinja handler's sub-handlers: cloud-config (+jsonp), shell script, boothook.
+SUB_HANDLER_TYPES = ("text/cloud-config", "text/cloud-config-jsonp", "text/x-shellscript", "text/cloud-boothook")
+
+
+def type_from_starts_with(payload, default=None):
+    payload_lc = payload.lower().lstrip()
+    for text in sorted(INCLUSION_TYPES_MAP, key=len, reverse=True):
+        if payload_lc.startswith(text):
+            return INCLUSION_TYPES_MAP[text]
+    return default
+
+
 def get_jinja_variable_alias(orig_name):
     alias_name = re.sub(operator_re, "_", orig_name)
     if alias_name != orig_name:
@@ -94,7 +119,7 @@ def render_case(case):
     m = TYPE_MATCHER.match(ident)
     assert m and m.group(1).lower().strip() == "jinja", "cases must carry a valid header"
     params = convert_jinja_instance_data(case["data"], include_key_aliases=True)
-    out = {"name": case["name"], "text": None, "warnings": [], "error": None, "line": None}
+    out = {"name": case["name"], "text": None, "warnings": [], "error": None, "line": None, "skipped": None}
     try:
         text = jinja_render(rest, params)
     except JinjaSyntaxParsingException as e:
@@ -111,6 +136,11 @@ def render_case(case):
     if names:
         out["warnings"] = ["Could not render jinja template variables in file 'userdata': %s" % ", ".join(names)]
     out["text"] = text
+    # jinja_template.handle_part: empty output is skipped, unsupported types are ignored.
+    if not text:
+        out["skipped"] = "empty"
+    elif type_from_starts_with(text) not in SUB_HANDLER_TYPES:
+        out["skipped"] = "type %s" % type_from_starts_with(text)
     return out
 
 
