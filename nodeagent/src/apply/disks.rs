@@ -32,8 +32,21 @@ fn probe(dev: &str, tag: &str) -> Result<String> {
     }
 }
 
-/// sfdisk script for a layout in percent (cloud-init's `layout`).
-pub fn sfdisk_script(table_type: &str, layout: &[(u32, Option<String>)]) -> Result<String> {
+/// Size of a device (or disk image) in 512-byte sectors.
+fn sectors(dev: &str) -> Result<u64> {
+    use std::io::Seek;
+    let mut f = std::fs::File::open(dev).map_err(|e| err(dev, e))?;
+    let bytes = f.seek(std::io::SeekFrom::End(0)).map_err(|e| err(dev, e))?;
+    Ok(bytes / 512)
+}
+
+/// sfdisk script for a layout in percent of the disk (cloud-init's `layout`); sfdisk takes
+/// sizes in sectors, so percentages are converted for a disk of `total` sectors.
+pub fn sfdisk_script(
+    table_type: &str,
+    layout: &[(u32, Option<String>)],
+    total: u64,
+) -> Result<String> {
     let label = match table_type {
         "mbr" | "dos" | "" => "dos",
         "gpt" => "gpt",
@@ -44,8 +57,8 @@ pub fn sfdisk_script(table_type: &str, layout: &[(u32, Option<String>)]) -> Resu
             ));
         }
     };
-    let total: u32 = layout.iter().map(|l| l.0).sum();
-    if total > 100 || layout.iter().any(|l| l.0 == 0) {
+    let sum: u32 = layout.iter().map(|l| l.0).sum();
+    if sum > 100 || layout.iter().any(|l| l.0 == 0) {
         return Err(err(
             "disk_setup.layout",
             "partition sizes must be 1..100 percent and sum to at most 100",
@@ -54,10 +67,12 @@ pub fn sfdisk_script(table_type: &str, layout: &[(u32, Option<String>)]) -> Resu
     let mut s = format!("label: {label}\n");
     for (i, (pct, ty)) in layout.iter().enumerate() {
         let last = i + 1 == layout.len();
-        let size = if last && total == 100 {
+        // 1 MiB alignment at the start, room for the GPT backup at the end.
+        let usable = total.saturating_sub(2048 + 34);
+        let size = if last && sum == 100 {
             String::new()
         } else {
-            format!("size={pct}%, ")
+            format!("size={}, ", usable * u64::from(*pct) / 100 / 2048 * 2048)
         };
         let t = ty
             .as_deref()
@@ -81,7 +96,8 @@ pub fn disk_setup(ctx: &mut Ctx<'_>, d: &DiskSetupSpec) -> Result<Outcome> {
         if disk.layout.is_empty() {
             continue;
         }
-        let script = sfdisk_script(&disk.table_type, &disk.layout).map_err(|e| e.within(&place))?;
+        let script = sfdisk_script(&disk.table_type, &disk.layout, sectors(&disk.device)?)
+            .map_err(|e| e.within(&place))?;
         let existing = probe(&disk.device, "PTTYPE")?;
         let fs = probe(&disk.device, "TYPE")?;
         if (!existing.is_empty() || !fs.is_empty()) && !disk.overwrite {
@@ -236,14 +252,14 @@ mod tests {
     #[test]
     fn sfdisk_layouts() {
         assert_eq!(
-            sfdisk_script("gpt", &[(100, None)]).unwrap(),
+            sfdisk_script("gpt", &[(100, None)], 1 << 20).unwrap(),
             "label: gpt\ntype=L\n"
         );
         assert_eq!(
-            sfdisk_script("mbr", &[(33, None), (67, Some("82".into()))]).unwrap(),
-            "label: dos\nsize=33%, type=L\ntype=82\n"
+            sfdisk_script("mbr", &[(33, None), (67, Some("82".into()))], 1 << 20).unwrap(),
+            "label: dos\nsize=344064, type=L\ntype=82\n"
         );
-        assert!(sfdisk_script("gpt", &[(80, None), (30, None)]).is_err());
+        assert!(sfdisk_script("gpt", &[(80, None), (30, None)], 1 << 20).is_err());
         assert_eq!(target_device("/dev/sdb", Some("1")), "/dev/sdb1");
         assert_eq!(target_device("/dev/nvme0n1", Some("2")), "/dev/nvme0n1p2");
         assert_eq!(target_device("/dev/sdb", Some("auto")), "/dev/sdb");

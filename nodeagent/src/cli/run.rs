@@ -1,11 +1,10 @@
 //! `nodeagent run`: read, plan, apply (stage local, main or all), journaled. Owner: apply.
 
 use crate::apply::{self, Options, StageSel, Target};
-use crate::config::ImageConfig;
-use crate::error::{Error, Result, exit};
+use crate::error::{Result, exit};
 use crate::report::{Phase, Reporter};
 use crate::state::State;
-use std::path::PathBuf;
+use crate::{instance, pipeline};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StageArg {
@@ -19,22 +18,13 @@ pub struct Args {
     /// `local`: hostname and network (before the network is up); `main`: everything else.
     #[arg(long, value_enum, default_value = "all")]
     pub stage: StageArg,
-    /// Put every path the agent touches under DIR; users and groups come from DIR/etc.
-    /// Commands, disk tools and kubeadm run only with --exec.
-    #[arg(long, value_name = "DIR", default_value = "/")]
-    pub root: PathBuf,
-    /// Under --root: run commands, disk tools and kubeadm too (always on with root /).
+    /// With --root: also run commands, disk tools and kubeadm (always on when the root is /).
     #[arg(long)]
     pub exec: bool,
-    /// Read bootstrap data from this transport only (vmware, fwcfg, dir:DIR, nocloud:DIR).
-    #[arg(long, value_name = "T")]
-    pub transport: Option<String>,
-    /// Host facts from a JSON file instead of the running system.
-    #[arg(long, value_name = "FILE")]
-    pub facts: Option<PathBuf>,
-    /// cloud-init compatibility (see the configuration reference).
-    #[arg(long)]
-    pub compat: bool,
+    /// --transport, --facts, --compat, --root DIR (every path under DIR; users and groups
+    /// from DIR/etc; commands only with --exec).
+    #[command(flatten)]
+    pub data: super::common::DataArgs,
 }
 
 /// Logging: journald on a real node, stderr otherwise (or when journald is absent).
@@ -63,7 +53,7 @@ pub fn init_logging(root_is_host: bool) {
 }
 
 pub fn run(args: Args) -> i32 {
-    let target = Target::new(&args.root);
+    let target = Target::new(&args.data.root);
     init_logging(target.is_host());
     match run_inner(&args, target) {
         Ok(code) => code,
@@ -78,45 +68,72 @@ pub fn run(args: Args) -> i32 {
 }
 
 fn run_inner(args: &Args, target: Target) -> Result<i32> {
-    let config = ImageConfig::load(&target.root)?;
-    let compat = args.compat || config.compat;
-    let prepared = prepare(args, &config, compat)?;
-    let plan = &prepared.plan;
-    crate::kubeadm::preflight(plan, &target.root)?;
-
-    let state = State::open(&target.root)?;
-    let mut journal = state.begin_instance(&plan.instance_id)?;
-    for (name, data, mode) in &prepared.keep {
-        state.save(&plan.instance_id, name, data, *mode)?;
-    }
     let stage = match args.stage {
         StageArg::Local => StageSel::Local,
         StageArg::Main => StageSel::Main,
         StageArg::All => StageSel::All,
     };
+    let inputs = pipeline::gather(&args.data.options())?;
+    let prepared = if stage == StageSel::Local {
+        pipeline::prepare_local(&inputs)
+    } else {
+        pipeline::prepare(&inputs)
+    };
+    let prepared = match prepared {
+        Ok(p) => p,
+        Err(e) => {
+            // Bad input changes nothing on disk, but the platform still hears why.
+            let mut reporter = Reporter::new(Some(inputs.transport.as_ref()), &target.root, "");
+            reporter.failed("read", &crate::redact::redact_text(&e.to_string()), &[]);
+            return Err(e);
+        }
+    };
+    let plan = &prepared.plan;
+    crate::kubeadm::preflight(plan, &target.root)?;
+
+    let state = State::open(&target.root)?;
+    let mut journal = state.begin_instance(&plan.instance_id)?;
+    let iid = &plan.instance_id;
+    // What cloud-init keeps in /run/cloud-init and /var/lib/cloud/instance, for query/render.
+    let tree = &prepared.instance_data;
+    state.save(
+        iid,
+        "instance-data-sensitive.json",
+        instance::to_python_json(tree).as_bytes(),
+        0o600,
+    )?;
+    state.save(
+        iid,
+        "instance-data.json",
+        instance::to_python_json(&instance::redacted(tree)).as_bytes(),
+        0o644,
+    )?;
+    if let Some(text) = prepared.rendered.as_ref().or(prepared.userdata.as_ref()) {
+        state.save(iid, "userdata.txt", text.as_bytes(), 0o600)?;
+    }
+
     let opts = Options {
         exec: args.exec || target.is_host(),
         target,
         stage,
-        compat,
-        config,
+        compat: inputs.compat,
+        config: inputs.image.clone(),
     };
-    let transport = prepared.transport.as_deref();
-    let mut reporter = Reporter::new(transport, &opts.target.root, &plan.instance_id);
+    let mut reporter = Reporter::new(Some(inputs.transport.as_ref()), &opts.target.root, iid);
     reporter.phase(Phase::Reading, None);
-    let summary = apply::apply(plan, &opts, &mut journal, &mut reporter)?;
+    let mut plan_run = plan.clone();
+    plan_run.warnings = prepared.warnings.clone();
+    let summary = apply::apply(&plan_run, &opts, &mut journal, &mut reporter)?;
     for w in &summary.warnings {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", crate::redact::redact_text(w));
         reporter.warning(w);
     }
     eprintln!(
-        "nodeagent run: {} steps done, {} already finished earlier (instance {})",
+        "nodeagent run: {} steps done, {} already finished earlier (instance {iid})",
         summary.ran.len(),
         summary.already.len(),
-        plan.instance_id
     );
     if stage != StageSel::Local {
-        reporter.phase(Phase::Done, None);
         reporter.done();
     }
     Ok(if summary.warnings.is_empty() {
@@ -124,20 +141,4 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     } else {
         exit::DEGRADED
     })
-}
-
-/// What the pipeline hands to apply.
-pub struct Prepared {
-    pub plan: crate::plan::Plan,
-    /// Files kept in the instance state dir: (name, bytes, mode).
-    pub keep: Vec<(String, Vec<u8>, u32)>,
-    pub transport: Option<Box<dyn crate::transport::Transport>>,
-}
-
-fn prepare(_args: &Args, _config: &ImageConfig, _compat: bool) -> Result<Prepared> {
-    Err(Error::new(
-        crate::error::Stage::Usage,
-        "run",
-        "the read/plan pipeline is not available in this build yet",
-    ))
 }
