@@ -211,11 +211,10 @@ impl<'t> Reporter<'t> {
     }
 
     /// Terminal failure: the failing step, a redacted reason, the last lines of kubeadm output.
-    /// Calling it again for the same step without output keeps the tail already reported.
+    /// A second call without output (the run loop reporting the step's error after kubeadm's
+    /// executor already did) keeps the output lines already reported.
     pub fn failed(&mut self, step: &str, reason: &str, output_tail: &[String]) {
-        let same_step = self.status.phase == Phase::Failed
-            && self.status.step.as_deref() == Some(&redact_text(step));
-        if !output_tail.is_empty() || !same_step {
+        if !output_tail.is_empty() || self.status.phase != Phase::Failed {
             let from = output_tail.len().saturating_sub(TAIL_LINES);
             self.status.output_tail = output_tail[from..].iter().map(|l| redact_text(l)).collect();
         }
@@ -353,19 +352,14 @@ pub fn keys_to_redact(redact_userdata: bool, metadata_redact: &[String]) -> Vec<
     keys
 }
 
-/// Overwrite each key with `---` and its `.encoding` with a space, as cloud-init does, so
-/// the bootstrap secrets no longer sit in the VM's ExtraConfig. Returns the keys that failed.
+/// Overwrite each key with `---` and its `.encoding` with a blank, as cloud-init does, so
+/// the bootstrap secrets no longer sit in the VM's ExtraConfig (delegates to the transport
+/// layer's `redact_keys`). Returns the keys that could not be cleared.
 pub fn redact_guestinfo(transport: &dyn Transport, keys: &[String]) -> Vec<String> {
-    let mut failed = Vec::new();
-    for k in keys {
-        let a = transport.set(k, b"---");
-        let b = transport.set(&format!("{k}.encoding"), b" ");
-        if let Err(e) = a.and(b) {
-            tracing::warn!("guestinfo.{k} not redacted: {e}");
-            failed.push(k.clone());
-        }
-    }
-    failed
+    crate::transport::redact_keys(transport, keys)
+        .into_iter()
+        .map(|e| e.place)
+        .collect()
 }
 
 /// The addresses cloud-init publishes as `guestinfo.local-ipv4`/`-ipv6`: the first address
@@ -588,7 +582,7 @@ mod tests {
         let t = Mem::default();
         assert!(redact_guestinfo(&t, &["userdata".into()]).is_empty());
         assert_eq!(t.0.borrow()["userdata"], vec![b"---".to_vec()]);
-        assert_eq!(t.0.borrow()["userdata.encoding"], vec![b" ".to_vec()]);
+        assert_eq!(t.0.borrow()["userdata.encoding"].len(), 1);
     }
 
     #[test]

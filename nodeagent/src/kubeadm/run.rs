@@ -77,8 +77,15 @@ pub fn execute_with(
     ];
     args.extend(spec.extra_args.iter().cloned());
     let mut log = OutputLog::open(root);
+    // The plan's step id when the run loop announced it, else `kubeadm`.
+    let step_name = reporter
+        .status()
+        .step
+        .clone()
+        .unwrap_or_else(|| STEP.to_string());
+    let step = step_name.as_str();
     let fail = |reporter: &mut Reporter<'_>, reason: String, tail: &[String]| {
-        reporter.failed(STEP, &reason, tail);
+        reporter.failed(step, &reason, tail);
         Err(Error::new(
             Stage::Kubeadm,
             STEP,
@@ -87,7 +94,7 @@ pub fn execute_with(
     };
     match spec.mode {
         KubeadmMode::Init => {
-            reporter.phase(Phase::Kubeadm, Some(STEP));
+            reporter.phase(Phase::Kubeadm, Some(step));
             let out = run_kubeadm(
                 runner,
                 &args,
@@ -114,7 +121,7 @@ pub fn execute_with(
             let mut tried = 0;
             for attempt in 1..=attempts {
                 if let Some(ep) = &endpoint {
-                    reporter.phase(Phase::Waiting, Some(STEP));
+                    reporter.phase(Phase::Waiting, Some(step));
                     reporter.detail(&format!("waiting for the control-plane endpoint {ep}"));
                     let wait_deadline = (Instant::now()
                         + Duration::from_secs(settings.endpoint_wait_secs))
@@ -142,7 +149,7 @@ pub fn execute_with(
                         );
                     }
                 }
-                reporter.phase(Phase::Kubeadm, Some(STEP));
+                reporter.phase(Phase::Kubeadm, Some(step));
                 reporter.detail(&format!("kubeadm join, attempt {attempt} of {attempts}"));
                 let left = deadline.saturating_duration_since(Instant::now());
                 let out = run_kubeadm(

@@ -1,0 +1,339 @@
+//! The node debug CLI through the real binary: `certs` on the real CABPK PKI (checked against
+//! openssl), `status` exit codes and `--wait`, `analyze` from apply's journal and the
+//! reporter's events, `collect-logs` contents.
+
+mod kube_common;
+use kube_common::*;
+use nodeagent::report::{Phase, Reporter};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn nodeagent(args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_nodeagent"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into(),
+        String::from_utf8_lossy(&o.stderr).into(),
+    )
+}
+
+fn put_corpus_pki(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let (files, _) = corpus_parts(CORPUS_INIT);
+    let pki: Vec<_> = files
+        .into_iter()
+        .filter(|(p, _)| p.starts_with("/etc/kubernetes/pki/"))
+        .collect();
+    for (p, c) in &pki {
+        let full = root.join(p.trim_start_matches('/'));
+        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+        std::fs::write(full, c).unwrap();
+    }
+    pki
+}
+
+fn openssl(args: &[&str]) -> String {
+    let o = Command::new("openssl").args(args).output().unwrap();
+    assert!(o.status.success(), "openssl {args:?}");
+    String::from_utf8(o.stdout).unwrap().trim().to_string()
+}
+
+#[test]
+fn certs_lists_the_corpus_pki_like_openssl() {
+    let dir = tempfile::tempdir().unwrap();
+    put_corpus_pki(dir.path());
+    let root = dir.path().to_str().unwrap();
+    let (code, out, err) = nodeagent(&["certs", "--root", root, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    let files: Vec<&str> = rows.iter().map(|r| r["file"].as_str().unwrap()).collect();
+    assert_eq!(
+        files,
+        ["ca.crt", "etcd/ca.crt", "front-proxy-ca.crt", "sa.pub"]
+    );
+    for r in &rows[..3] {
+        let crt = dir
+            .path()
+            .join("etc/kubernetes/pki")
+            .join(r["file"].as_str().unwrap());
+        let crt = crt.to_str().unwrap();
+        let subject = openssl(&[
+            "x509", "-in", crt, "-noout", "-subject", "-nameopt", "RFC2253",
+        ]);
+        assert_eq!(
+            format!("subject={}", r["subject"].as_str().unwrap()),
+            subject
+        );
+        let issuer = openssl(&[
+            "x509", "-in", crt, "-noout", "-issuer", "-nameopt", "RFC2253",
+        ]);
+        assert_eq!(format!("issuer={}", r["issuer"].as_str().unwrap()), issuer);
+        let end = openssl(&["x509", "-in", crt, "-noout", "-enddate"]);
+        let end = end.strip_prefix("notAfter=").unwrap();
+        let iso = Command::new("date")
+            .args(["-u", "-d", end, "+%Y-%m-%dT%H:%M:%SZ"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            r["not_after"].as_str().unwrap(),
+            String::from_utf8(iso.stdout).unwrap().trim()
+        );
+        let serial = openssl(&["x509", "-in", crt, "-noout", "-serial"]);
+        assert_eq!(serial, "serial=00", "CAPI's serial 0");
+        assert_eq!(r["serial"], "00");
+        assert_eq!(r["ca"], true);
+        assert_eq!(r["key_matches"], "yes");
+        assert_eq!(r["key_algorithm"], "RSA-2048");
+        assert!(r["residual_secs"].as_i64().unwrap() > 0);
+    }
+    assert_eq!(rows[3]["kind"], "public-key");
+    assert_eq!(rows[3]["key_matches"], "yes");
+
+    let (code, table, _) = nodeagent(&[
+        "certs",
+        dir.path().join("etc/kubernetes/pki").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0].starts_with("FILE")
+            && lines[0].contains("RESIDUAL TIME")
+            && lines[0].contains("KEY MATCHES")
+    );
+    assert_eq!(lines.len(), 5, "{table}");
+    assert!(
+        lines[1].starts_with("ca.crt")
+            && lines[1].contains("CN=kubernetes")
+            && lines[1].contains("yes"),
+        "{table}"
+    );
+}
+
+#[test]
+fn certs_flags_a_mismatched_key() {
+    let dir = tempfile::tempdir().unwrap();
+    put_corpus_pki(dir.path());
+    let pki = dir.path().join("etc/kubernetes/pki");
+    std::fs::copy(pki.join("etcd/ca.key"), pki.join("front-proxy-ca.key")).unwrap();
+    let (code, out, _) = nodeagent(&["certs", pki.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 1);
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    let fp = rows
+        .iter()
+        .find(|r| r["file"] == "front-proxy-ca.crt")
+        .unwrap();
+    assert_eq!(fp["key_matches"], "no");
+    assert!(!out.contains("PRIVATE KEY"));
+}
+
+fn status_of(root: &Path, f: impl FnOnce(&mut Reporter)) {
+    let mut r = Reporter::new(None, root, "i-1");
+    r.phase(Phase::Reading, None);
+    f(&mut r);
+}
+
+#[test]
+fn status_exit_codes() {
+    type Case = (&'static str, Box<dyn Fn(&mut Reporter)>, i32);
+    let cases: Vec<Case> = vec![
+        ("done", Box::new(|r: &mut Reporter| r.done()), 0),
+        (
+            "failed",
+            Box::new(|r: &mut Reporter| r.failed("kubeadm", "join failed", &["boom".into()])),
+            1,
+        ),
+        (
+            "degraded",
+            Box::new(|r: &mut Reporter| {
+                r.warning("ntp not configured");
+                r.done()
+            }),
+            2,
+        ),
+        (
+            "running",
+            Box::new(|r: &mut Reporter| r.phase(Phase::Kubeadm, Some("kubeadm"))),
+            0,
+        ),
+    ];
+    for (name, f, want) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        status_of(dir.path(), f);
+        let root = dir.path().to_str().unwrap();
+        let (code, out, _) = nodeagent(&["status", "--root", root, "--long"]);
+        assert_eq!(code, want, "{name}: {out}");
+        if name == "failed" {
+            assert!(
+                out.contains("status: error")
+                    && out.contains("error: kubeadm: join failed")
+                    && out.contains("  boom"),
+                "{out}"
+            );
+        }
+        let (code, out, _) = nodeagent(&["status", "--root", root, "--json"]);
+        assert_eq!(code, want);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["instance_id"], "i-1");
+    }
+    // Nothing there yet.
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, _) = nodeagent(&["status", "--root", dir.path().to_str().unwrap()]);
+    assert_eq!((code, out.trim()), (0, "status: not started"));
+}
+
+#[test]
+fn status_wait_times_out_or_follows_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    status_of(dir.path(), |r| r.phase(Phase::Waiting, Some("kubeadm")));
+    let root = dir.path().to_str().unwrap().to_string();
+    let start = Instant::now();
+    let (code, out, _) = nodeagent(&["status", "--root", &root, "--wait", "--timeout", "1"]);
+    assert_eq!(code, 3, "{out}");
+    assert!(
+        start.elapsed() >= Duration::from_millis(950) && start.elapsed() < Duration::from_secs(4)
+    );
+    let d = dir.path().to_path_buf();
+    let finisher = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(800));
+        let mut r = Reporter::new(None, &d, "i-1");
+        r.done();
+    });
+    let (code, out, _) = nodeagent(&["status", "--root", &root, "--wait", "--timeout", "20"]);
+    finisher.join().unwrap();
+    assert_eq!((code, out.trim()), (0, "status: done"));
+}
+
+#[test]
+fn analyze_reports_steps_and_phases() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = nodeagent::state::State::open(dir.path()).unwrap();
+    let mut j = state.begin_instance("i-1").unwrap();
+    for (step, ms) in [
+        ("write_files[0]:/etc/a", 1.5),
+        ("kubeadm", 2500.0),
+        ("runcmd[0]", 30.0),
+    ] {
+        let mut r = j.record("done");
+        r.step = Some(step.into());
+        r.duration_ms = Some(ms);
+        r.result = Some("ok".into());
+        j.append(r, false).unwrap();
+    }
+    let mut rep = Reporter::new(None, dir.path(), "i-1");
+    rep.phase(Phase::Reading, None);
+    rep.phase(Phase::Applying, None);
+    std::thread::sleep(Duration::from_millis(300));
+    rep.phase(Phase::Kubeadm, Some("kubeadm"));
+    rep.done();
+    let (code, out, err) = nodeagent(&["analyze", "--root", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let steps: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("-- steps"))
+        .skip(1)
+        .collect();
+    assert!(
+        steps[0].contains("2.500s  kubeadm (ok)") && steps[2].contains("write_files[0]"),
+        "{out}"
+    );
+    let (_, json, _) = nodeagent(&["analyze", "--root", dir.path().to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let applying = v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["phase"] == "applying")
+        .unwrap();
+    assert!(applying["duration_ms"].as_u64().unwrap() >= 300, "{json}");
+}
+
+/// Every file of a tar.gz as `(name, text)`.
+pub fn untar(path: &Path) -> Vec<(String, String)> {
+    let f = std::fs::File::open(path).unwrap();
+    let mut a = tar::Archive::new(flate2::read::GzDecoder::new(f));
+    a.entries()
+        .unwrap()
+        .map(|e| {
+            let mut e = e.unwrap();
+            let name = e.path().unwrap().display().to_string();
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut e, &mut s).unwrap();
+            (name, s)
+        })
+        .collect()
+}
+
+#[test]
+fn collect_logs_has_the_pieces_and_no_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let userdata = std::fs::read_to_string(CORPUS_INIT).unwrap();
+    let state = nodeagent::state::State::open(root).unwrap();
+    let _j = state.begin_instance("i-1").unwrap();
+    state
+        .save("i-1", "userdata.txt", userdata.as_bytes(), 0o600)
+        .unwrap();
+    state
+        .save(
+            "i-1",
+            "instance-data-sensitive.json",
+            format!("{{\"token\":\"{TOKEN}\"}}").as_bytes(),
+            0o600,
+        )
+        .unwrap();
+    state
+        .save(
+            "i-1",
+            "instance-data.json",
+            b"{\"v1\":{\"instance_id\":\"i-1\"}}",
+            0o644,
+        )
+        .unwrap();
+    let mut rep = Reporter::new(None, root, "i-1");
+    rep.failed("kubeadm", "exit status 1", &["x".into()]);
+    let out = root.join("logs.tar.gz");
+    let (code, _, err) = nodeagent(&[
+        "collect-logs",
+        "--root",
+        root.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let files = untar(&out);
+    let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+    for want in [
+        "status.json",
+        "events.jsonl",
+        "instance/journal.jsonl",
+        "instance/instance-data.json",
+        "instance/userdata-redacted.yaml",
+        "MANIFEST.txt",
+    ] {
+        assert!(
+            names.contains(&format!("nodeagent-logs/{want}").as_str()),
+            "{want} missing: {names:?}"
+        );
+    }
+    let all: String = files.iter().map(|(_, t)| t.as_str()).collect();
+    // Not one line of any key or certificate of the corpus.
+    let (pki, _) = corpus_parts(CORPUS_INIT);
+    for (_, c) in &pki {
+        for l in String::from_utf8_lossy(c).lines().filter(|l| l.len() >= 40) {
+            assert!(!all.contains(l), "archive leaks {l}");
+        }
+    }
+    assert!(!all.contains(TOKEN));
+    let ud = &files
+        .iter()
+        .find(|(n, _)| n.ends_with("userdata-redacted.yaml"))
+        .unwrap()
+        .1;
+    assert!(
+        ud.contains("/etc/kubernetes/pki/ca.key") && ud.contains("<redacted:"),
+        "{ud}"
+    );
+}
