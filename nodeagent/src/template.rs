@@ -181,12 +181,12 @@ pub fn render(userdata: &str, instance_data: &Json, compat: bool) -> Result<Rend
 fn render_body(body: &str, vars: &Json, compat: bool) -> Result<Rendered> {
     // jinja normalises every \r\n and lone \r to \n before lexing (and counts lines that way).
     let source = normalize_newlines(body);
-    let env = environment(compat);
+    let env = shared_environment(compat);
     let tmpl = env
         .template_from_str(&source)
         .map_err(|e| syntax_error(&e, body))?;
     let ctx = if compat {
-        compat_root(vars, &env)
+        compat_root(vars, env)
     } else {
         plain_value(vars)
     };
@@ -215,6 +215,12 @@ fn normalize_newlines(s: &str) -> String {
         return s.to_string();
     }
     s.replace("\r\n", "\n").replace('\r', "\n")
+}
+
+/// Environments are immutable once built; build each flavour once per process.
+fn shared_environment(compat: bool) -> &'static Environment<'static> {
+    static ENVS: std::sync::OnceLock<[Environment<'static>; 2]> = std::sync::OnceLock::new();
+    &ENVS.get_or_init(|| [environment(false), environment(true)])[usize::from(compat)]
 }
 
 /// The environment cloud-init uses, as far as minijinja has the same knobs: trim_blocks on,
@@ -447,8 +453,10 @@ fn syntax_message(msg: &str, template_line: usize, body: &str) -> String {
     } else {
         format!(": {}", crate::redact::redact_text(&text))
     };
+    // minijinja's details can quote template tokens: redact them like the line itself.
     format!(
-        "Unable to parse Jinja template due to syntax error: {msg} on line {}{text}",
+        "Unable to parse Jinja template due to syntax error: {} on line {}{text}",
+        crate::redact::redact_text(msg),
         template_line + 1
     )
 }
@@ -545,7 +553,7 @@ fn runtime_error(
     let msg = if detail.is_empty() {
         e.kind().to_string()
     } else {
-        format!("{}: {detail}", e.kind())
+        format!("{}: {}", e.kind(), crate::redact::redact_text(detail))
     };
     let msg = if expr.is_empty() {
         msg
@@ -1000,6 +1008,10 @@ fn is_version_key(key: &str) -> bool {
 
 /// The key with every jinja operator token replaced by `_`, if that changes it.
 fn alias(key: &str) -> Option<String> {
+    const OP_CHARS: &str = "/*=!><+-%~[](){}.:|,;";
+    if !key.contains(|c| OP_CHARS.contains(c)) {
+        return None;
+    }
     let mut out = String::with_capacity(key.len());
     let mut rest = key;
     let mut changed = false;

@@ -422,3 +422,67 @@ fn do_statement_needs_a_call() {
     assert_eq!(e.place, "userdata line 3");
     assert!(e.message.contains("only accepts a call"), "{e}");
 }
+
+#[test]
+fn deep_nesting_fails_cleanly_on_a_small_stack() {
+    // Runs on a 2 MiB stack (a tokio worker's size): parser and engine depth limits must
+    // turn absurd nesting into errors, never a stack overflow.
+    let t = std::thread::Builder::new()
+        .stack_size(2 * 1024 * 1024)
+        .spawn(|| {
+            let n = 5000;
+            let cases = [
+                format!("{{{{ {}1{} }}}}", "(".repeat(n), ")".repeat(n)),
+                format!("{{{{ {}1{} }}}}", "[".repeat(n), "]".repeat(n)),
+                format!("{}x{}", "{% if true %}".repeat(n), "{% endif %}".repeat(n)),
+                format!(
+                    "{}x{}",
+                    "{% for i in [1] %}".repeat(n),
+                    "{% endfor %}".repeat(n)
+                ),
+                "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}".to_string(),
+            ];
+            cases
+                .iter()
+                .map(|body| render(&jinja(body), &data(), false).map(|r| r.text.len()))
+                .collect::<Vec<_>>()
+        })
+        .unwrap();
+    for (i, r) in t
+        .join()
+        .expect("render overflowed its stack")
+        .into_iter()
+        .enumerate()
+    {
+        let e = r.expect_err("absurd nesting must be refused");
+        assert_eq!(e.stage, Stage::Template, "case {i}");
+        assert!(e.place.starts_with("userdata line"), "case {i}: {e}");
+    }
+}
+
+/// Benchmark, not a timed test: `cargo test -p nodeagent --test tmpl_render -- --ignored --nocapture bench_render`.
+#[test]
+#[ignore]
+fn bench_render() {
+    let cabpk = std::fs::read_to_string(CABPK_INIT).unwrap();
+    let capv = jinja(
+        "#cloud-config\nruncmd:\n- hostnamectl set-hostname \"{{ ds.meta_data.hostname }}\"\n- echo \"127.0.0.1 {{ ds.meta_data.hostname }} {{ local_hostname }}\" >>/etc/hosts\nname: '{{ local_hostname }}'\n",
+    );
+    for (name, userdata) in [
+        ("cabpk-init", cabpk.as_str()),
+        ("capv-style", capv.as_str()),
+    ] {
+        for compat in [false, true] {
+            let (n, data) = (200, data());
+            let (wall, cpu) = (Instant::now(), thread_cpu());
+            for _ in 0..n {
+                std::hint::black_box(render(userdata, &data, compat).unwrap());
+            }
+            let (wall, cpu) = (wall.elapsed() / n, (thread_cpu() - cpu) / n);
+            println!(
+                "{name} ({} bytes) compat={compat}: {cpu:?} CPU, {wall:?} wall per render",
+                userdata.len()
+            );
+        }
+    }
+}
