@@ -362,6 +362,23 @@ pub fn redact_guestinfo(transport: &dyn Transport, keys: &[String]) -> Vec<Strin
         .collect()
 }
 
+/// What to do once a bootstrap succeeded (call after `Reporter::done`): publish
+/// `guestinfo.local-ipv4`/`-ipv6`, then blank `userdata` (when the image config's
+/// `redact_userdata` says so) and the keys metadata `redact:` names. Only on transports
+/// whose values the platform keeps (vmware, fwcfg); a `dir`/`nocloud` source is the
+/// operator's own input and is left alone. Returns keys that could not be redacted.
+pub fn after_success(
+    transport: &dyn Transport,
+    redact_userdata: bool,
+    metadata_redact: &[String],
+) -> Vec<String> {
+    if !matches!(transport.name(), "vmware" | "fwcfg") {
+        return Vec::new();
+    }
+    publish_local_addresses(transport);
+    redact_guestinfo(transport, &keys_to_redact(redact_userdata, metadata_redact))
+}
+
 /// The addresses cloud-init publishes as `guestinfo.local-ipv4`/`-ipv6`: the first address
 /// of the interface holding the default route (per family).
 pub fn local_addresses() -> (Option<std::net::Ipv4Addr>, Option<std::net::Ipv6Addr>) {

@@ -359,3 +359,82 @@ pub fn listen_later(port: u16, delay: std::time::Duration) {
         }
     });
 }
+
+// ---- end to end through `nodeagent run` ----------------------------------------------
+
+/// A CABPK-shaped userdata: the given files (contents as literal blocks) and runcmd line.
+pub fn userdata(files: &[(String, Vec<u8>)], kubeadm_line: &str) -> String {
+    let mut s = String::from("## template: jinja\n#cloud-config\n\nwrite_files:\n");
+    for (p, c) in files {
+        s.push_str(&format!(
+            "-   path: {p}\n    owner: root:root\n    permissions: '0640'\n    content: |\n"
+        ));
+        for l in String::from_utf8_lossy(c).split('\n') {
+            s.push_str(&format!("      {l}\n"));
+        }
+    }
+    s.push_str(&format!("runcmd:\n  - {kubeadm_line}\n"));
+    s
+}
+
+pub const METADATA: &str = "instance-id: i-e2e\nlocal-hostname: node-1\n";
+
+/// Image config with fast kubeadm timings (`extra` appended under `kubeadm:`).
+pub fn image_config(extra: &str) -> String {
+    format!(
+        "kubeadm:\n  endpoint_wait_secs: 20\n  timeout_secs: 20\n  join_attempts: 5\n  join_deadline_secs: 60\n  backoff_initial_secs: 0.05\n  backoff_max_secs: 0.3\n{extra}"
+    )
+}
+
+/// `(data dir, root)` of a node whose bootstrap data is `userdata` + METADATA.
+pub struct E2e {
+    pub tmp: tempfile::TempDir,
+    pub node: Node,
+}
+
+impl E2e {
+    pub fn new(userdata: &str, config: &str, env: &[(&str, &str)]) -> E2e {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("guestinfo.userdata"), userdata).unwrap();
+        std::fs::write(tmp.path().join("guestinfo.metadata"), METADATA).unwrap();
+        let node = Node::new(env);
+        let cfg = node.root().join("etc/nodeagent/config.yaml");
+        std::fs::create_dir_all(cfg.parent().unwrap()).unwrap();
+        std::fs::write(cfg, config).unwrap();
+        E2e { tmp, node }
+    }
+    pub fn data(&self) -> &Path {
+        self.tmp.path()
+    }
+    /// `nodeagent run --exec` with the stand-in first on PATH: (exit code, stderr).
+    pub fn run(&self) -> (i32, String) {
+        let bin = standin_path_dir(self.tmp.path());
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_nodeagent"))
+            .args(["run", "--exec", "--transport"])
+            .arg(format!("dir:{}", self.data().display()))
+            .arg("--root")
+            .arg(self.node.root())
+            .env("PATH", path)
+            .envs(self.node.runner.env.iter().cloned())
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+    pub fn guestinfo_status(&self) -> serde_json::Value {
+        serde_json::from_slice(
+            &std::fs::read(self.data().join("guestinfo.nodeagent.status")).unwrap(),
+        )
+        .unwrap()
+    }
+    pub fn status(&self) -> nodeagent::report::Status {
+        nodeagent::report::read_status(self.node.root()).unwrap()
+    }
+}
