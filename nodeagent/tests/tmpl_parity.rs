@@ -602,10 +602,29 @@ fn render_is_byte_identical_to_cloud_init() {
     let golden: Json =
         serde_json::from_str(&std::fs::read_to_string(&golden_path).unwrap()).unwrap();
     if let Some(live) = &live {
-        assert_eq!(
-            live["results"], golden["results"],
-            "golden.json is stale: regenerate it (see file header)"
-        );
+        if live["jinja2"] == golden["jinja2"] {
+            assert_eq!(
+                live["results"], golden["results"],
+                "golden.json is stale: regenerate it (see file header)"
+            );
+        } else {
+            // Another jinja2 release may word syntax errors differently; the rendered
+            // bytes, warnings, error lines and skip decisions must still agree.
+            eprintln!(
+                "live jinja2 {} vs golden {}: comparing outputs only",
+                live["jinja2"], golden["jinja2"]
+            );
+            let fields = ["name", "text", "warnings", "line", "skipped"];
+            let pick = |r: &Json| fields.map(|f| r[f].clone());
+            let (l, g) = (
+                live["results"].as_array().unwrap(),
+                golden["results"].as_array().unwrap(),
+            );
+            assert_eq!(l.len(), g.len(), "golden.json is stale: regenerate it");
+            for (a, b) in l.iter().zip(g) {
+                assert_eq!(pick(a), pick(b), "golden.json disagrees with live jinja2");
+            }
+        }
     } else {
         eprintln!("python3/jinja2 not available: comparing against stored jinja2 results only");
     }
