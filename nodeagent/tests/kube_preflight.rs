@@ -266,18 +266,31 @@ fn bench_preflight_redact_status() {
     for _ in 0..n {
         preflight(&plan, r.path()).unwrap();
     }
-    println!("preflight (corpus init: 3 CA pairs + sa + config): {:?} per plan", t.elapsed() / n);
+    println!(
+        "preflight (corpus init: 3 CA pairs + sa + config): {:?} per plan",
+        t.elapsed() / n
+    );
     let text = std::fs::read_to_string(CORPUS_INIT).unwrap();
     let t = Instant::now();
     for _ in 0..n {
         std::hint::black_box(nodeagent::redact::redact_text(&text));
     }
     let per = t.elapsed() / n;
-    println!("redact_text (corpus userdata, {} bytes): {per:?} per call, {:.1} MB/s", text.len(), text.len() as f64 / per.as_secs_f64() / 1e6);
+    println!(
+        "redact_text (corpus userdata, {} bytes): {per:?} per call, {:.1} MB/s",
+        text.len(),
+        text.len() as f64 / per.as_secs_f64() / 1e6
+    );
     let mut rep = nodeagent::report::Reporter::new(None, r.path(), "i-1");
     let t = Instant::now();
     for _ in 0..n {
-        rep.phase(nodeagent::report::Phase::Applying, Some("write_files[0]:/etc/x"));
+        rep.phase(
+            nodeagent::report::Phase::Applying,
+            Some("write_files[0]:/etc/x"),
+        );
     }
-    println!("Reporter::phase (status.json atomic write + fsync + event): {:?} per call", t.elapsed() / n);
+    println!(
+        "Reporter::phase (status.json atomic write + fsync + event): {:?} per call",
+        t.elapsed() / n
+    );
 }
