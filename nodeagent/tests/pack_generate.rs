@@ -150,3 +150,30 @@ fn generate_is_hidden_from_help() {
     assert!(listed("mint"), "{help}");
     assert!(!listed("generate"), "{help}");
 }
+
+#[test]
+fn man_page_documents_the_real_exit_codes_and_files() {
+    use nodeagent::error::exit;
+    let page = stdout_ok(&["generate", "man"]);
+    for (code, word) in [
+        (exit::OK, "Success"),
+        (exit::FAILED, "Failure"),
+        (exit::DEGRADED, "Degraded"),
+        (exit::STILL_RUNNING, "Still running"),
+    ] {
+        assert!(
+            page.contains(&format!("\\fB{code}\\fR\n{word}")),
+            "exit code {code} ({word}) not documented"
+        );
+    }
+    assert!(
+        page.contains("/etc/nodeagent/config.yaml") && page.contains("/etc/nodeagent/disabled")
+    );
+    // --dir writes the same top-level page as stdout.
+    let dir = tempfile::tempdir().unwrap();
+    stdout_ok(&["generate", "man", "--dir", dir.path().to_str().unwrap()]);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("nodeagent.1")).unwrap(),
+        page
+    );
+}

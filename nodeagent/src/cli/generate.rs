@@ -49,16 +49,53 @@ impl From<Shell> for clap_complete::Shell {
     }
 }
 
+/// What clap does not know: exit codes (design.md section 6), files, units. Plain roff.
+const MAN_EXTRA: &str = r#".SH "EXIT STATUS"
+.TP
+\fB0\fR
+Success.
+.TP
+\fB1\fR
+Failure; the error names the place (guestinfo key, file, line, field, step).
+.TP
+\fB2\fR
+Degraded: done, with warnings.
+.TP
+\fB3\fR
+Still running when \fBstatus \-\-wait \-\-timeout\fR ran out.
+.SH FILES
+.TP
+\fI/etc/nodeagent/config.yaml\fR
+Image configuration (compat mode, transports, timeouts, kubeadm retries); every field is documented in the packaged file.
+.TP
+\fI/etc/nodeagent/disabled\fR
+If it exists, the units do not run. \fBnodeagent=disabled\fR on the kernel command line does the same for one boot.
+.TP
+\fI/var/lib/nodeagent/\fR
+Per\-instance state: the journal of finished steps; \fBnodeagent clean\fR resets it.
+.TP
+\fI/run/nodeagent/status.json\fR
+Current bootstrap status, redacted; read by \fBnodeagent status\fR.
+.TP
+\fInodeagent\-local.service\fR, \fInodeagent.service\fR
+Run \fBnodeagent run \-\-stage local\fR before the network and \fBnodeagent run \-\-stage main\fR after network\-online.target and the container runtime.
+.SH "SEE ALSO"
+\fBnodeagent\-run\fR(1), \fBnodeagent\-status\fR(1), \fBnodeagent\-mint\fR(1), \fBkubeadm\fR(1), \fBsystemd.service\fR(5)
+"#;
+
 /// The top-level page, nodeagent(1), in roff.
 pub fn man_page() -> std::io::Result<Vec<u8>> {
     let mut out = Vec::new();
     clap_mangen::Man::new(crate::cli::Cli::command()).render(&mut out)?;
+    out.extend_from_slice(MAN_EXTRA.as_bytes());
     Ok(out)
 }
 
 /// nodeagent.1 plus nodeagent-<sub>.1 for every visible subcommand (hidden ones are skipped).
 pub fn write_man_pages(dir: &Path) -> std::io::Result<()> {
-    clap_mangen::generate_to(crate::cli::Cli::command(), dir)
+    clap_mangen::generate_to(crate::cli::Cli::command(), dir)?;
+    // Replace the plain top-level page with the one that has the extra sections.
+    std::fs::write(dir.join("nodeagent.1"), man_page()?)
 }
 
 /// The completion script for `shell`.

@@ -1,0 +1,162 @@
+# Variables of the node image build (owner: pack). Kept within what Debian's packer 1.6.6
+# understands: no `packer { required_plugins }` block, no regex() in validations.
+# Dummy values for `packer validate` are in example.pkrvars.hcl.
+
+# ---------------------------------------------------------------- what goes in
+variable "deb" {
+  type        = string
+  description = "Path of the nodeagent .deb to bake in (packaging/build-deb writes target/debian/nodeagent_<version>_<arch>.deb)."
+}
+
+variable "image_name" {
+  type        = string
+  default     = "nodeagent-node"
+  description = "Base name of the VM, template and exported files."
+}
+
+variable "output_directory" {
+  type        = string
+  default     = "output"
+  description = "Where exported OVF/VMDK (vSphere) or qcow2 (qemu) files go; relative to the working directory."
+}
+
+# ---------------------------------------------------------------- SSH into the build VM
+variable "ssh_username" {
+  type        = string
+  default     = "builder"
+  description = "Build user with passwordless sudo (image-builder's convention); deleted at shutdown."
+}
+
+variable "ssh_password" {
+  type        = string
+  sensitive   = true
+  description = "Password of the build user (the preseed/NoCloud seed sets it; the user is deleted at shutdown)."
+}
+
+# ---------------------------------------------------------------- vCenter placement
+variable "vcenter_server" {
+  type    = string
+  default = ""
+}
+
+variable "vcenter_username" {
+  type    = string
+  default = ""
+}
+
+variable "vcenter_password" {
+  type      = string
+  default   = ""
+  sensitive = true
+}
+
+variable "vcenter_insecure" {
+  type        = bool
+  default     = false
+  description = "Skip TLS verification of vCenter (lab setups with self-signed certificates only)."
+}
+
+variable "datacenter" {
+  type    = string
+  default = ""
+}
+
+variable "cluster" {
+  type    = string
+  default = ""
+}
+
+variable "datastore" {
+  type    = string
+  default = ""
+}
+
+variable "folder" {
+  type    = string
+  default = ""
+}
+
+variable "resource_pool" {
+  type    = string
+  default = ""
+}
+
+variable "network" {
+  type        = string
+  default     = ""
+  description = "Port group the build VM is attached to; needs DHCP and a route to the Debian mirror (vsphere-iso)."
+}
+
+variable "template" {
+  type        = string
+  default     = ""
+  description = "vsphere-clone: existing node template to clone (e.g. an image-builder CAPV OVA imported as template)."
+}
+
+variable "linked_clone" {
+  type    = bool
+  default = false
+}
+
+variable "convert_to_template" {
+  type        = bool
+  default     = false
+  description = "Also keep the result as a vSphere template (besides the exported OVF)."
+}
+
+# ---------------------------------------------------------------- VM shape
+variable "cpus" {
+  type    = number
+  default = 2
+}
+
+variable "memory_mb" {
+  type    = number
+  default = 4096
+}
+
+variable "disk_size_mb" {
+  type    = number
+  default = 20480
+}
+
+# ---------------------------------------------------------------- vsphere-iso: install from ISO
+variable "iso_url" {
+  type        = string
+  default     = "https://cdimage.debian.org/cdimage/archive/12.8.0/amd64/iso-cd/debian-12.8.0-amd64-netinst.iso"
+  description = "vsphere-iso: installer ISO, downloaded by Packer and uploaded to the datastore."
+}
+
+variable "iso_checksum" {
+  type        = string
+  default     = "file:https://cdimage.debian.org/cdimage/archive/12.8.0/amd64/iso-cd/SHA256SUMS"
+  description = "vsphere-iso: checksum of the ISO (or file:URL of a SUMS file)."
+}
+
+variable "guest_os_type" {
+  type    = string
+  default = "debian12_64Guest"
+}
+
+# ---------------------------------------------------------------- qemu: local image from a cloud image
+variable "cloud_image_url" {
+  type        = string
+  default     = "https://cloud.debian.org/images/cloud/bookworm/latest/debian-12-genericcloud-amd64.qcow2"
+  description = "qemu: base disk image (Debian's genericcloud qcow2: it has cloud-init, which Packer's login needs)."
+}
+
+variable "cloud_image_checksum" {
+  type    = string
+  default = "file:https://cloud.debian.org/images/cloud/bookworm/latest/SHA512SUMS"
+}
+
+variable "qemu_accelerator" {
+  type        = string
+  default     = "kvm"
+  description = "qemu: kvm where /dev/kvm exists, tcg otherwise (slow)."
+}
+
+variable "qemu_binary" {
+  type    = string
+  default = "qemu-system-x86_64"
+}
