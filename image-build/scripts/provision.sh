@@ -61,6 +61,8 @@ if [ -n "$root" ]; then
     exit $rc
 fi
 command -v systemctl >/dev/null || die "systemctl not found: nodeagent needs systemd in the image"
+# Not booted with systemd (a chroot, a container): systemctl must only edit symlinks.
+if [ ! -d /run/systemd/system ]; then export SYSTEMD_OFFLINE=1; fi
 
 # The cloud-init units of every release we know (cloud-init-main from 24.3, and
 # cloud-init-network replacing cloud-init.service there).
