@@ -3,17 +3,15 @@
 
 use super::inspect::{self, CertInfo, PubKey};
 use crate::error::{Error, Result, Stage};
-use sha2::{Digest, Sha256};
 
 fn fail(place: &str, msg: impl Into<String>) -> Error {
     Error::new(Stage::Kubeadm, place, msg.into())
 }
 
 /// kubeadm's discovery hash of one certificate: `sha256:` + hex SHA-256 of the DER
-/// SubjectPublicKeyInfo (formats/cluster-api.md d.5). Private fallback of mint's
-/// `pki::hash::discovery_hashes`, kept here so the checks do not depend on mint.
+/// SubjectPublicKeyInfo (formats/cluster-api.md d.5), computed by mint's `pki::hash`.
 pub fn discovery_hash(cert: &CertInfo) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(&cert.spki_der)))
+    super::hash::spki_hash(&cert.spki_der)
 }
 
 /// A CA certificate (and optionally its key): parses, is a CA allowed to sign
