@@ -195,7 +195,7 @@ fn render_body(body: &str, vars: &Json, compat: bool) -> Result<Rendered> {
         overflow: false,
     };
     if let Err(e) = tmpl.render_captured_to(ctx, &mut out) {
-        return Err(runtime_error(&e, &source, body, out.overflow, vars));
+        return Err(runtime_error(&e, &source, body, out.overflow, vars, compat));
     }
     let mut text =
         String::from_utf8(out.buf).map_err(|_| err(None, "rendered output is not valid UTF-8"))?;
@@ -483,6 +483,7 @@ fn runtime_error(
     body: &str,
     overflow: bool,
     vars: &Json,
+    compat: bool,
 ) -> Error {
     let line = e.line();
     let uline = line.map(|l| l + 1);
@@ -529,7 +530,11 @@ fn runtime_error(
     if let Some(var) = undefined_name(detail) {
         // In compat mode a missing name is a placeholder object, so minijinja blames the
         // attribute after it; walk the variable tree to name the first missing hop.
-        let var = first_missing(vars, &var).unwrap_or(var);
+        let var = if compat {
+            first_missing(vars, &var).unwrap_or(var)
+        } else {
+            var
+        };
         return err(
             uline,
             format!(
@@ -572,24 +577,23 @@ fn undefined_name(detail: &str) -> Option<String> {
 }
 
 /// For a simple path (`a.b['c'].d`, `x[0]`), the prefix up to the first hop that is not in
-/// `vars`; `None` if the path is not simple or fully present (then it may be a local).
+/// `vars`; `None` if the path is not simple, fully present, or its root is not a variable
+/// (it may be a loop/set/macro local, which the tree cannot know about).
 fn first_missing(vars: &Json, expr: &str) -> Option<String> {
     let hops = parse_path(expr)?;
     let mut cur = vars;
-    let mut end = 0;
-    for (hop, stop) in hops {
+    for (i, (hop, stop)) in hops.into_iter().enumerate() {
         let next = match (&hop, cur) {
             (Hop::Key(k), Json::Object(m)) => m.get(k.as_str()),
             (Hop::Index(i), Json::Array(a)) => a.get(*i),
             _ => None,
         };
-        end = stop;
         match next {
             Some(n) => cur = n,
-            None => return Some(expr[..end].to_string()),
+            None if i == 0 => return None,
+            None => return Some(expr[..stop].to_string()),
         }
     }
-    let _ = end;
     None
 }
 
@@ -1687,5 +1691,10 @@ mod tests {
         );
         assert_eq!(first_missing(&vars, "ds.meta_data.a[0].b"), None);
         assert_eq!(first_missing(&vars, "f(x).y"), None);
+        assert_eq!(
+            first_missing(&vars, "loopvar.x"),
+            None,
+            "root may be a local"
+        );
     }
 }

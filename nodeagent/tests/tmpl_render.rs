@@ -112,6 +112,11 @@ fn undefined_is_an_error_naming_variable_and_line() {
         ("x\ny\nz\n{{ v1['nope'] }}", "v1['nope']", 5),
         ("{{ ds.meta_data.missing.key }}", "ds.meta_data.missing", 2), // intermediate
         ("\n{{ nope.y }}", "nope", 3),
+        (
+            "{% for u in [{'name': 'a'}] %}\n{{ u.nme }}{% endfor %}",
+            "u.nme",
+            3,
+        ), // a local
     ] {
         let e = render(&jinja(body), &data(), false).unwrap_err();
         assert_eq!(e.stage, Stage::Template);
@@ -161,7 +166,7 @@ fn compat_still_fails_on_missing_intermediate() {
         "{e}"
     );
     let e = render(&jinja("{{ nope['k'] }}"), &data(), true).unwrap_err();
-    assert!(e.message.contains("undefined variable `nope`"), "{e}");
+    assert!(e.message.contains("undefined variable `nope['k']`"), "{e}");
 }
 
 #[test]
