@@ -1,0 +1,111 @@
+//! Interop with `nodeagent mint`: the PKI and the init / control-plane / worker bootstrap
+//! data it makes pass pre-flight and bootstrap through `nodeagent run --exec` with the
+//! kubeadm stand-in (no real kubeadm here), and `nodeagent certs` reads mint's PKI.
+
+mod kube_common;
+use kube_common::*;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+fn nodeagent(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_nodeagent"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn mint_pki(dir: &Path, algorithm: &str) {
+    let o = nodeagent(&[
+        "mint",
+        "pki",
+        "--cluster",
+        "c1",
+        "--out",
+        dir.to_str().unwrap(),
+        "--algorithm",
+        algorithm,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn certs_reads_mint_pki() {
+    for alg in ["ecdsa-p256", "rsa-2048"] {
+        let t = tempfile::tempdir().unwrap();
+        mint_pki(t.path(), alg);
+        let o = nodeagent(&["certs", t.path().to_str().unwrap(), "--json"]);
+        assert!(o.status.success(), "{alg}");
+        let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(rows.len(), 4, "{alg}");
+        for r in &rows {
+            assert_eq!(r["key_matches"], "yes", "{alg}: {r}");
+        }
+        let want = if alg == "rsa-2048" {
+            "RSA-2048"
+        } else {
+            "EC-P256"
+        };
+        assert_eq!(rows[0]["key_algorithm"], want);
+    }
+}
+
+#[test]
+fn mint_bootstrap_data_bootstraps_every_role() {
+    let t = tempfile::tempdir().unwrap();
+    let pki = t.path().join("pki");
+    mint_pki(&pki, "ecdsa-p256");
+    let port = free_port();
+    listen_later(port, Duration::ZERO);
+    for (role, version, cmd) in [
+        ("init", "v1.31.2", "init:0"),
+        ("control-plane", "v1.31.2", "join:0"),
+        ("worker", "v1.30.4", "join:0"),
+    ] {
+        let out = t.path().join(format!("b-{role}"));
+        let o = nodeagent(&[
+            "mint",
+            "bootstrap",
+            "--role",
+            role,
+            "--cluster",
+            "c1",
+            "--node",
+            "n1",
+            "--endpoint",
+            &format!("127.0.0.1:{port}"),
+            "--kubernetes-version",
+            version,
+            "--pki",
+            pki.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(
+            o.status.success(),
+            "{role}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let node = Node::new(&[]);
+        let bin = standin_path_dir(t.path());
+        let run = Command::new(env!("CARGO_BIN_EXE_nodeagent"))
+            .args(["run", "--exec", "--transport"])
+            .arg(format!("dir:{}", out.join("n1").display()))
+            .arg("--root")
+            .arg(node.root())
+            .env(
+                "PATH",
+                format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+            )
+            .envs(node.runner.env.iter().cloned())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(0), "{role}: {err}");
+        assert_eq!(node.cmds(), [cmd], "{role}");
+        assert!(node.sentinel().exists(), "{role}");
+        if role == "worker" {
+            assert_eq!(node.calls()[0]["endpoint"], format!("127.0.0.1:{port}"));
+        }
+    }
+}
