@@ -360,6 +360,7 @@ def sc_malformed(s):
     lines = [o for _, o in vm.status]
     last = lines[-1] if lines else {}
     c.eq(last.get("phase"), "failed", "final phase")
+    c.eq(last.get("instance_id"), "bad-1", "instance_id in the failure status (the metadata itself is valid)")
     err = json.dumps(last.get("error") or "")
     c.ok(len(err) > 10 and re.search(r"userdata|line|yaml", err, re.I), f"failure reason does not name the place: {err}")
     c.ok("applying" not in [o.get("phase") for o in lines], "a malformed document reached the applying phase")

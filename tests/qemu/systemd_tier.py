@@ -157,18 +157,14 @@ def build_deb(nodeagent, workdir):
 
 
 def install_nodeagent(root, nodeagent, log):
-    """Install nodeagent the way shipped images do: image-build/scripts/provision.sh run in a
-    chroot of the rootfs with the .deb (it installs, enables the units, cleans, disables cloud-init)."""
+    """Install nodeagent the way shipped images do: `image-build/scripts/provision.sh --root`
+    with the .deb (it chroots in, installs, enables the units, cleans, disables cloud-init,
+    and runs its verify.sh)."""
     if not os.path.exists(PROVISION):
         raise RuntimeError("image-build/scripts/provision.sh is not in the tree yet")
     deb = build_deb(nodeagent, os.path.dirname(log))
-    scripts = os.path.join(root, "tmp", "provision")
-    shutil.copytree(os.path.dirname(PROVISION), scripts)
-    shutil.copy2(deb, os.path.join(scripts, "nodeagent.deb"))
     with open(log, "w") as f:
-        out = subprocess.run(["chroot", root, "sh", "/tmp/provision/provision.sh", "/tmp/provision/nodeagent.deb"],
-                             stdout=f, stderr=subprocess.STDOUT, env=dict(os.environ, PATH="/usr/sbin:/usr/bin:/sbin:/bin"))
-    shutil.rmtree(scripts)
+        out = subprocess.run(["sh", PROVISION, "--root", root, deb], stdout=f, stderr=subprocess.STDOUT)
     if out.returncode != 0:
         raise RuntimeError(f"provision.sh failed (exit {out.returncode}), see {log}")
 
