@@ -47,15 +47,16 @@ def run(cmd, **kw):
 def ensure_host_tools():
     """qemu-system-x86 and e2fsprogs (mkfs.ext4 -d, debugfs) from Debian; idempotent."""
     need = []
-    if not shutil.which("qemu-system-x86_64"):
-        need.append("qemu-system-x86")
-    if not shutil.which("mkfs.ext4") or not shutil.which("debugfs"):
-        need.append("e2fsprogs")
+    for tool, pkg in [("qemu-system-x86_64", "qemu-system-x86"), ("mkfs.ext4", "e2fsprogs"), ("objcopy", "binutils"),
+                      ("dpkg-shlibdeps", "dpkg-dev"), ("debootstrap", "debootstrap")]:
+        if not shutil.which(tool) and pkg not in need:
+            need.append(pkg)
     if need:
         log(f"installing {' '.join(need)} (Debian packages)")
-        subprocess.run(["apt-get", "update", "-qq"], check=True)
+        lock = ["-o", "DPkg::Lock::Timeout=600"]  # other jobs may hold the dpkg lock for a while
+        subprocess.run(["apt-get", *lock, "update", "-qq"], check=True)
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *need], env=env, stdout=subprocess.DEVNULL)
+        run(["apt-get", *lock, "install", "-y", "-qq", "--no-install-recommends", *need], env=env, stdout=subprocess.DEVNULL)
 
 
 def _download(pkg):
