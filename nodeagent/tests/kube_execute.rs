@@ -320,3 +320,38 @@ fn standin_rejects_bad_arguments_and_configs() {
     );
     assert_eq!(node.calls().len(), 5);
 }
+
+#[test]
+fn file_discovery_waits_for_the_kubeconfig_server() {
+    let node = Node::new(&[]);
+    let port = free_port();
+    let cfg = "apiVersion: kubeadm.k8s.io/v1beta3\nkind: JoinConfiguration\ndiscovery:\n  file:\n    kubeConfigPath: /etc/kubernetes/discovery.conf\n";
+    let kc = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:{port}\n"
+    );
+    let files = vec![
+        (
+            "/etc/kubernetes/discovery.conf".to_string(),
+            kc.into_bytes(),
+        ),
+        (JOIN_PATH.to_string(), cfg.as_bytes().to_vec()),
+    ];
+    node.put(&files);
+    listen_later(port, Duration::from_millis(800));
+    let t = MemTransport::default();
+    let mut rep = Reporter::new(Some(&t), node.root(), "i-1");
+    execute_with(
+        &spec_of(&plan_of(&files, JOIN_LINE)),
+        &fast_settings(),
+        node.root(),
+        &mut rep,
+        &node.runner,
+    )
+    .unwrap();
+    assert!(t.statuses().iter().any(|s| {
+        s["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains(&format!("127.0.0.1:{port}")))
+    }));
+    assert_eq!(node.cmds(), ["join:0"]);
+}

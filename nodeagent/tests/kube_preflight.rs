@@ -294,3 +294,20 @@ fn bench_preflight_redact_status() {
         t.elapsed() / n
     );
 }
+
+#[test]
+fn file_discovery_needs_its_kubeconfig() {
+    let cfg = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\ndiscovery:\n  file:\n    kubeConfigPath: /etc/kubernetes/discovery.conf\n";
+    let e = fails(&[(JOIN_PATH.into(), cfg.as_bytes().to_vec())], JOIN_LINE);
+    assert!(
+        e.place.ends_with("discovery.file.kubeConfigPath")
+            && e.message.contains("/etc/kubernetes/discovery.conf"),
+        "{e}"
+    );
+    let kc = b"apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://10.0.0.1:6443\n".to_vec();
+    let files = vec![
+        ("/etc/kubernetes/discovery.conf".to_string(), kc),
+        (JOIN_PATH.into(), cfg.as_bytes().to_vec()),
+    ];
+    preflight(&plan_of(&files, JOIN_LINE), root().path()).unwrap();
+}

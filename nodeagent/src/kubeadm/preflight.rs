@@ -122,6 +122,24 @@ pub fn check_pki(
         check::check_sa(&sa_key, k, &sa_pub, p)?;
     }
     if let Some(j) = &cfg.join {
+        // File discovery: the kubeconfig must be there when kubeadm runs (CABPK writes it
+        // with write_files; an https URL is fetched by kubeadm itself).
+        if let Some(f) = &j.spec.discovery.file
+            && f.kube_config_path.starts_with('/')
+            && at(&f.kube_config_path).bytes().is_none()
+        {
+            return Err(Error::new(
+                Stage::Kubeadm,
+                format!(
+                    "{}: document {} (JoinConfiguration): discovery.file.kubeConfigPath",
+                    spec.config_path, j.index
+                ),
+                format!(
+                    "{} is neither written by write_files before the kubeadm step nor present on disk",
+                    f.kube_config_path
+                ),
+            ));
+        }
         let ca_path = j
             .spec
             .ca_cert_path
