@@ -264,6 +264,30 @@ fn environment(compat: bool) -> Environment<'static> {
     env.add_filter("d", default_filter);
     env.add_test("defined", |v: &Value| !is_undef(v));
     env.add_test("undefined", |v: &Value| is_undef(v));
+    // Keep jinja2's dialect: minijinja-only filters/tests would pass here and fail on
+    // cloud-init; jinja2's `divisibleby` test is missing from minijinja.
+    for f in ["split", "lines", "bool", "chain", "zip"] {
+        env.remove_filter(f);
+    }
+    for t in ["safe", "int"] {
+        env.remove_test(t);
+    }
+    env.add_test(
+        "divisibleby",
+        |v: &Value, n: &Value| -> std::result::Result<bool, minijinja::Error> {
+            match (v.as_i64(), n.as_i64()) {
+                (Some(_), Some(0)) => Err(minijinja::Error::new(
+                    ErrorKind::InvalidOperation,
+                    "integer division or modulo by zero",
+                )),
+                (Some(a), Some(b)) => Ok(a.rem_euclid(b) == 0),
+                _ => Err(minijinja::Error::new(
+                    ErrorKind::InvalidOperation,
+                    "divisibleby needs integers",
+                )),
+            }
+        },
+    );
     env.add_filter("int", pyfilters::int);
     env.add_filter("float", pyfilters::float);
     env.add_filter("center", pyfilters::center);
@@ -1265,6 +1289,18 @@ mod pyfilters {
         Ok(())
     }
 
+    /// Also refuse compat placeholders: jinja's Undefined raises in `int()`/`float()`.
+    fn reject_any_undefined(value: &Value) -> Result<(), Error> {
+        reject_undefined(value)?;
+        match value.downcast_object_ref::<super::Missing>() {
+            Some(m) => Err(Error::new(
+                ErrorKind::UndefinedError,
+                format!("`{}` is undefined", m.0),
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// Python's `int(str, base)`: surrounding whitespace, sign, optional prefix matching the
     /// base (base 0: prefix decides, no leading zeros), `_` between digits.
     fn py_int_str(s: &str, base: u32) -> Option<i128> {
@@ -1351,7 +1387,7 @@ mod pyfilters {
         base: Option<u32>,
         kwargs: Kwargs,
     ) -> Result<Value, Error> {
-        reject_undefined(value)?;
+        reject_any_undefined(value)?;
         let default = match default {
             Some(d) => d,
             None => kwargs
@@ -1383,7 +1419,7 @@ mod pyfilters {
 
     /// jinja2 `float(value, default=0.0)`.
     pub fn float(value: &Value, default: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
-        reject_undefined(value)?;
+        reject_any_undefined(value)?;
         let default = match default {
             Some(d) => d,
             None => kwargs

@@ -414,6 +414,32 @@ fn own_templates() -> Vec<(&'static str, &'static str)> {
             "none-default",
             "{{ none | default('x') }} {{ v1.region | default('r') }} {{ v1.region | default('r', true) }}\n",
         ),
+        ("minijinja-only-filter", "a\n{{ 'a b' | split }}\n"),
+        ("minijinja-only-test", "a\n{{ 'x' is safe }}\n"),
+        (
+            "divisibleby",
+            "{{ 9 is divisibleby 3 }} {{ 10 is divisibleby(3) }} {{ -9 is divisibleby 3 }}\n",
+        ),
+        (
+            "compat-undefined-filters2",
+            "{{ nope | int }} {{ nope | float }} {{ nope | replace('n', 'N') }} [{{ nope | center(30) }}] {{ nope | wordcount }}\n",
+        ),
+        (
+            "compat-undefined-set",
+            "{% set x = nope %}{{ x is defined }} {{ x }} {% if x %}t{% else %}f{% endif %}\n",
+        ),
+        (
+            "compat-undefined-in-macro",
+            "{% macro m() %}{{ v1.gone }}{% endmacro %}{{ m() }}\n",
+        ),
+        (
+            "int-float-edge",
+            "{{ ' 42 ' | int }} {{ '1_000' | int }} {{ '0b101' | int(0, 0) }} {{ '010' | int(0, 0) }} {{ '1e3' | int }} {{ ' 2.5 ' | float }} {{ 'inf' | float }} {{ true | int }} {{ none | int }}\n",
+        ),
+        (
+            "tojson-indent",
+            "{{ {'z': [1, {'a': none}], 'b': {}} | tojson(indent=2) }}\n{{ [] | tojson }} {{ 'emoji 😀' | tojson }}\n",
+        ),
         ("concat-bool-none", "{{ 'x' ~ true ~ none }}\n"),
         ("join-bools", "{{ [true, none] | join(',') }}\n"),
         ("string-filter-list", "{{ ['a', true] | string }}\n"),
