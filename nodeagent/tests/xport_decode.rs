@@ -396,6 +396,44 @@ fn matches_cpython_b64decode_on_reference_vectors() {
     }
 }
 
+/// decode_value against a Python model of cloud-init's value handling
+/// (tests/xport_data/gen_decode_vectors.py): absent / exact text / error, for every vector.
+#[test]
+fn matches_python_model_of_cloud_init_on_reference_vectors() {
+    let doc: serde_json::Value =
+        serde_json::from_str(include_str!("xport_data/decode_vectors.json")).unwrap();
+    let vectors = doc["vectors"].as_array().unwrap();
+    assert!(vectors.len() >= 700);
+    let mut counts = [0usize; 3];
+    for v in vectors {
+        let raw = v["raw"].as_str().unwrap();
+        let enc = v["enc"].as_str();
+        let got = decode_value("userdata", raw.as_bytes(), enc.map(str::as_bytes));
+        if v.get("absent").is_some() {
+            counts[0] += 1;
+            assert_eq!(got, Ok(None), "raw {raw:?} enc {enc:?}");
+        } else if let Some(t) = v["text"].as_str() {
+            counts[1] += 1;
+            let d = got
+                .unwrap_or_else(|e| panic!("raw {raw:?} enc {enc:?}: {e}"))
+                .expect("present");
+            assert!(
+                d.text == t,
+                "raw {raw:?} enc {enc:?}: got {:?} want {t:?}",
+                d.text
+            );
+        } else {
+            counts[2] += 1;
+            let e = got.expect_err(&format!("raw {raw:?} enc {enc:?} must fail"));
+            assert_eq!(
+                (e.stage, e.place.as_str()),
+                (Stage::Decode, "guestinfo.userdata")
+            );
+        }
+    }
+    assert!(counts.iter().all(|&c| c > 30), "vector mix {counts:?}");
+}
+
 // ---- Property tests ----
 
 /// A literal transcription of CPython 3.11 `binascii.a2b_base64(strict_mode=False)` for
@@ -563,5 +601,43 @@ proptest! {
         } else {
             prop_assert_eq!(r, Ok(data));
         }
+    }
+}
+
+/// Benchmark, not a timed test (BENCHMARKS.md "decode and transports"):
+/// `cargo test -p nodeagent --test xport_decode bench_decode -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn bench_decode() {
+    let cabpk = std::fs::read("/work/shared/corpus/capi/cabpk/rendered/controlplane-init-v1beta3-k8s-1.26.6.cloud-config.yaml")
+        .expect("corpus");
+    let big: Vec<u8> = (0..MAX_DECODED_BYTES)
+        .map(|i| b"abcdefghij\n"[i % 11])
+        .collect();
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("cabpk userdata, base64", b64(&cabpk).into_bytes(), "base64"),
+        (
+            "cabpk userdata, gzip+base64",
+            b64(&gz(&cabpk)).into_bytes(),
+            "gzip+base64",
+        ),
+        ("16 MiB, base64 (limit)", b64(&big).into_bytes(), "base64"),
+        (
+            "16 MiB, gzip+base64",
+            b64(&gz(&big)).into_bytes(),
+            "gzip+base64",
+        ),
+    ];
+    for (name, raw, enc) in cases {
+        let runs = if raw.len() > 1 << 20 { 5 } else { 2000 };
+        let start = std::time::Instant::now();
+        for _ in 0..runs {
+            let d = decode_value("userdata", &raw, Some(enc.as_bytes()))
+                .unwrap()
+                .unwrap();
+            std::hint::black_box(d);
+        }
+        let per = start.elapsed() / runs;
+        println!("{name}: {} raw bytes, {per:?} per decode_value", raw.len());
     }
 }

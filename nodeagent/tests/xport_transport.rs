@@ -835,3 +835,33 @@ fn corpus_values_decode_exactly_through_dir_and_vmware() {
         }
     }
 }
+
+/// Benchmark, not a timed test (BENCHMARKS.md "decode and transports"): cost of one
+/// vmware `get` with `/bin/echo` standing in for a (tiny, compiled) vmware-rpctool.
+/// `cargo test -p nodeagent --test xport_transport bench_vmware_get -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn bench_vmware_get() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink("/bin/echo", tmp.path().join("vmware-rpctool")).unwrap();
+    let t = VmwareTransport::with_search_path(Some(tmp.path().as_os_str()));
+    assert_eq!(
+        t.get("metadata").unwrap().as_deref(),
+        Some(&b"info-get guestinfo.metadata\n"[..])
+    );
+    let runs = 300;
+    let mut times: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            std::hint::black_box(t.get("metadata").unwrap());
+            start.elapsed()
+        })
+        .collect();
+    times.sort();
+    println!(
+        "vmware get via /bin/echo: median {:?}, p90 {:?}, min {:?} over {runs} calls",
+        times[runs / 2],
+        times[runs * 9 / 10],
+        times[0]
+    );
+}

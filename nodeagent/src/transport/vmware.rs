@@ -183,43 +183,38 @@ impl VmwareTransport {
                 self.timeout.as_millis()
             )
         };
-        // Wait for the child itself.
-        let mut sleep = Duration::from_millis(1);
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(st)) => break st,
-                Ok(None) if Instant::now() >= deadline => {
-                    kill_group();
-                    let _ = child.wait();
-                    return Err(timeout_msg());
-                }
-                Ok(None) => {
-                    std::thread::sleep(sleep);
-                    sleep = (sleep * 2).min(Duration::from_millis(20));
-                }
-                Err(e) => {
-                    kill_group();
-                    let _ = child.wait();
-                    return Err(format!("waiting for {tool}: {e}"));
-                }
-            }
+        let fail = |child: &mut std::process::Child, msg: String| {
+            kill_group();
+            let _ = child.wait();
+            Err(msg)
         };
-        // Then for its output (a leftover grandchild may hold the pipes open; the group
-        // id stays reserved while it lives, so killing the group is safe).
+        // Output first: the pipes reach EOF as soon as the helper (and anything it started)
+        // exits, so there is no polling delay. The child is not reaped yet, so its pid and
+        // process-group id cannot be reused while we may still kill the group.
         let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
         for _ in 0..2 {
             let left = deadline.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left) {
                 Ok((0, Ok(b))) => stdout = b,
                 Ok((_, Ok(b))) => stderr = b,
-                Ok((_, Err(e))) => return Err(format!("reading {tool} output: {e}")),
+                Ok((_, Err(e))) => return fail(&mut child, format!("reading {tool} output: {e}")),
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    kill_group();
-                    return Err(timeout_msg());
-                }
+                Err(mpsc::RecvTimeoutError::Timeout) => return fail(&mut child, timeout_msg()),
             }
         }
+        // Then the exit status (normally immediate once the pipes are closed).
+        let mut sleep = Duration::from_micros(100);
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(st)) => break st,
+                Ok(None) if Instant::now() >= deadline => return fail(&mut child, timeout_msg()),
+                Ok(None) => {
+                    std::thread::sleep(sleep);
+                    sleep = (sleep * 2).min(Duration::from_millis(20));
+                }
+                Err(e) => return fail(&mut child, format!("waiting for {tool}: {e}")),
+            }
+        };
         if stdout.len() > MAX_RAW_VALUE_BYTES {
             return Err(format!(
                 "{tool} printed more than {MAX_RAW_VALUE_BYTES} bytes (MAX_RAW_VALUE_BYTES)"
