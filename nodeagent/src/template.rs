@@ -288,6 +288,8 @@ fn environment(compat: bool) -> Environment<'static> {
             }
         },
     );
+    // `debug()` would dump the whole context; jinja has no such global.
+    env.remove_global("debug");
     env.add_filter("int", pyfilters::int);
     env.add_filter("float", pyfilters::float);
     env.add_filter("center", pyfilters::center);
@@ -886,7 +888,7 @@ struct Missing(String);
 
 impl Object for Missing {
     fn repr(self: &Arc<Self>) -> ObjectRepr {
-        ObjectRepr::Seq
+        ObjectRepr::Iterable
     }
     fn enumerate(self: &Arc<Self>) -> Enumerator {
         Enumerator::Empty

@@ -491,3 +491,27 @@ fn bench_render() {
         }
     }
 }
+
+#[test]
+fn sandbox_exposes_only_the_variables() {
+    // No file access (include/import/extends), no Python internals, no context dump.
+    for body in [
+        "{% include '/etc/shadow' %}",
+        "{% import '/etc/passwd' as p %}",
+        "{% extends '/etc/hostname' %}",
+        "{{ ''.__class__.__mro__ }}",
+        "{{ v1.__class__ }}",
+        "{{ debug() }}",
+    ] {
+        for compat in [false, true] {
+            match render(&jinja(body), &data(), compat) {
+                Err(e) => assert_eq!(e.place, "userdata line 2", "{body:?}: {e}"),
+                Ok(r) => assert!(
+                    r.text.starts_with("CI_MISSING_JINJA_VAR/") && compat,
+                    "{body:?} rendered {:?}",
+                    r.text
+                ),
+            }
+        }
+    }
+}
