@@ -125,4 +125,31 @@ mod tests {
             assert!(recognise(s).is_none(), "{s}");
         }
     }
+
+    mod prop {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn cabpk_shapes_always_recognised(join in any::<bool>(), v in proptest::option::of(0u8..11), file in "[a-z0-9-]{1,20}", sentinel in any::<bool>()) {
+                let mode = if join { "join" } else { "init" };
+                let vflag = v.map(|n| format!(" --v {n}")).unwrap_or_default();
+                let tail = if sentinel { format!(" && echo success > {SENTINEL}") } else { String::new() };
+                // Two spaces before && when there is no --v, as CABPK renders it.
+                let line = format!("kubeadm {mode} --config /run/kubeadm/{file}.yaml{} {tail}", vflag);
+                let spec = recognise(line.trim_end()).expect("recognised");
+                prop_assert_eq!(spec.mode, if join { KubeadmMode::Join } else { KubeadmMode::Init });
+                prop_assert_eq!(spec.config_path, format!("/run/kubeadm/{file}.yaml"));
+                prop_assert_eq!(spec.sentinel, sentinel);
+                prop_assert_eq!(spec.extra_args.len(), if v.is_some() { 2 } else { 0 });
+            }
+
+            #[test]
+            fn arbitrary_text_never_panics(s in "\\PC{0,120}") {
+                let _ = recognise(&s);
+                let _ = crate::kubeadm::config::parse(&s, "x");
+            }
+        }
+    }
 }
