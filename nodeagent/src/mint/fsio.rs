@@ -62,33 +62,29 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     result
 }
 
-/// Write many files atomically at once (fleet bundles): every temp file is created with its
-/// mode and written, one `syncfs` makes the data durable, then each is renamed into place and
-/// a second `syncfs` makes the renames durable. Same guarantees as `write_atomic` per file,
-/// with two filesystem flushes instead of two per file.
+/// Write many files atomically at once, with `write_atomic`'s guarantees for each: every
+/// temp file is created with its mode in the target directory and written; the temp files are
+/// fsynced in parallel (so the filesystem can commit them together instead of one journal
+/// commit per file), renamed into place, and each distinct directory is fsynced. On error the
+/// temp files are removed and no target has been replaced unless all data was durable.
 pub fn write_batch(files: &[(std::path::PathBuf, Vec<u8>, u32)]) -> Result<()> {
-    let mut staged: Vec<(std::path::PathBuf, &Path)> = Vec::with_capacity(files.len());
-    let cleanup = |staged: &[(std::path::PathBuf, &Path)]| {
-        for (tmp, _) in staged {
+    let mut staged: Vec<(std::path::PathBuf, File, &Path)> = Vec::with_capacity(files.len());
+    let cleanup = |staged: &[(std::path::PathBuf, File, &Path)]| {
+        for (tmp, _, _) in staged {
             let _ = fs::remove_file(tmp);
         }
     };
-    let mut last: Option<File> = None;
     for (path, bytes, mode) in files {
         let dir = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        if let Err(e) = mkdir_p(dir) {
-            cleanup(&staged);
-            return Err(e);
-        }
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let tmp = dir.join(format!(".{name}.batch.tmp"));
-        let written = (|| {
+        let written = mkdir_p(dir).and_then(|()| {
             let _ = fs::remove_file(&tmp);
             let mut f = OpenOptions::new()
                 .write(true)
@@ -99,13 +95,10 @@ pub fn write_batch(files: &[(std::path::PathBuf, Vec<u8>, u32)]) -> Result<()> {
             f.set_permissions(fs::Permissions::from_mode(*mode))
                 .map_err(|e| io_err(&tmp, "chmod", e))?;
             f.write_all(bytes).map_err(|e| io_err(&tmp, "write", e))?;
-            Ok::<File, Error>(f)
-        })();
+            Ok(f)
+        });
         match written {
-            Ok(f) => {
-                last = Some(f);
-                staged.push((tmp, path.as_path()));
-            }
+            Ok(f) => staged.push((tmp, f, path.as_path())),
             Err(e) => {
                 let _ = fs::remove_file(&tmp);
                 cleanup(&staged);
@@ -113,25 +106,47 @@ pub fn write_batch(files: &[(std::path::PathBuf, Vec<u8>, u32)]) -> Result<()> {
             }
         }
     }
-    let Some(anchor) = last else { return Ok(()) };
-    let syncfs = |f: &File, what: &str| -> Result<()> {
-        use std::os::fd::AsRawFd;
-        // SAFETY: syncfs only reads the descriptor, which `f` keeps open.
-        if unsafe { libc::syncfs(f.as_raw_fd()) } != 0 {
-            return Err(io_err(
-                Path::new("."),
-                what,
-                std::io::Error::last_os_error(),
-            ));
-        }
-        Ok(())
-    };
-    if let Err(e) = syncfs(&anchor, "syncfs (data)") {
+    let synced = parallel(&staged, |(tmp, f, _)| {
+        f.sync_all().map_err(|e| io_err(tmp, "fsync", e))
+    });
+    if let Err(e) = synced {
         cleanup(&staged);
         return Err(e);
     }
-    for (tmp, path) in &staged {
+    let mut dirs: Vec<&Path> = Vec::new();
+    for (tmp, _, path) in &staged {
         fs::rename(tmp, path).map_err(|e| io_err(path, "rename", e))?;
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
     }
-    syncfs(&anchor, "syncfs (renames)")
+    parallel(&dirs, |d| {
+        File::open(d)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| io_err(d, "fsync directory", e))
+    })
+}
+
+/// Run `f` over `items` on up to 32 threads; the first error wins.
+fn parallel<T: Sync>(items: &[T], f: impl Fn(&T) -> Result<()> + Sync) -> Result<()> {
+    let threads = items.len().clamp(1, 32);
+    let chunk = items.len().div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|c| s.spawn(|| c.iter().try_for_each(&f)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(Error::new(Stage::Mint, "write", "writer thread panicked"))
+                })
+            })
+            .collect()
+    })
 }

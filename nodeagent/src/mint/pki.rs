@@ -398,10 +398,12 @@ impl Pki {
                 "a PKI already exists here; refusing to overwrite it (use --force to replace it)",
             ));
         }
-        for (name, content, mode) in self.files() {
-            fsio::write_atomic(&dir.join(name), content.as_bytes(), mode)?;
-        }
-        Ok(())
+        let files: Vec<_> = self
+            .files()
+            .iter()
+            .map(|(name, content, mode)| (dir.join(name), content.as_bytes().to_vec(), *mode))
+            .collect();
+        fsio::write_batch(&files)
     }
 
     /// Read a kubeadm-layout PKI directory (e.g. `/etc/kubernetes/pki` of a running cluster).
