@@ -189,7 +189,12 @@ impl<'t> Reporter<'t> {
     }
 
     /// Phase change (and current step). Failures to publish are logged, never fatal.
+    /// A terminal phase is published once: repeating it is a no-op (the platform counts
+    /// terminal reports).
     pub fn phase(&mut self, phase: Phase, step: Option<&str>) {
+        if phase.is_terminal() && self.status.phase == phase {
+            return;
+        }
         self.status.phase = phase;
         self.status.step = step.map(redact_text);
         self.status.detail = None;
@@ -211,13 +216,18 @@ impl<'t> Reporter<'t> {
     }
 
     /// Terminal failure: the failing step, a redacted reason, the last lines of kubeadm output.
-    /// A second call without output (the run loop reporting the step's error after kubeadm's
-    /// executor already did) keeps the output lines already reported.
+    /// Published once: a second call (the run loop reporting the step's error after kubeadm's
+    /// executor already reported it with its output) is logged and otherwise ignored.
     pub fn failed(&mut self, step: &str, reason: &str, output_tail: &[String]) {
-        if !output_tail.is_empty() || self.status.phase != Phase::Failed {
-            let from = output_tail.len().saturating_sub(TAIL_LINES);
-            self.status.output_tail = output_tail[from..].iter().map(|l| redact_text(l)).collect();
+        if self.status.phase == Phase::Failed {
+            tracing::debug!(
+                "failure already reported; not reporting again: {}",
+                redact_text(reason)
+            );
+            return;
         }
+        let from = output_tail.len().saturating_sub(TAIL_LINES);
+        self.status.output_tail = output_tail[from..].iter().map(|l| redact_text(l)).collect();
         self.status.phase = Phase::Failed;
         self.status.step = Some(redact_text(step));
         self.status.detail = None;
@@ -225,8 +235,11 @@ impl<'t> Reporter<'t> {
         self.publish();
     }
 
-    /// Terminal success.
+    /// Terminal success (published once, like `failed`).
     pub fn done(&mut self) {
+        if self.status.phase == Phase::Done {
+            return;
+        }
         self.status.phase = Phase::Done;
         self.status.step = None;
         self.status.detail = None;
@@ -563,11 +576,16 @@ mod tests {
             .mode()
             & 0o777;
         assert_eq!(mode, 0o644);
-        // A second failed() for the same step without output keeps the kubeadm tail.
-        r.failed("kubeadm", "step failed", &[]);
-        assert_eq!(read_status(dir.path()).unwrap().output_tail.len(), 1);
+        // A second failure report (the run loop after kubeadm's executor) changes nothing:
+        // one terminal report, with kubeadm's reason and tail.
+        r.failed("runcmd[0]", "step failed", &[]);
+        r.phase(Phase::Failed, None);
+        let st = read_status(dir.path()).unwrap();
+        assert_eq!(st.output_tail.len(), 1);
+        assert!(st.error.unwrap().contains("join failed"));
+        assert_eq!(t.0.borrow()["nodeagent.status"].len(), 5);
         let events = std::fs::read_to_string(dir.path().join(EVENTS)).unwrap();
-        assert_eq!(events.lines().count(), 6);
+        assert_eq!(events.lines().count(), 5);
     }
 
     #[test]

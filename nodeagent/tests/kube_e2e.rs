@@ -79,6 +79,14 @@ fn endpoint_never_reachable() {
     assert!(g["error"].as_str().unwrap().contains(&ep), "{g}");
     assert!(e.node.calls().is_empty());
     assert!(!e.node.sentinel().exists());
+    // One terminal report, although both the kubeadm executor and the run loop report it.
+    let events =
+        std::fs::read_to_string(e.node.root().join("var/log/nodeagent/events.jsonl")).unwrap();
+    assert_eq!(
+        events.matches("\"phase\":\"failed\"").count(),
+        1,
+        "{events}"
+    );
 }
 
 /// Files the run created on the node, outside nodeagent's own status/log/state.
