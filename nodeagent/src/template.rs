@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use minijinja::value::{Enumerator, Object, ObjectRepr, Rest, Value, ValueKind};
-use minijinja::{Environment, ErrorKind, State, UndefinedBehavior};
+use minijinja::value::{Enumerator, Kwargs, Object, ObjectRepr, Value, ValueKind};
+use minijinja::{Environment, ErrorKind, UndefinedBehavior};
 use serde_json::Value as Json;
 
 use crate::error::{Error, Result, Stage};
@@ -121,7 +121,7 @@ fn looks_like_header(stripped: &str) -> Header {
     if !after_word.trim_start_matches(py_space).starts_with(':') {
         return Header::NotTemplate;
     }
-    let why = if stripped.starts_with('\u{feff}') || userdata_has_bom(stripped) {
+    let why = if stripped.starts_with('\u{feff}') {
         "starts with a byte-order mark"
     } else {
         "is not exactly `## template: jinja`"
@@ -130,10 +130,6 @@ fn looks_like_header(stripped: &str) -> Header {
         "header {:?} {why}; cloud-init does not treat this user-data as a template and silently ignores it",
         shorten(line.trim_end_matches(py_space))
     ))
-}
-
-fn userdata_has_bom(s: &str) -> bool {
-    s.trim_start_matches(py_space).starts_with('\u{feff}')
 }
 
 /// At most 60 characters of a header line for messages.
@@ -321,22 +317,25 @@ fn is_undef(v: &Value) -> bool {
 
 /// jinja's `default(value, default_value='', boolean=False)` that also knows placeholders.
 fn default_filter(
-    state: &State,
     value: &Value,
-    args: Rest<Value>,
+    other: Option<Value>,
+    boolean: Option<Value>,
+    kwargs: Kwargs,
 ) -> std::result::Result<Value, minijinja::Error> {
-    if args.len() > 2 {
-        return Err(minijinja::Error::from(ErrorKind::TooManyArguments));
-    }
-    let other = args.first().cloned().unwrap_or_else(|| Value::from(""));
-    let lax = match args.get(1) {
-        Some(v) => {
-            let _ = state;
-            v.is_true()
-        }
-        None => false,
+    let other = match other {
+        Some(v) => v,
+        None => kwargs
+            .get::<Option<Value>>("default_value")?
+            .unwrap_or_else(|| Value::from("")),
     };
-    if is_undef(value) || (lax && !value.is_true()) {
+    let boolean = match boolean {
+        Some(v) => v.is_true(),
+        None => kwargs
+            .get::<Option<Value>>("boolean")?
+            .is_some_and(|v| v.is_true()),
+    };
+    kwargs.assert_all_used()?;
+    if is_undef(value) || (boolean && !value.is_true()) {
         Ok(other)
     } else {
         Ok(value.clone())
@@ -731,8 +730,7 @@ fn py_repr(v: &Value, out: &mut String, depth: usize) {
         out.push_str("...");
         return;
     }
-    if let Some(m) = v.downcast_object_ref::<Missing>() {
-        let _ = m;
+    if v.downcast_object_ref::<Missing>().is_some() {
         out.push_str("Undefined");
         return;
     }
@@ -1219,8 +1217,7 @@ mod pycompat {
         })
     }
 
-    fn map_method(state: &State, map: &Value, name: &str, args: &[Value]) -> Result<Value, Error> {
-        let _ = state;
+    fn map_method(map: &Value, name: &str, args: &[Value]) -> Result<Value, Error> {
         let keys = || map.try_iter();
         Ok(match name {
             "keys" => {
@@ -1263,14 +1260,14 @@ mod pycompat {
     }
 
     pub fn call_method(
-        state: &mut State,
+        _state: &mut State,
         value: &Value,
         name: &str,
         args: &[Value],
     ) -> Result<Value, Error> {
         match value.kind() {
             ValueKind::String => str_method(value.as_str().unwrap_or_default(), name, args),
-            ValueKind::Map => map_method(state, value, name, args),
+            ValueKind::Map => map_method(value, name, args),
             _ => Err(Error::from(ErrorKind::UnknownMethod)),
         }
     }

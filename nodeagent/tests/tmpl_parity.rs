@@ -421,6 +421,10 @@ fn own_templates() -> Vec<(&'static str, &'static str)> {
             "{{ 9 is divisibleby 3 }} {{ 10 is divisibleby(3) }} {{ -9 is divisibleby 3 }}\n",
         ),
         (
+            "default-kwargs",
+            "{{ '' | default('e', boolean=true) }}|{{ '' | default('e', boolean=false) }}|{{ nope | default(default_value='k') }}|{{ 0 | d('z', true) }}\n",
+        ),
+        (
             "compat-undefined-filters2",
             "{{ nope | int }} {{ nope | float }} {{ nope | replace('n', 'N') }} [{{ nope | center(30) }}] {{ nope | wordcount }}\n",
         ),

@@ -515,3 +515,14 @@ fn sandbox_exposes_only_the_variables() {
         }
     }
 }
+
+#[test]
+fn default_filter_keywords_like_jinja() {
+    let r = render(
+        &jinja("{{ '' | default('e', boolean=true) }}|{{ '' | default('e', boolean=false) }}|{{ nope | default(default_value='k') }}"),
+        &data(),
+        false,
+    )
+    .unwrap();
+    assert_eq!(r.text, "e||k");
+}
