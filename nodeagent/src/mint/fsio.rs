@@ -140,13 +140,9 @@ fn parallel<T: Sync>(items: &[T], f: impl Fn(&T) -> Result<()> + Sync) -> Result
             .chunks(chunk)
             .map(|c| s.spawn(|| c.iter().try_for_each(&f)))
             .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(Error::new(Stage::Mint, "write", "writer thread panicked"))
-                })
-            })
-            .collect()
+        handles.into_iter().try_for_each(|h| {
+            h.join()
+                .unwrap_or_else(|_| Err(Error::new(Stage::Mint, "write", "writer thread panicked")))
+        })
     })
 }
