@@ -292,6 +292,18 @@ fn environment(compat: bool) -> Environment<'static> {
     env.add_filter("wordcount", pyfilters::wordcount);
     env.add_filter("tojson", pyfilters::tojson);
     env.add_filter("replace", pyfilters::replace);
+    env.add_filter("join", pyfilters::join);
+    env.add_filter(
+        "string",
+        |v: &Value| -> std::result::Result<Value, minijinja::Error> {
+            if v.is_undefined() {
+                v.get_attr("_")?;
+            }
+            let mut s = String::new();
+            py_str(v, &mut s);
+            Ok(Value::from(s))
+        },
+    );
     // jinja's sandboxed `attr` uses getattr(), which never finds dict keys.
     env.add_filter(
         "attr",
@@ -1446,6 +1458,39 @@ mod pyfilters {
             " ".repeat(left),
             " ".repeat(marg - left)
         )))
+    }
+
+    /// jinja2 `join(value, d='', attribute=None)`: `str()` of each item, so floats, lists
+    /// and None print the Python way.
+    pub fn join(value: &Value, sep: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+        reject_undefined(value)?;
+        let sep = match sep {
+            Some(v) => v,
+            None => kwargs
+                .get::<Option<Value>>("d")?
+                .unwrap_or_else(|| Value::from("")),
+        };
+        let attribute: Option<String> = kwargs.get("attribute")?;
+        kwargs.assert_all_used()?;
+        let mut sep_s = String::new();
+        super::py_str(&sep, &mut sep_s);
+        let mut out = String::new();
+        for (i, item) in value.try_iter()?.enumerate() {
+            if i > 0 {
+                out.push_str(&sep_s);
+            }
+            let item = match &attribute {
+                Some(path) => path
+                    .split('.')
+                    .try_fold(item, |v, a| match a.parse::<usize>() {
+                        Ok(n) => v.get_item(&Value::from(n)),
+                        Err(_) => v.get_attr(a),
+                    })?,
+                None => item,
+            };
+            super::py_str(&item, &mut out);
+        }
+        Ok(Value::from(out))
     }
 
     /// jinja2 `replace(s, old, new, count=None)` on `str()` of each argument.

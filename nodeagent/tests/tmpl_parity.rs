@@ -40,6 +40,11 @@ const KNOWN_SILENT: &[(&str, &str, &str)] = &[
         "printing dictsort pairs: tuples in jinja, lists in minijinja",
     ),
     (
+        "own:concat-floats",
+        "n10000000000000000.0 n2.0 n0.00000015 n[1, 'a'] n{'k': True}\n",
+        "`~` uses minijinja's float formatting: no exponent form (jinja: 1e+16, 1.5e-07)",
+    ),
+    (
         "own:loop-break",
         "012\n",
         "`{% break %}`/`{% continue %}` work here; cloud-init has no loopcontrols extension and rejects them",
@@ -423,6 +428,18 @@ fn own_templates() -> Vec<(&'static str, &'static str)> {
         (
             "default-kwargs",
             "{{ '' | default('e', boolean=true) }}|{{ '' | default('e', boolean=false) }}|{{ nope | default(default_value='k') }}|{{ 0 | d('z', true) }}\n",
+        ),
+        (
+            "concat-floats",
+            "{{ 'n' ~ 1e16 }} {{ 'n' ~ 2.0 }} {{ 'n' ~ 1.5e-7 }} {{ 'n' ~ [1, 'a'] }} {{ 'n' ~ {'k': true} }}\n",
+        ),
+        (
+            "join-floats",
+            "{{ [1e16, 2.0, 1.5e-7] | join(' ') }} {{ [[1, 'a'], {'k': none}] | join(';') }}\n",
+        ),
+        (
+            "string-filter-floats",
+            "{{ 1e16 | string }} {{ 2.0 | string }} {{ [2.0] | string }} {{ 3 | string }}\n",
         ),
         (
             "compat-undefined-filters2",
