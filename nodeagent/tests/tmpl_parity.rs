@@ -16,10 +16,20 @@ use serde_json::{Value as Json, json};
 
 /// Templates minijinja cannot render like jinja2; `render` must fail on them with the
 /// userdata line (tested), never produce different text.
-const KNOWN_DIVERGENCES: &[(&str, &str)] = &[(
-    "own:percent-format",
-    "Python `%` string formatting: minijinja has no such operator; use `| format(...)`",
-)];
+const KNOWN_DIVERGENCES: &[(&str, &str)] = &[
+    (
+        "own:percent-format",
+        "Python `%` string formatting: minijinja has no such operator; use `| format(...)`",
+    ),
+    (
+        "own:compat-index-out-of-range",
+        "compat: a list index past the end is an error, not a CI_MISSING_JINJA_VAR/5 placeholder",
+    ),
+    (
+        "own:compat-attr-of-string",
+        "compat: an attribute of a string is an error, not a CI_MISSING_JINJA_VAR/foo placeholder",
+    ),
+];
 
 /// Templates where minijinja renders differently from jinja2 and we cannot intercept it:
 /// (case, our exact output, why). The test pins both sides so any change is noticed.
@@ -428,6 +438,14 @@ fn own_templates() -> Vec<(&'static str, &'static str)> {
         (
             "default-kwargs",
             "{{ '' | default('e', boolean=true) }}|{{ '' | default('e', boolean=false) }}|{{ nope | default(default_value='k') }}|{{ 0 | d('z', true) }}\n",
+        ),
+        (
+            "compat-index-out-of-range",
+            "#cloud-config\nk: {{ v1.public_ssh_keys[5] }}\n",
+        ),
+        (
+            "compat-attr-of-string",
+            "#cloud-config\nk: {{ v1.local_hostname.foo }}\n",
         ),
         (
             "concat-floats",
