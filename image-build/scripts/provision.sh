@@ -61,6 +61,8 @@ if [ -n "$root" ]; then
     exit $rc
 fi
 command -v systemctl >/dev/null || die "systemctl not found: nodeagent needs systemd in the image"
+# A unit installed by a package (file check: works offline, unlike `systemctl cat`).
+has_unit() { [ -f "/lib/systemd/system/$1" ] || [ -f "/usr/lib/systemd/system/$1" ]; }
 # Not booted with systemd (a chroot, a container): systemctl must only edit symlinks.
 if [ ! -d /run/systemd/system ]; then export SYSTEMD_OFFLINE=1; fi
 
@@ -76,13 +78,13 @@ DEBIAN_FRONTEND=noninteractive dpkg -i --force-confold "$deb"
 # 2. Enable our units. The package's postinst already did this (deb-systemd-helper);
 #    doing it again here makes a re-run on an image where someone disabled them explicit.
 #    `systemctl enable` only edits symlinks: fine in a chroot and without a running systemd.
-say "enabling nodeagent-local.service nodeagent.service"
-systemctl enable nodeagent-local.service nodeagent.service
+say "enabling nodeagent-local.service nodeagent.service nodeagent-ssh-keygen.service"
+systemctl enable nodeagent-local.service nodeagent.service nodeagent-ssh-keygen.service
 rm -f /etc/nodeagent/disabled
 
 # 3. VMware Tools stays enabled: CAPV marks a machine provisioned only when the VM's
 #    guest.net (reported by vmtoolsd) shows its IPs; vmtoolsd also does power operations.
-if [ -f /lib/systemd/system/open-vm-tools.service ] || [ -f /usr/lib/systemd/system/open-vm-tools.service ]; then
+if has_unit open-vm-tools.service; then
     say "keeping open-vm-tools.service (vmtoolsd) enabled"
     systemctl unmask open-vm-tools.service >/dev/null 2>&1 || true
     systemctl enable open-vm-tools.service

@@ -12,6 +12,9 @@ require_vmtools=no
 deb=${1:-}
 
 failed=0
+# Not booted with systemd (a chroot): systemctl must read unit files, not ask a manager.
+if [ ! -d /run/systemd/system ]; then export SYSTEMD_OFFLINE=1; fi
+has_unit() { [ -f "/lib/systemd/system/$1" ] || [ -f "/usr/lib/systemd/system/$1" ]; }
 pass() { echo "verify: ok   $*"; }
 bad() { echo "verify: FAIL $*"; failed=1; }
 check() { # DESCRIPTION COMMAND...
@@ -53,7 +56,7 @@ check "/etc/nodeagent/config.yaml present" test -f /etc/nodeagent/config.yaml
 check "/etc/nodeagent/disabled absent (the agent would not run)" test ! -e /etc/nodeagent/disabled
 
 # VMware Tools: enabled when installed; required on vSphere images.
-if systemctl cat open-vm-tools.service >/dev/null 2>&1 || [ -f /lib/systemd/system/open-vm-tools.service ]; then
+if has_unit open-vm-tools.service; then
     expect_state open-vm-tools.service enabled
 elif [ $require_vmtools = yes ]; then
     bad "open-vm-tools not installed (vSphere images need vmtoolsd)"
