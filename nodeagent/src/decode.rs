@@ -65,30 +65,45 @@ pub fn decode_value(key: &str, raw: &[u8], encoding: Option<&[u8]>) -> Result<Op
             if is_absent(e) { None } else { Some(e) }
         }
     };
+    decode_text(&place, &enc_place, value, enc).map(Some)
+}
+
+/// cloud-init's `decode(key, enc_type, data)` alone, for values that are not guestinfo
+/// keys of their own, such as a metadata `network` string with `network.encoding`: no
+/// rstrip, no `---` rule, the encoding compared exactly (empty ⇒ plain). Bounded and
+/// UTF-8-checked like decode_value; places are `guestinfo.<key>` and `guestinfo.<key>.encoding`.
+pub fn decode_encoded(key: &str, data: &str, encoding: Option<&str>) -> Result<Decoded> {
+    let place = format!("guestinfo.{key}");
+    let enc_place = format!("guestinfo.{key}.encoding");
+    decode_text(&place, &enc_place, data, encoding.filter(|e| !e.is_empty()))
+}
+
+/// The encoding table (A.5 step 2) applied to an already normalised value.
+fn decode_text(place: &str, enc_place: &str, value: &str, enc: Option<&str>) -> Result<Decoded> {
     let mut warnings = Vec::new();
     let bytes: Vec<u8> = match enc {
         Some("gzip+base64") | Some("gz+b64") => {
-            let b = b64_step(value.as_bytes(), &place)?;
+            let b = b64_step(value.as_bytes(), place)?;
             gunzip(&b, MAX_GUNZIP_BYTES, true)
-                .map_err(|e| decode_err(&place, e.describe("gzip+base64", MAX_GUNZIP_BYTES)))?
+                .map_err(|e| decode_err(place, e.describe("gzip+base64", MAX_GUNZIP_BYTES)))?
         }
-        Some("base64") | Some("b64") => b64_step(value.as_bytes(), &place)?,
+        Some("base64") | Some("b64") => b64_step(value.as_bytes(), place)?,
         Some(other) => {
-            warnings.push(unknown_encoding_warning(&enc_place, other));
-            plain_bounded(value, &place)?
+            warnings.push(unknown_encoding_warning(enc_place, other));
+            plain_bounded(value, place)?
         }
-        None => plain_bounded(value, &place)?,
+        None => plain_bounded(value, place)?,
     };
     let text = String::from_utf8(bytes).map_err(|e| {
         decode_err(
-            &place,
+            place,
             format!(
                 "decoded value is not valid UTF-8 (invalid byte at offset {})",
                 e.utf8_error().valid_up_to()
             ),
         )
     })?;
-    Ok(Some(Decoded { text, warnings }))
+    Ok(Decoded { text, warnings })
 }
 
 /// A value read verbatim (NoCloud seed files): UTF-8 checked and bounded, no rstrip, no `---`.

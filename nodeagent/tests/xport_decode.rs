@@ -306,6 +306,44 @@ fn debug_output_never_shows_the_value() {
     assert!(s.contains(&format!("<{} bytes>", d.text.len())), "{s}");
 }
 
+// ---- decode_encoded: cloud-init's decode() alone (metadata `network` strings) ----
+
+#[test]
+fn decode_encoded_applies_the_table_without_normalising() {
+    use decode::decode_encoded;
+    let k = "metadata.network";
+    // No rstrip and no `---` rule: process_metadata calls decode() directly.
+    assert_eq!(decode_encoded(k, "---\n", None).unwrap().text, "---\n");
+    assert_eq!(
+        decode_encoded(k, "version: 2\n\n", Some("")).unwrap().text,
+        "version: 2\n\n"
+    );
+    let v = format!("{}\n", b64(b"version: 2\n"));
+    assert_eq!(
+        decode_encoded(k, &v, Some("base64")).unwrap().text,
+        "version: 2\n"
+    );
+    assert_eq!(
+        decode_encoded(k, &b64(&gz(b"version: 2\n")), Some("gz+b64"))
+            .unwrap()
+            .text,
+        "version: 2\n"
+    );
+    // The encoding is compared exactly: a trailing space makes it unknown (plain + warning).
+    let d = decode_encoded(k, &v, Some("base64 ")).unwrap();
+    assert_eq!(d.text, v);
+    assert!(
+        d.warnings[0].contains("guestinfo.metadata.network.encoding"),
+        "{:?}",
+        d.warnings
+    );
+    let e = decode_encoded(k, "QUJDQ", Some("b64")).unwrap_err();
+    assert_eq!(
+        (e.stage, e.place.as_str()),
+        (Stage::Decode, "guestinfo.metadata.network")
+    );
+}
+
 // ---- write_files content (C.3) ----
 
 #[test]
