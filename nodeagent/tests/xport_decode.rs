@@ -610,6 +610,13 @@ proptest! {
     }
 
     #[test]
+    fn is_present_agrees_with_decode_value(t in "\\PC{0,20}", ws in python_ws(), marker in any::<bool>()) {
+        let raw = if marker { format!("---{ws}") } else { format!("{t}{ws}") };
+        let decoded = decode_value("metadata", raw.as_bytes(), None).unwrap();
+        prop_assert_eq!(decode::is_present(raw.as_bytes()), decoded.is_some());
+    }
+
+    #[test]
     fn never_panics_on_arbitrary_input(raw in proptest::collection::vec(any::<u8>(), 0..300),
                                        enc in prop::sample::select(vec![None, Some("base64"), Some("b64"), Some("gzip+base64"), Some("gz+b64"), Some("junk"), Some("---")]),
                                        fenc in prop::sample::select(vec!["gzip", "gz+b64", "base64", "", "text/plain", "x"])) {
