@@ -201,6 +201,37 @@ impl State {
         Journal::open(&idir.join("journal.jsonl"), boot_id())
     }
 
+    /// Several files of the instance directory, each atomic (temp, fsync, rename), one
+    /// directory sync for all.
+    pub fn save_all(&self, iid: &str, items: &[(&str, &[u8], u32)]) -> Result<()> {
+        let idir = self.instance_dir(iid);
+        ensure_private_dir(&idir, 0o700)?;
+        let mut tmps = Vec::new();
+        for (name, data, mode) in items {
+            let place = idir.join(name).display().to_string();
+            let tmp = idir.join(format!(".{name}.nodeagent-tmp"));
+            let _ = std::fs::remove_file(&tmp);
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(*mode)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&tmp)
+                .map_err(|e| err(&place, e))?;
+            f.set_permissions(std::fs::Permissions::from_mode(*mode))
+                .map_err(|e| err(&place, e))?;
+            f.write_all(data).map_err(|e| err(&place, e))?;
+            f.sync_all().map_err(|e| err(&place, e))?;
+            tmps.push((tmp, idir.join(name), place));
+        }
+        for (tmp, path, place) in &tmps {
+            std::fs::rename(tmp, path).map_err(|e| err(place, e))?;
+        }
+        File::open(&idir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| err(idir.display().to_string(), e))
+    }
+
     /// Keep a copy of rendered userdata / instance data for `query`, `render`, `collect-logs`.
     pub fn save(&self, iid: &str, name: &str, data: &[u8], mode: u32) -> Result<()> {
         let idir = self.instance_dir(iid);

@@ -16,7 +16,6 @@ use crate::plan::FileWrite;
 use sha2::{Digest, Sha256};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -107,8 +106,17 @@ fn fsync_dir(dir: &Path, place: &str) -> Result<()> {
 
 /// Create the missing directories above `dir` as one unit owned by uid/gid (mode 0755).
 pub fn ensure_parents(dir: &Path, uid: u32, gid: u32, place: &str) -> Result<()> {
+    match make_parents(dir, uid, gid, place)? {
+        Some(top) => fsync_dir(&top, place),
+        None => Ok(()),
+    }
+}
+
+/// `ensure_parents` without the final directory sync: returns the directory that holds the
+/// new chain (to be synced by the caller, before anything that depends on it is journaled).
+fn make_parents(dir: &Path, uid: u32, gid: u32, place: &str) -> Result<Option<PathBuf>> {
     if dir.is_dir() {
-        return Ok(());
+        return Ok(None);
     }
     // First missing ancestor.
     let mut missing: Vec<&std::ffi::OsStr> = Vec::new();
@@ -144,7 +152,7 @@ pub fn ensure_parents(dir: &Path, uid: u32, gid: u32, place: &str) -> Result<()>
         chown(&cur, uid, gid, place)?;
     }
     std::fs::rename(&tmp, top.join(missing[0])).map_err(|e| err(place, e))?;
-    fsync_dir(top, place)
+    Ok(Some(top.to_path_buf()))
 }
 
 /// A temp file holding an entry's final bytes, owner and mode, not yet in place.
@@ -153,6 +161,8 @@ pub struct Staged {
     tmp: PathBuf,
     path: PathBuf,
     dir: PathBuf,
+    /// Directory holding newly made parents, synced with the others at commit.
+    new_parent: Option<PathBuf>,
     place: String,
 }
 
@@ -174,7 +184,7 @@ pub fn stage(t: &Target, f: &FileWrite, bytes: &[u8], db: &UserDb) -> Result<Sta
         .parent()
         .ok_or_else(|| err(place, "no parent directory"))?
         .to_path_buf();
-    ensure_parents(&dir, uid, gid, place)?;
+    let new_parent = make_parents(&dir, uid, gid, place)?;
     let name = path.file_name().ok_or_else(|| err(place, "no file name"))?;
     let tmp: PathBuf = dir.join(format!(".{}.nodeagent-tmp", name.to_string_lossy()));
     match std::fs::remove_file(&tmp) {
@@ -203,35 +213,31 @@ pub fn stage(t: &Target, f: &FileWrite, bytes: &[u8], db: &UserDb) -> Result<Sta
         tmp,
         path,
         dir,
+        new_parent,
         place: place.to_string(),
     })
 }
 
-/// Make staged files durable and put them in place: data synced (one `syncfs` for a batch,
-/// `fsync` for one or two files), then each renamed over its path, then each directory
-/// synced once. A crash before the renames leaves only temp files, which the next run of the
+/// Make staged files durable and put them in place: each file's data synced, then each
+/// renamed over its path, then each directory synced once (not once per file). A crash before the renames leaves only temp files, which the next run of the
 /// same steps removes.
 pub fn commit(staged: Vec<Staged>) -> Result<()> {
     if staged.is_empty() {
         return Ok(());
     }
-    let dev = |s: &Staged| s.file.metadata().map(|m| m.dev()).ok();
-    // SAFETY: syncfs on an open descriptor of the filesystem all the temp files live on.
-    let synced = staged.len() > 2
-        && staged.iter().all(|s| dev(s) == dev(&staged[0]))
-        && unsafe { libc::syncfs(staged[0].file.as_raw_fd()) } == 0;
-    if !synced {
-        for s in &staged {
-            s.file
-                .sync_all()
-                .map_err(|e| err(&s.place, format!("fsync: {e}")))?;
-        }
+    // fsync each file (not `syncfs`: that also waits for every other writer of the disk).
+    for s in &staged {
+        s.file
+            .sync_all()
+            .map_err(|e| err(&s.place, format!("fsync: {e}")))?;
     }
     let mut dirs: Vec<(&Path, &str)> = Vec::new();
     for s in &staged {
         std::fs::rename(&s.tmp, &s.path).map_err(|e| err(&s.place, format!("rename: {e}")))?;
-        if !dirs.iter().any(|(d, _)| *d == s.dir.as_path()) {
-            dirs.push((&s.dir, &s.place));
+        for d in s.new_parent.iter().chain(std::iter::once(&s.dir)) {
+            if !dirs.iter().any(|(x, _)| *x == d.as_path()) {
+                dirs.push((d, &s.place));
+            }
         }
     }
     for (d, place) in dirs {

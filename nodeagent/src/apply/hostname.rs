@@ -67,21 +67,12 @@ pub fn apply(ctx: &mut Ctx<'_>, h: &HostnameSpec) -> Result<Outcome> {
     }
     let t = ctx.target().clone();
     let db = ctx.db()?.clone();
-    files::write_bytes(
-        &t,
-        &root_file("/etc/hostname", format!("{name}\n").into_bytes(), 0o644),
-        format!("{name}\n").as_bytes(),
-        &db,
-    )?;
-    if t.is_host() && ctx.opts.exec {
-        nix::unistd::sethostname(name)
-            .map_err(|e| Error::new(Stage::Apply, "hostname", format!("sethostname: {e}")))?;
-    }
-    match &h.etc_hosts {
-        None => {}
+    // /etc/hostname and /etc/hosts are committed together (one directory sync).
+    let hostname_file = root_file("/etc/hostname", format!("{name}\n").into_bytes(), 0o644);
+    let hosts_file = match &h.etc_hosts {
+        None => None,
         Some(EtcHosts::Template(text)) => {
-            let f = root_file("/etc/hosts", text.clone().into_bytes(), 0o644);
-            files::write_bytes(&t, &f, text.as_bytes(), &db)?;
+            Some(root_file("/etc/hosts", text.clone().into_bytes(), 0o644))
         }
         Some(EtcHosts::Localhost { address }) => {
             let p = t.path("/etc/hosts")?;
@@ -91,12 +82,32 @@ pub fn apply(ctx: &mut Ctx<'_>, h: &HostnameSpec) -> Result<Outcome> {
                 Err(e) => return Err(Error::new(Stage::Apply, "/etc/hosts", e.to_string())),
             };
             let new = ensure_hosts_line(&cur, address, &h.fqdn, &h.hostname);
-            if new != cur {
-                let mut f = root_file("/etc/hosts", new.clone().into_bytes(), 0o644);
+            (new != cur).then(|| {
+                let mut f = root_file("/etc/hosts", new.into_bytes(), 0o644);
                 f.mode = None; // keep the file's mode, as an in-place edit would
-                files::write_bytes(&t, &f, new.as_bytes(), &db)?;
+                f
+            })
+        }
+    };
+    let mut staged = vec![files::stage(
+        &t,
+        &hostname_file,
+        &hostname_file.content.0,
+        &db,
+    )?];
+    if let Some(f) = &hosts_file {
+        match files::stage(&t, f, &f.content.0, &db) {
+            Ok(s) => staged.push(s),
+            Err(e) => {
+                files::discard(staged);
+                return Err(e);
             }
         }
+    }
+    files::commit(staged)?;
+    if t.is_host() && ctx.opts.exec {
+        nix::unistd::sethostname(name)
+            .map_err(|e| Error::new(Stage::Apply, "hostname", format!("sethostname: {e}")))?;
     }
     Ok(Outcome::Ok)
 }

@@ -575,9 +575,17 @@ fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Resu
             begin(ctx, step, None)?;
             let t = ctx.target().clone();
             let db = ctx.db()?.clone();
+            let mut staged = Vec::new();
             for f in &n.files {
-                files::write_bytes(&t, f, &f.content.0, &db)?;
+                match files::stage(&t, f, &f.content.0, &db) {
+                    Ok(s) => staged.push(s),
+                    Err(e) => {
+                        files::discard(staged);
+                        return Err(e);
+                    }
+                }
             }
+            files::commit(staged)?;
             if ctx.opts.exec && n.renderer == "netplan" && t.is_host() {
                 commands::run_tool(&t, &["netplan", "generate"], None)?;
             }

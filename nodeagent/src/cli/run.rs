@@ -96,21 +96,16 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     let iid = &plan.instance_id;
     // What cloud-init keeps in /run/cloud-init and /var/lib/cloud/instance, for query/render.
     let tree = &prepared.instance_data;
-    state.save(
-        iid,
-        "instance-data-sensitive.json",
-        instance::to_python_json(tree).as_bytes(),
-        0o600,
-    )?;
-    state.save(
-        iid,
-        "instance-data.json",
-        instance::to_python_json(&instance::redacted(tree)).as_bytes(),
-        0o644,
-    )?;
+    let sensitive = instance::to_python_json(tree);
+    let redacted = instance::to_python_json(&instance::redacted(tree));
+    let mut keep: Vec<(&str, &[u8], u32)> = vec![
+        ("instance-data-sensitive.json", sensitive.as_bytes(), 0o600),
+        ("instance-data.json", redacted.as_bytes(), 0o644),
+    ];
     if let Some(text) = prepared.rendered.as_ref().or(prepared.userdata.as_ref()) {
-        state.save(iid, "userdata.txt", text.as_bytes(), 0o600)?;
+        keep.push(("userdata.txt", text.as_bytes(), 0o600));
     }
+    state.save_all(iid, &keep)?;
 
     let opts = Options {
         exec: args.exec || target.is_host(),
