@@ -11,8 +11,11 @@ pub const MAX_YAML_DEPTH: usize = 64;
 pub const MAX_YAML_ALIAS_EXPANSIONS: usize = 10_000;
 /// Most YAML nodes in one document after alias expansion.
 pub const MAX_YAML_NODES: usize = 1_000_000;
-/// Template fuel (minijinja instructions) for one render.
-pub const TEMPLATE_FUEL: u64 = 50_000_000;
+/// Template fuel (minijinja instructions) for one render. The largest real template seen
+/// (cloud-init's cloud.cfg.tmpl) uses ~310; 2M fails a runaway loop in ~60 ms of CPU.
+pub const TEMPLATE_FUEL: u64 = 2_000_000;
+/// Deepest macro/loop recursion a template may use (minijinja's own cap is 500).
+pub const TEMPLATE_RECURSION_LIMIT: usize = 100;
 /// Largest rendered template output.
 pub const MAX_RENDERED_BYTES: usize = 64 * 1024 * 1024;
 /// Most `write_files` entries in one cloud-config.
@@ -21,3 +24,11 @@ pub const MAX_WRITE_FILES: usize = 10_000;
 pub const RPC_TIMEOUT_MS: u64 = 10_000;
 /// Largest status JSON published through `guestinfo.nodeagent.status` (design.md section 4).
 pub const MAX_STATUS_BYTES: usize = 4096;
+/// kubeadm output lines kept for the failure report (status and guestinfo).
+pub const KUBEADM_TAIL_LINES: usize = 20;
+/// Longest kubeadm output line kept; longer lines are cut.
+pub const KUBEADM_MAX_LINE: usize = 4096;
+/// Deadline of one `kubeadm reset -f` between join attempts, seconds.
+pub const KUBEADM_RESET_TIMEOUT_SECS: u64 = 120;
+/// Deadline of one TCP connect attempt to the control-plane endpoint, seconds.
+pub const ENDPOINT_CONNECT_TIMEOUT_SECS: u64 = 5;

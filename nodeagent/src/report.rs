@@ -37,7 +37,7 @@ pub const STATUS_JSON: &str = "run/nodeagent/status.json";
 pub const EVENTS: &str = "var/log/nodeagent/events.jsonl";
 pub const STATUS_KEY: &str = "nodeagent.status";
 /// Most kubeadm output lines kept for a failure report.
-pub const TAIL_LINES: usize = 20;
+pub const TAIL_LINES: usize = crate::limits::KUBEADM_TAIL_LINES;
 
 /// The status document. The first eight fields are the compact form published through
 /// guestinfo; `detail`, `warnings` and `output_tail` only go to status.json (`detail` also

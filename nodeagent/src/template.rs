@@ -18,8 +18,7 @@ use serde_json::Value as Json;
 use crate::error::{Error, Result, Stage};
 use crate::limits::{MAX_RENDERED_BYTES, TEMPLATE_FUEL};
 
-/// Deepest macro/include/loop recursion a template may use (minijinja's own cap is 500).
-pub const TEMPLATE_RECURSION_LIMIT: usize = 100;
+pub use crate::limits::TEMPLATE_RECURSION_LIMIT;
 
 /// State temp holding the number of bytes printed by `{{ }}` so far.
 const PRINTED: &str = "nodeagent.printed";

@@ -20,9 +20,9 @@ pub const OUTPUT_LOG: &str = "var/log/nodeagent/kubeadm.log";
 /// Step name used in status and errors.
 pub const STEP: &str = "kubeadm";
 /// Longest output line kept (after redaction); the rest is cut.
-const MAX_LINE: usize = 4096;
+const MAX_LINE: usize = crate::limits::KUBEADM_MAX_LINE;
 /// Deadline of one `kubeadm reset -f`.
-const RESET_TIMEOUT: Duration = Duration::from_secs(120);
+const RESET_TIMEOUT: Duration = Duration::from_secs(crate::limits::KUBEADM_RESET_TIMEOUT_SECS);
 
 /// How kubeadm is started: `kubeadm` from PATH in production; tests point it at the stand-in.
 #[derive(Debug, Clone)]
