@@ -3,6 +3,9 @@
 
 /// Largest decoded value of one guestinfo key (after base64, before gunzip).
 pub const MAX_DECODED_BYTES: usize = 16 * 1024 * 1024;
+/// Largest raw value a transport reads for one key: base64 of MAX_DECODED_BYTES plus
+/// line breaks and slack.
+pub const MAX_RAW_VALUE_BYTES: usize = 2 * MAX_DECODED_BYTES;
 /// Largest output of a gunzip of one value (bomb guard).
 pub const MAX_GUNZIP_BYTES: usize = 64 * 1024 * 1024;
 /// Deepest YAML/JSON nesting accepted.

@@ -37,11 +37,9 @@ pub fn parse(text: &str, place: &str) -> Result<Metadata> {
     if let Some(network) = tree.remove("network") {
         let config = match network {
             Value::String(s) if !s.is_empty() => {
-                let enc = encoding.as_ref().and_then(Value::as_str).map(str::as_bytes);
-                let decoded = crate::decode::decode_value("metadata.network", s.as_bytes(), enc)
-                    .map_err(|e| e.within(place))?
-                    .map(|d| d.text)
-                    .unwrap_or_default();
+                // cloud-init's process_metadata calls decode() directly: no rstrip, no `---` rule.
+                let enc = encoding.as_ref().and_then(Value::as_str);
+                let decoded = crate::decode::decode_encoded("metadata.network", &s, enc).map_err(|e| e.within(place))?.text;
                 Value::Object(parse_object(&decoded, &format!("{place}: network"))?)
             }
             Value::Object(m) if !m.is_empty() => Value::Object(m),

@@ -26,9 +26,7 @@ use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-/// Largest raw value a transport reads for one key: base64 of MAX_DECODED_BYTES plus
-/// line breaks and slack. Proposed for `crate::limits` (lead's file).
-pub const MAX_RAW_VALUE_BYTES: usize = 2 * crate::limits::MAX_DECODED_BYTES;
+pub use crate::limits::MAX_RAW_VALUE_BYTES;
 
 const VALID_SPECS: &str = "valid forms: `vmware`, `fwcfg`, `dir:PATH`, `nocloud:PATH`";
 
