@@ -67,7 +67,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
 /// fsynced in parallel (so the filesystem can commit them together instead of one journal
 /// commit per file), renamed into place, and each distinct directory is fsynced. On error the
 /// temp files are removed and no target has been replaced unless all data was durable.
-pub fn write_batch(files: &[(std::path::PathBuf, Vec<u8>, u32)]) -> Result<()> {
+/// `durable: false` skips both fsync rounds (still atomic: create-with-mode, write, rename)
+/// for regenerable output without private keys, such as worker bundle fleets.
+pub fn write_batch(files: &[(std::path::PathBuf, Vec<u8>, u32)], durable: bool) -> Result<()> {
     let mut staged: Vec<(std::path::PathBuf, File, &Path)> = Vec::with_capacity(files.len());
     let cleanup = |staged: &[(std::path::PathBuf, File, &Path)]| {
         for (tmp, _, _) in staged {
@@ -106,9 +108,13 @@ pub fn write_batch(files: &[(std::path::PathBuf, Vec<u8>, u32)]) -> Result<()> {
             }
         }
     }
-    let synced = parallel(&staged, |(tmp, f, _)| {
-        f.sync_all().map_err(|e| io_err(tmp, "fsync", e))
-    });
+    let synced = if !durable {
+        Ok(())
+    } else {
+        parallel(&staged, |(tmp, f, _)| {
+            f.sync_all().map_err(|e| io_err(tmp, "fsync", e))
+        })
+    };
     if let Err(e) = synced {
         cleanup(&staged);
         return Err(e);
@@ -123,6 +129,9 @@ pub fn write_batch(files: &[(std::path::PathBuf, Vec<u8>, u32)]) -> Result<()> {
         if !dirs.contains(&dir) {
             dirs.push(dir);
         }
+    }
+    if !durable {
+        return Ok(());
     }
     parallel(&dirs, |d| {
         File::open(d)

@@ -403,7 +403,7 @@ impl Pki {
             .iter()
             .map(|(name, content, mode)| (dir.join(name), content.as_bytes().to_vec(), *mode))
             .collect();
-        fsio::write_batch(&files)
+        fsio::write_batch(&files, true)
     }
 
     /// Read a kubeadm-layout PKI directory (e.g. `/etc/kubernetes/pki` of a running cluster).
