@@ -389,3 +389,67 @@ fn finished_command_of_a_killed_run_is_adopted_not_rerun() {
             .any(|x| x.result.as_deref() == Some("adopted"))
     );
 }
+
+#[test]
+fn kubeadm_finished_before_a_kill_is_adopted_via_the_sentinel() {
+    let p = plan(
+        "vm-k",
+        vec![step(
+            "kubeadm",
+            RunStage::Main,
+            Frequency::PerInstance,
+            Action::Kubeadm(KubeadmSpec {
+                mode: KubeadmMode::Init,
+                config_path: "/run/kubeadm/kubeadm.yaml".into(),
+                extra_args: vec![],
+                sentinel: true,
+                endpoint: None,
+                original: "kubeadm init --config /run/kubeadm/kubeadm.yaml".into(),
+            }),
+        )],
+    );
+    let d = tempfile::tempdir().unwrap();
+    let r = d.path();
+    // A previous agent journaled `begin` for the step in this boot, kubeadm wrote CAPI's
+    // sentinel, and the agent was killed before `done`.
+    let st = nodeagent::state::State::open(r).unwrap();
+    let mut j = st.begin_instance("vm-k").unwrap();
+    j.boot = "b".into();
+    let mut rec = j.record("begin");
+    rec.step = Some("kubeadm".into());
+    j.append(rec, true).unwrap();
+    drop(j);
+    std::fs::create_dir_all(r.join("run/cluster-api")).unwrap();
+    std::fs::write(
+        r.join("run/cluster-api/bootstrap-success.complete"),
+        "success\n",
+    )
+    .unwrap();
+    let s = run(r, &p, true, false, "b").unwrap();
+    assert_eq!(s.ran, ["kubeadm"]);
+    assert!(
+        journal(r, "vm-k")
+            .iter()
+            .any(|x| x.event == "done" && x.result.as_deref() == Some("adopted"))
+    );
+    // A sentinel alone (no begin of ours in this boot) is not trusted: kubeadm is executed
+    // (here it fails: no kubeadm binary on this host, the error names the step).
+    let d2 = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(d2.path().join("run/cluster-api")).unwrap();
+    std::fs::write(
+        d2.path().join("run/cluster-api/bootstrap-success.complete"),
+        "success\n",
+    )
+    .unwrap();
+    let mut p2 = p.clone();
+    p2.instance_id = "vm-k2".into();
+    match run(d2.path(), &p2, true, false, "b") {
+        Ok(s) => assert!(
+            !journal(d2.path(), "vm-k2")
+                .iter()
+                .any(|x| x.result.as_deref() == Some("adopted")),
+            "{s:?}"
+        ),
+        Err(e) => assert!(e.place.starts_with("step kubeadm"), "{e}"),
+    }
+}

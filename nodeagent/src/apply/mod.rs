@@ -27,6 +27,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+/// Cluster API's success sentinel (written by the kubeadm step).
+const SENTINEL: &str = "/run/cluster-api/bootstrap-success.complete";
+
 /// Where the agent acts: `/` on a node, `--root DIR` in tests and dry runs.
 #[derive(Debug, Clone)]
 pub struct Target {
@@ -628,6 +631,17 @@ fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Resu
             if !ctx.opts.exec {
                 tracing::info!(step = %step.id, "kubeadm skipped (no --exec)");
                 return Ok(Outcome::Skipped);
+            }
+            // Killed after kubeadm succeeded but before `done` was journaled: CAPI's sentinel
+            // (in /run, so from this boot) written after a `begin` of ours says it finished.
+            let sentinel = ctx.target().path(SENTINEL)?;
+            let begun_this_boot = ctx
+                .journal
+                .last_begin(&step.id)
+                .is_some_and(|r| r.boot == ctx.journal.boot);
+            if k.sentinel && begun_this_boot && sentinel.exists() {
+                tracing::info!(step = %step.id, "kubeadm had finished before the previous run was killed (sentinel present); not run again");
+                return Ok(Outcome::Adopted);
             }
             begin(ctx, step, None)?;
             reporter.phase(Phase::Kubeadm, Some(&step.id));
