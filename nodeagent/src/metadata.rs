@@ -39,7 +39,9 @@ pub fn parse(text: &str, place: &str) -> Result<Metadata> {
             Value::String(s) if !s.is_empty() => {
                 // cloud-init's process_metadata calls decode() directly: no rstrip, no `---` rule.
                 let enc = encoding.as_ref().and_then(Value::as_str);
-                let decoded = crate::decode::decode_encoded("metadata.network", &s, enc).map_err(|e| e.within(place))?.text;
+                let decoded = crate::decode::decode_encoded("metadata.network", &s, enc)
+                    .map_err(|e| e.within(place))?
+                    .text;
                 Value::Object(parse_object(&decoded, &format!("{place}: network"))?)
             }
             Value::Object(m) if !m.is_empty() => Value::Object(m),

@@ -52,7 +52,12 @@ pub fn wait_for(
     let mut attempt = 0;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        let err = match probe(endpoint, left.min(Duration::from_secs(crate::limits::ENDPOINT_CONNECT_TIMEOUT_SECS))) {
+        let err = match probe(
+            endpoint,
+            left.min(Duration::from_secs(
+                crate::limits::ENDPOINT_CONNECT_TIMEOUT_SECS,
+            )),
+        ) {
             Ok(()) => return Ok(attempt),
             Err(e) => e,
         };
