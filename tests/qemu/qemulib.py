@@ -45,7 +45,7 @@ def run(cmd, **kw):
 
 
 def ensure_host_tools():
-    """qemu-system-x86 and e2fsprogs (mkfs.ext4 -d, debugfs) from Debian; idempotent."""
+    """The host tools the tiers use, from Debian packages; idempotent."""
     need = []
     for tool, pkg in [("qemu-system-x86_64", "qemu-system-x86"), ("mkfs.ext4", "e2fsprogs"), ("objcopy", "binutils"),
                       ("dpkg-shlibdeps", "dpkg-dev"), ("debootstrap", "debootstrap")]:
@@ -306,14 +306,6 @@ def make_disk(stage, path, size_mb=256):
     run(["mkfs.ext4", "-q", "-F", "-L", "root", "-E", "root_owner=0:0", "-d", stage, path, f"{size_mb}M"],
         stdout=subprocess.DEVNULL)
     return path
-
-
-def debugfs_cat(disk, path):
-    """Read a file from an ext4 image without mounting it (None when absent)."""
-    out = subprocess.run(["debugfs", "-R", f"cat {path}", disk], capture_output=True)
-    if out.returncode != 0 or b"File not found" in out.stderr:
-        return None
-    return out.stdout
 
 
 # ---------------------------------------------------------------- one VM
