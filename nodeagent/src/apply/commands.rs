@@ -199,7 +199,10 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
             libc::setpgid(0, 0);
             // The wrapper holds the lock as fd 9 (dup2 clears close-on-exec), so a restarted
             // agent sees the command still running.
-            if libc::dup2(lock_fd, 9) < 0 {
+            if lock_fd == 9 {
+                let flags = libc::fcntl(9, libc::F_GETFD);
+                libc::fcntl(9, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+            } else if libc::dup2(lock_fd, 9) < 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
@@ -278,7 +281,19 @@ pub fn release_run_lock() {
 pub fn run_host(argv: &[&str], stdin: Option<&[u8]>) -> Result<String> {
     let name = argv.first().copied().unwrap_or("");
     let mut cmd = Command::new(name);
-    if let Some(fd) = RUN_LOCK.with(|l| l.borrow().as_ref().map(|f| f.as_raw_fd())) {
+    // Only short-lived tools that change the user database or disks get the run lock; a
+    // helper that may leave a daemon behind (`mount -a`, `systemctl`) must not hold it.
+    let tool = if name == "chroot" {
+        argv.get(2).copied().unwrap_or("")
+    } else {
+        name
+    };
+    let locked = matches!(
+        tool,
+        "useradd" | "usermod" | "groupadd" | "chpasswd" | "visudo" | "sfdisk"
+    ) || tool.starts_with("mkfs.");
+    let lock_fd = RUN_LOCK.with(|l| l.borrow().as_ref().map(|f| f.as_raw_fd()));
+    if let Some(fd) = lock_fd.filter(|_| locked) {
         // SAFETY: only fcntl between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
