@@ -238,3 +238,51 @@ fn clean_resets_the_instance() {
     assert_eq!(code, 2);
     assert!(err.contains(" 13 steps done, 0 already"), "{err}");
 }
+
+#[test]
+fn exec_run_with_relative_root_redacts_userdata_after_success() {
+    let t = tempfile::tempdir().unwrap();
+    let (d, r) = (t.path().join("d"), t.path().join("r"));
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::create_dir_all(&r).unwrap();
+    let md =
+        std::fs::read_to_string(Path::new(CORPUS).join("capv/metadata-golden-head/dhcp4.yaml"))
+            .unwrap();
+    std::fs::write(
+        d.join("guestinfo.metadata"),
+        md.replace("00:00:00:00:00", "00:50:56:00:00:01"),
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("guestinfo.userdata"),
+        "#cloud-config\nwrite_files:\n- path: /etc/x\n  content: hi\nruncmd:\n- echo ran >> \"$NODEAGENT_ROOT/ran\"\n",
+    )
+    .unwrap();
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_nodeagent"))
+            .current_dir(t.path())
+            .args(["run", "--transport", "dir:d", "--root", "r", "--exec"])
+            .output()
+            .unwrap()
+    };
+    let out = run();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(r.join("ran")).unwrap(), "ran\n");
+    assert_eq!(std::fs::read_to_string(r.join("etc/x")).unwrap(), "hi");
+    // Userdata overwritten with `---` on the platform after success (image config default).
+    assert_eq!(
+        std::fs::read_to_string(d.join("guestinfo.userdata")).unwrap(),
+        "---"
+    );
+    let out = run();
+    assert!(out.status.success());
+    assert_eq!(
+        std::fs::read_to_string(r.join("ran")).unwrap(),
+        "ran\n",
+        "runcmd ran once"
+    );
+}

@@ -37,10 +37,11 @@ pub struct Target {
 }
 
 impl Target {
+    /// A relative root is made absolute: commands run with the root as their working
+    /// directory, so every path handed to them must not depend on the agent's own.
     pub fn new(root: &Path) -> Target {
-        Target {
-            root: root.to_path_buf(),
-        }
+        let root = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
+        Target { root }
     }
 
     pub fn is_host(&self) -> bool {

@@ -2,7 +2,7 @@
 
 use crate::apply::{self, Options, StageSel, Target};
 use crate::error::{Result, exit};
-use crate::report::{Phase, Reporter};
+use crate::report::{self, Phase, Reporter};
 use crate::state::State;
 use crate::{instance, pipeline};
 
@@ -129,6 +129,19 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         summary.already.len(),
     );
     if stage != StageSel::Local {
+        // After success: the image config's `redact_userdata` and the metadata's `redact:`
+        // keys are overwritten with `---` (cloud-init does the latter right after reading; the
+        // main stage here reads the platform again, so both wait for success). Only with
+        // --exec (always on a real node): a --root dry run leaves the platform's data alone.
+        if opts.exec {
+            let keys =
+                report::keys_to_redact(opts.config.redact_userdata, &prepared.metadata.redact);
+            for failed in report::redact_guestinfo(inputs.transport.as_ref(), &keys) {
+                let w = format!("guestinfo.{failed} could not be redacted");
+                eprintln!("warning: {w}");
+                reporter.warning(&w);
+            }
+        }
         reporter.done();
     }
     Ok(if summary.warnings.is_empty() {
