@@ -1,0 +1,787 @@
+//! Hostile bootstrap data (issue 8): every case runs the real binary, `nodeagent run
+//! --transport dir:D --root R` on a seeded temp root, and `nodeagent validate`, and checks
+//! 1. the exact error (place and message; the stage through the library's `pipeline`),
+//! 2. that it fails fast (wall-clock bound far below the process kill timeout),
+//! 3. that nothing on disk changed: a snapshot of R (type, mode, owner, content, link target)
+//!    is equal before and after, except the failure report itself (`run/nodeagent/status.json`,
+//!    `var/log/nodeagent/events.jsonl`), which must say `failed` with the same error.
+//!
+//! Cases that currently misbehave live in harden_regressions.rs (ignored, with the reason).
+
+use nodeagent::error::Stage;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const METADATA: &str = "instance-id: i-harden\nlocal-hostname: node1\n";
+const FACTS: &str = "hostname: node1\nlocal-ipv4: 10.0.0.5\nnetwork-renderer: networkd\n";
+/// Kill timeout for one agent process; every case must finish far below it.
+const KILL_AFTER: Duration = Duration::from_secs(300);
+/// Files a failed run writes on purpose: the platform and the operator hear why it failed.
+const REPORTS: [&str; 2] = [
+    "run/nodeagent/status.json",
+    "var/log/nodeagent/events.jsonl",
+];
+
+struct Env {
+    _t: tempfile::TempDir,
+    d: PathBuf,
+    r: PathBuf,
+    facts: PathBuf,
+    /// The userdata as a plain file, for `validate`.
+    file: PathBuf,
+    outside: PathBuf,
+}
+
+/// D with the given userdata (and `.encoding`), R seeded like a small image.
+fn env(userdata: &[u8], encoding: Option<&str>) -> Env {
+    let t = tempfile::tempdir().unwrap();
+    let (d, r) = (t.path().join("d"), t.path().join("r"));
+    for dir in [
+        &d,
+        &r.join("etc"),
+        &r.join("run"),
+        &r.join("var/log"),
+        &r.join("outside"),
+    ] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(
+        r.join("etc/passwd"),
+        "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534::/:/usr/sbin/nologin\n",
+    )
+    .unwrap();
+    std::fs::write(r.join("etc/group"), "root:x:0:\nnogroup:x:65534:\n").unwrap();
+    std::fs::write(r.join("etc/hostname"), "image\n").unwrap();
+    std::fs::write(r.join("outside/victim"), "untouched\n").unwrap();
+    std::os::unix::fs::symlink("../outside/victim", r.join("etc/link")).unwrap();
+    std::fs::write(d.join("guestinfo.metadata"), METADATA).unwrap();
+    std::fs::write(d.join("guestinfo.userdata"), userdata).unwrap();
+    if let Some(e) = encoding {
+        std::fs::write(d.join("guestinfo.userdata.encoding"), e).unwrap();
+    }
+    let facts = t.path().join("facts.yaml");
+    std::fs::write(&facts, FACTS).unwrap();
+    let file = t.path().join("userdata.yaml");
+    std::fs::write(&file, userdata).unwrap();
+    let outside = t.path().join("abs");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("victim"), "untouched\n").unwrap();
+    Env {
+        _t: t,
+        d,
+        r,
+        facts,
+        file,
+        outside,
+    }
+}
+
+#[derive(Debug, PartialEq)]
+enum Entry {
+    Dir,
+    File(Vec<u8>),
+    Link(PathBuf),
+}
+
+/// Everything under `root` that a run could change, except mtimes.
+fn snapshot(root: &Path) -> BTreeMap<PathBuf, (Entry, u32, u32, u32)> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, (Entry, u32, u32, u32)>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            let kind = if m.file_type().is_symlink() {
+                Entry::Link(std::fs::read_link(&p).unwrap())
+            } else if m.is_dir() {
+                walk(root, &p, out);
+                Entry::Dir
+            } else {
+                Entry::File(std::fs::read(&p).unwrap())
+            };
+            let rel = p.strip_prefix(root).unwrap().to_path_buf();
+            out.insert(rel, (kind, m.mode(), m.uid(), m.gid()));
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// The snapshot without the failure report files and the directories holding them.
+fn without_reports(
+    mut s: BTreeMap<PathBuf, (Entry, u32, u32, u32)>,
+) -> BTreeMap<PathBuf, (Entry, u32, u32, u32)> {
+    s.retain(|p, _| !p.starts_with("run/nodeagent") && !p.starts_with("var/log/nodeagent"));
+    s
+}
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+    elapsed: Duration,
+}
+
+/// Run the agent with a kill timeout; a crash (signal) is code -1.
+fn agent(args: &[&std::ffi::OsStr]) -> Out {
+    let start = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nodeagent"))
+        .args(args)
+        .env("NODEAGENT_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = loop {
+        if child.try_wait().unwrap().is_some() {
+            break child.wait_with_output().unwrap();
+        }
+        if start.elapsed() > KILL_AFTER {
+            child.kill().unwrap();
+            panic!("agent still running after {KILL_AFTER:?}: {args:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Out {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        elapsed: start.elapsed(),
+    }
+}
+
+fn run(e: &Env) -> Out {
+    let dir = format!("dir:{}", e.d.display());
+    agent(&[
+        "run".as_ref(),
+        "--transport".as_ref(),
+        dir.as_ref(),
+        "--root".as_ref(),
+        e.r.as_os_str(),
+        "--facts".as_ref(),
+        e.facts.as_os_str(),
+    ])
+}
+
+fn validate(e: &Env) -> Out {
+    agent(&[
+        "validate".as_ref(),
+        e.file.as_os_str(),
+        "--root".as_ref(),
+        e.r.as_os_str(),
+        "--facts".as_ref(),
+        e.facts.as_os_str(),
+    ])
+}
+
+/// The library's view: the same inputs through `pipeline::gather` + `prepare`.
+fn library_error(e: &Env) -> nodeagent::error::Error {
+    let opts = nodeagent::pipeline::Options {
+        transport: Some(format!("dir:{}", e.d.display())),
+        facts: Some(e.facts.clone()),
+        compat: false,
+        root: e.r.clone(),
+    };
+    match nodeagent::pipeline::gather(&opts).and_then(|i| nodeagent::pipeline::prepare(&i)) {
+        Ok(_) => panic!("hostile input accepted by the pipeline"),
+        Err(err) => err,
+    }
+}
+
+struct Expect<'a> {
+    stage: Stage,
+    place: &'a str,
+    message: &'a str,
+    /// `validate FILE` reads the file itself: its place/message (None: skip validate, e.g.
+    /// encoded userdata, which only a transport decodes).
+    validate: Option<&'a str>,
+    /// Wall-clock bound for each of run and validate.
+    within: Duration,
+    /// Also check the stage in-process (skipped where the run itself is slow).
+    in_process: bool,
+}
+
+impl<'a> Expect<'a> {
+    fn new(stage: Stage, place: &'a str, message: &'a str) -> Self {
+        Expect {
+            stage,
+            place,
+            message,
+            validate: Some(""),
+            within: Duration::from_secs(20),
+            in_process: true,
+        }
+    }
+    fn no_validate(mut self) -> Self {
+        self.validate = None;
+        self
+    }
+    fn validate_says(mut self, s: &'a str) -> Self {
+        self.validate = Some(s);
+        self
+    }
+    fn within(mut self, secs: u64) -> Self {
+        self.within = Duration::from_secs(secs);
+        self
+    }
+    fn out_of_process_only(mut self) -> Self {
+        self.in_process = false;
+        self
+    }
+}
+
+/// The whole check for one hostile input.
+fn refused(userdata: &[u8], encoding: Option<&str>, x: Expect<'_>) {
+    let e = env(userdata, encoding);
+    let before = snapshot(&e.r);
+    let want = format!("{}: {}", x.place, x.message);
+
+    let out = run(&e);
+    assert_eq!(
+        out.code, 1,
+        "run must fail with exit 1, not crash\n{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains(&format!("nodeagent run: {want}")),
+        "run error\nwant: {want}\ngot: {}",
+        out.stderr
+    );
+    assert!(
+        out.elapsed < x.within,
+        "run took {:?}, bound {:?}",
+        out.elapsed,
+        x.within
+    );
+    assert_eq!(without_reports(snapshot(&e.r)), before, "run changed R");
+    assert!(
+        !e.r.join("var/lib/nodeagent").exists(),
+        "no state for a refused input"
+    );
+    // Read-stage failures report to the platform; transport/decode failures (before the
+    // reporter exists) write nothing at all. Either way a report must say `failed`.
+    if let Ok(bytes) = std::fs::read(e.r.join(REPORTS[0])) {
+        let status: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(status["phase"], "failed", "{status}");
+        assert!(
+            status["error"].as_str().unwrap().contains(x.message),
+            "{status}"
+        );
+    }
+    if let Ok(events) = std::fs::read_to_string(e.r.join(REPORTS[1])) {
+        assert!(
+            events.lines().all(|l| l.contains("\"phase\":\"failed\"")),
+            "{events}"
+        );
+    }
+
+    if x.in_process {
+        let err = library_error(&e);
+        assert_eq!(err.stage, x.stage, "{err}");
+        assert_eq!(err.place, x.place, "{err}");
+        assert!(err.message.contains(x.message), "{err}");
+    }
+
+    if let Some(v) = x.validate {
+        let before = snapshot(&e.r);
+        let out = validate(&e);
+        let name = e.file.display().to_string();
+        let want = if v.is_empty() { want.as_str() } else { v };
+        assert_eq!(
+            out.code, 1,
+            "validate must fail\n{}{}",
+            out.stdout, out.stderr
+        );
+        assert!(
+            out.stdout.starts_with(&format!("{name}: invalid: ")) && out.stdout.contains(want),
+            "validate error\nwant: {want}\ngot: {}{}",
+            out.stdout,
+            out.stderr
+        );
+        assert!(out.elapsed < x.within, "validate took {:?}", out.elapsed);
+        assert_eq!(snapshot(&e.r), before, "validate changed R");
+    }
+}
+
+fn cloud_config(body: &str) -> Vec<u8> {
+    format!("#cloud-config\n{body}").into_bytes()
+}
+
+fn gzip_zeros(n: usize) -> Vec<u8> {
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    let chunk = vec![0u8; 1 << 20];
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(chunk.len());
+        gz.write_all(&chunk[..k]).unwrap();
+        left -= k;
+    }
+    gz.finish().unwrap()
+}
+
+fn b64(data: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(data)
+}
+
+// ---- decode: size bombs and bounds ----
+
+#[test]
+fn gzip_bomb_userdata() {
+    let bomb = gzip_zeros(nodeagent::limits::MAX_GUNZIP_BYTES + 1024 * 1024);
+    assert!(bomb.len() < 256 * 1024, "a bomb: {} bytes", bomb.len());
+    refused(
+        b64(&bomb).as_bytes(),
+        Some("gzip+base64"),
+        Expect::new(
+            Stage::Decode,
+            "guestinfo.userdata",
+            "gzip output (gzip+base64) is over the limit of 67108864 bytes (MAX_GUNZIP_BYTES); refused",
+        )
+        .no_validate(),
+    );
+}
+
+#[test]
+fn gzip_bomb_write_files_content() {
+    let bomb = b64(&gzip_zeros(nodeagent::limits::MAX_GUNZIP_BYTES + 1));
+    let ud = cloud_config(&format!(
+        "write_files:\n- path: /etc/bomb\n  encoding: gz+b64\n  content: {bomb}\n"
+    ));
+    refused(
+        &ud,
+        None,
+        Expect::new(
+            Stage::Plan,
+            "write_files[0].content",
+            "gzip output (gz+b64) is over the limit of 67108864 bytes (MAX_GUNZIP_BYTES); refused",
+        ),
+    );
+}
+
+#[test]
+fn userdata_of_16_mib_plus_one() {
+    let mut ud = cloud_config("runcmd: [true]\n");
+    ud.resize(nodeagent::limits::MAX_DECODED_BYTES + 1, b'#');
+    refused(
+        &ud,
+        None,
+        Expect::new(
+            Stage::Decode,
+            "guestinfo.userdata",
+            "value is 16777217 bytes, over the limit of 16777216 bytes (MAX_DECODED_BYTES)",
+        )
+        // validate reads FILE itself and names it.
+        .validate_says("16777217 bytes; the limit is 16777216"),
+    );
+}
+
+#[test]
+fn userdata_of_16_mib_plus_one_after_base64() {
+    let ud = vec![b'a'; nodeagent::limits::MAX_DECODED_BYTES + 1];
+    refused(
+        b64(&ud).as_bytes(),
+        Some("base64"),
+        Expect::new(
+            Stage::Decode,
+            "guestinfo.userdata",
+            "base64 decodes to 16777217 bytes, over the limit of 16777216 bytes (MAX_DECODED_BYTES)",
+        )
+        .no_validate(),
+    );
+}
+
+// ---- YAML: alias bombs, nesting, duplicates ----
+
+/// "Billion laughs": nine levels of ten aliases each, 10^9 nodes if expanded.
+#[test]
+fn yaml_billion_laughs() {
+    let mut s = String::from("a: &a [x,x,x,x,x,x,x,x,x,x]\n");
+    for i in 1..9u8 {
+        let (p, c) = ((b'a' + i - 1) as char, (b'a' + i) as char);
+        let items = vec![format!("*{p}"); 10].join(",");
+        s.push_str(&format!("{c}: &{c} [{items}]\n"));
+    }
+    s.push_str("runcmd: *i\n");
+    refused(
+        &cloud_config(&s),
+        None,
+        Expect::new(
+            Stage::CloudConfig,
+            "userdata line 7 column 29",
+            "document expands to more than 1000000 nodes",
+        )
+        .validate_says("userdata line 7 column 29: document expands to more than 1000000 nodes"),
+    );
+}
+
+/// Many cheap aliases: the expansion count bound, not the node bound.
+#[test]
+fn yaml_alias_flood() {
+    let n = nodeagent::limits::MAX_YAML_ALIAS_EXPANSIONS + 1;
+    let s = format!("a: &a x\nruncmd: [{}]\n", vec!["*a"; n].join(","));
+    // The (n)th alias starts after "runcmd: [" and n-1 "*a," items.
+    let place = format!("userdata line 3 column {}", 9 + 3 * (n - 1) + 1);
+    refused(
+        &cloud_config(&s),
+        None,
+        Expect::new(
+            Stage::CloudConfig,
+            &place,
+            "more than 10000 alias expansions (alias bomb?)",
+        ),
+    );
+}
+
+#[test]
+fn yaml_deep_block_nesting() {
+    let mut s = String::from("x:\n");
+    for i in 0..200 {
+        s.push_str(&format!("{}k{i}:\n", "  ".repeat(i + 1)));
+    }
+    refused(
+        &cloud_config(&s),
+        None,
+        Expect::new(
+            Stage::CloudConfig,
+            "userdata line 66 column 132",
+            "nesting deeper than 64 levels",
+        ),
+    );
+}
+
+/// Flow nesting is stopped by yaml-rust2's own scanner limit before MAX_YAML_DEPTH is
+/// reached (so the message is the parser's, still naming line and column).
+#[test]
+fn yaml_deep_flow_nesting() {
+    let s = format!("runcmd: {}{}\n", "[".repeat(10_000), "]".repeat(10_000));
+    refused(
+        &cloud_config(&s),
+        None,
+        Expect::new(
+            Stage::CloudConfig,
+            "userdata line 2 column 264",
+            "recursion limit exceeded",
+        ),
+    );
+}
+
+#[test]
+fn yaml_duplicate_top_level_key() {
+    refused(
+        &cloud_config("runcmd: [a]\nruncmd: [b]\n"),
+        None,
+        Expect::new(
+            Stage::CloudConfig,
+            "userdata line 3 column 1",
+            "duplicate key 'runcmd' (first at line 2)",
+        ),
+    );
+}
+
+#[test]
+fn yaml_duplicate_nested_key() {
+    refused(
+        &cloud_config("write_files:\n- path: /etc/x\n  content: hi\n  path: /etc/y\n"),
+        None,
+        Expect::new(
+            Stage::CloudConfig,
+            "userdata line 5 column 3",
+            "duplicate key 'path' (first at line 3)",
+        ),
+    );
+}
+
+#[test]
+fn yaml_duplicate_key_in_metadata() {
+    let e = env(&cloud_config("runcmd: [true]\n"), None);
+    std::fs::write(
+        e.d.join("guestinfo.metadata"),
+        "instance-id: i-1\ninstance-id: i-2\n",
+    )
+    .unwrap();
+    let before = snapshot(&e.r);
+    let out = run(&e);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(
+            "nodeagent run: guestinfo.metadata: line 2 column 1: duplicate key 'instance-id' (first at line 1)"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(without_reports(snapshot(&e.r)), before);
+    let err = library_error(&e);
+    assert_eq!(
+        (err.stage, err.place.as_str()),
+        (Stage::Metadata, "guestinfo.metadata: line 2 column 1"),
+        "{err}"
+    );
+}
+
+// ---- templates: endless loops and gigabytes ----
+
+#[test]
+fn template_endless_loop_runs_out_of_fuel() {
+    let ud = "## template: jinja\n#cloud-config\n\
+              {% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}\n";
+    // ~17 s for the fuel in this debug build on a loaded 2-core machine; a real endless loop
+    // would run until the kill timeout (300 s).
+    refused(
+        ud.as_bytes(),
+        None,
+        Expect::new(
+            Stage::Template,
+            "userdata line 3",
+            "template exceeded its budget of 50000000 instructions",
+        )
+        .within(120)
+        .out_of_process_only(),
+    );
+}
+
+#[test]
+fn template_gigabytes_of_output() {
+    let x = "x".repeat(4000);
+    let ud = format!(
+        "## template: jinja\n#cloud-config\n\
+         {{% for i in range(10000) %}}{{% for j in range(10000) %}}{x}{{% endfor %}}{{% endfor %}}\n"
+    );
+    refused(
+        ud.as_bytes(),
+        None,
+        Expect::new(
+            Stage::Template,
+            "userdata",
+            "rendered output exceeds the 64 MiB limit: the template produces too much text",
+        ),
+    );
+}
+
+#[test]
+fn template_gigabyte_string_repeat() {
+    let ud = "## template: jinja\n#cloud-config\n{{ \"x\" * 1000000000 }}\n";
+    refused(
+        ud.as_bytes(),
+        None,
+        Expect::new(
+            Stage::Template,
+            "userdata line 3",
+            "invalid operation: repeated string is too large",
+        ),
+    );
+}
+
+#[test]
+fn template_endless_recursion() {
+    let ud = "## template: jinja\n#cloud-config\n\
+              {% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}\n";
+    refused(
+        ud.as_bytes(),
+        None,
+        Expect::new(
+            Stage::Template,
+            "userdata line 3",
+            "invalid operation: recursion limit exceeded",
+        ),
+    );
+}
+
+// ---- cloud-config: counts, paths, modes, owners ----
+
+#[test]
+fn one_hundred_thousand_write_files() {
+    let mut s = String::from("write_files:\n");
+    for i in 0..100_000 {
+        s.push_str(&format!("- path: /tmp/f{i}\n  content: x\n"));
+    }
+    refused(
+        &cloud_config(&s),
+        None,
+        Expect::new(
+            Stage::CloudConfig,
+            "userdata write_files",
+            "100000 entries; the limit is 10000",
+        )
+        .within(60),
+    );
+}
+
+#[test]
+fn nul_byte_in_path() {
+    refused(
+        &cloud_config("write_files:\n- path: \"/etc/a\\0b\"\n  content: hi\n"),
+        None,
+        Expect::new(
+            Stage::Plan,
+            "write_files[0].path",
+            "path contains a NUL byte",
+        ),
+    );
+}
+
+#[test]
+fn invalid_utf8_in_path() {
+    let mut ud = cloud_config("write_files:\n- path: /etc/a");
+    ud.push(0xff);
+    ud.extend_from_slice(b"b\n  content: hi\n");
+    refused(
+        &ud,
+        None,
+        Expect::new(
+            Stage::Decode,
+            "guestinfo.userdata",
+            "value is not valid UTF-8 (invalid byte at offset 41)",
+        )
+        .validate_says("not UTF-8 (invalid byte at offset 41)"),
+    );
+}
+
+#[test]
+fn invalid_utf8_in_path_after_base64() {
+    let mut ud = cloud_config("write_files:\n- path: /etc/a");
+    ud.push(0xff);
+    ud.extend_from_slice(b"b\n  content: hi\n");
+    refused(
+        b64(&ud).as_bytes(),
+        Some("base64"),
+        Expect::new(
+            Stage::Decode,
+            "guestinfo.userdata",
+            "decoded value is not valid UTF-8 (invalid byte at offset 41)",
+        )
+        .no_validate(),
+    );
+}
+
+#[test]
+fn relative_path() {
+    refused(
+        &cloud_config("write_files:\n- path: etc/x\n  content: hi\n"),
+        None,
+        Expect::new(
+            Stage::Plan,
+            "write_files[0].path",
+            "path 'etc/x' is relative; write_files paths must be absolute",
+        ),
+    );
+}
+
+#[test]
+fn dot_dot_path() {
+    refused(
+        &cloud_config("write_files:\n- path: /etc/../../outside/victim\n  content: hi\n"),
+        None,
+        Expect::new(
+            Stage::Plan,
+            "write_files[0].path",
+            "path '/etc/../../outside/victim' contains '..'",
+        ),
+    );
+}
+
+#[test]
+fn permissions_9999_string() {
+    refused(
+        &cloud_config("write_files:\n- path: /etc/x\n  content: hi\n  permissions: '9999'\n"),
+        None,
+        Expect::new(
+            Stage::Plan,
+            "write_files[0].permissions",
+            "permissions '9999' is not an octal file mode (0 to 07777)",
+        ),
+    );
+}
+
+#[test]
+fn permissions_minus_one() {
+    refused(
+        &cloud_config("write_files:\n- path: /etc/x\n  content: hi\n  permissions: -1\n"),
+        None,
+        Expect::new(
+            Stage::Plan,
+            "write_files[0].permissions",
+            "permissions -1 is not a file mode (0 to 07777)",
+        ),
+    );
+}
+
+#[test]
+fn owner_that_does_not_exist() {
+    refused(
+        &cloud_config("write_files:\n- path: /etc/x\n  content: hi\n  owner: nosuchuser:root\n"),
+        None,
+        Expect::new(
+            Stage::Plan,
+            "write_files[0]:/etc/x.owner",
+            "user 'nosuchuser' does not exist in the target and is not created before this file",
+        ),
+    );
+}
+
+#[test]
+fn group_that_does_not_exist() {
+    refused(
+        &cloud_config("write_files:\n- path: /etc/x\n  content: hi\n  owner: root:nosuchgroup\n"),
+        None,
+        Expect::new(
+            Stage::Plan,
+            "write_files[0]:/etc/x.owner",
+            "group 'nosuchgroup' does not exist in the target and is not created before this file",
+        ),
+    );
+}
+
+// ---- symlinks: never followed out of the file or the root ----
+
+/// `/etc/link -> ../outside/victim`: writing /etc/link replaces the link with a regular
+/// file; the link's target keeps its content.
+#[test]
+fn write_files_final_component_symlink_is_not_followed() {
+    let e = env(
+        &cloud_config("write_files:\n- path: /etc/link\n  content: pwned\n"),
+        None,
+    );
+    let out = run(&e);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        std::fs::read_to_string(e.r.join("outside/victim")).unwrap(),
+        "untouched\n"
+    );
+    let m = std::fs::symlink_metadata(e.r.join("etc/link")).unwrap();
+    assert!(m.file_type().is_file(), "link replaced by a regular file");
+    assert_eq!(
+        std::fs::read_to_string(e.r.join("etc/link")).unwrap(),
+        "pwned"
+    );
+}
+
+/// Absolute symlinks (final or intermediate) resolve inside --root, never to the host.
+#[test]
+fn absolute_symlinks_stay_inside_the_root() {
+    let ud = cloud_config(
+        "write_files:\n- path: /etc/sub/victim\n  content: pwned\n- path: /etc/abslink\n  content: pwned\n",
+    );
+    let e = env(&ud, None);
+    std::os::unix::fs::symlink(&e.outside, e.r.join("etc/sub")).unwrap();
+    std::os::unix::fs::symlink(e.outside.join("victim"), e.r.join("etc/abslink")).unwrap();
+    let out = run(&e);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        std::fs::read_to_string(e.outside.join("victim")).unwrap(),
+        "untouched\n",
+        "a write escaped the root"
+    );
+    assert!(
+        std::fs::symlink_metadata(e.r.join("etc/abslink"))
+            .unwrap()
+            .is_file()
+    );
+    let inside =
+        e.r.join(e.outside.strip_prefix("/").unwrap())
+            .join("victim");
+    assert_eq!(std::fs::read_to_string(inside).unwrap(), "pwned");
+}
