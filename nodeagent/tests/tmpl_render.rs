@@ -263,7 +263,8 @@ fn thread_cpu() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
-fn assert_fast_failure(body: &str, want: &str) {
+fn assert_fast_failure(body: &str, want: impl AsRef<str>) {
+    let want = want.as_ref();
     let (wall, cpu) = (Instant::now(), thread_cpu());
     let e = render(&jinja(body), &data(), false).unwrap_err();
     let (wall, cpu) = (wall.elapsed(), thread_cpu() - cpu);
@@ -277,7 +278,10 @@ fn assert_fast_failure(body: &str, want: &str) {
 fn endless_loop_runs_out_of_fuel() {
     assert_fast_failure(
         "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
-        "budget of 50000000 instructions",
+        format!(
+            "budget of {} instructions",
+            nodeagent::limits::TEMPLATE_FUEL
+        ),
     );
 }
 
