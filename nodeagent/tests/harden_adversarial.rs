@@ -789,3 +789,32 @@ fn absolute_symlinks_stay_inside_the_root() {
             .join("victim");
     assert_eq!(std::fs::read_to_string(inside).unwrap(), "pwned");
 }
+
+/// The metadata's encoded `network` string goes through the same gunzip bound.
+#[test]
+fn gzip_bomb_in_metadata_network() {
+    let e = env(&cloud_config("runcmd: [\"true\"]\n"), None);
+    let bomb = b64(&gzip_zeros(MAX_GUNZIP_BYTES + 1));
+    std::fs::write(
+        e.d.join("guestinfo.metadata"),
+        format!(
+            "{{\"instance-id\": \"i-1\", \"network\": \"{bomb}\", \"network.encoding\": \"gzip+base64\"}}"
+        ),
+    )
+    .unwrap();
+    let before = snapshot(&e.r);
+    let out = run(&e);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let want = format!(
+        "nodeagent run: guestinfo.metadata: guestinfo.metadata.network: gzip output (gzip+base64) is over the limit of {MAX_GUNZIP_BYTES} bytes (MAX_GUNZIP_BYTES); refused"
+    );
+    assert!(
+        out.stderr.contains(&want),
+        "want {want}\ngot {}",
+        out.stderr
+    );
+    assert!(out.elapsed < Duration::from_secs(20), "{:?}", out.elapsed);
+    assert_eq!(without_reports(snapshot(&e.r)), before);
+    let err = library_error(&e);
+    assert_eq!(err.stage, Stage::Decode, "{err}");
+}
