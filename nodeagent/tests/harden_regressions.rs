@@ -273,3 +273,36 @@ fn invalid_hostname_is_refused_by_the_plan() {
         out.stderr
     );
 }
+
+// ---- pipeline.rs read_userdata_file: reads the whole file before checking its size ----
+// `nodeagent validate FILE` reads FILE completely (std::fs::read) and only then compares
+// with MAX_DECODED_BYTES: `validate /dev/zero` grows until memory runs out (here, under
+// the 1 GiB cap: "out of memory"). Wanted: read at most MAX_DECODED_BYTES + 1 (take()) and
+// name the limit.
+
+#[test]
+#[ignore = "pipeline.rs: validate reads an endless file until memory runs out"]
+fn validate_reads_at_most_the_limit() {
+    let out = capped(&["validate".as_ref(), "/dev/zero".as_ref()]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.elapsed < Duration::from_secs(30), "{:?}", out.elapsed);
+    let t = tempfile::tempdir().unwrap();
+    let stdout = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v {MEMORY_KIB} && exec \"$0\" validate /dev/zero --root \"$1\""
+        ))
+        .arg(env!("CARGO_BIN_EXE_nodeagent"))
+        .arg(t.path())
+        .output()
+        .unwrap()
+        .stdout;
+    let stdout = String::from_utf8_lossy(&stdout);
+    assert!(
+        stdout.contains(&format!(
+            "the limit is {}",
+            nodeagent::limits::MAX_DECODED_BYTES
+        )),
+        "{stdout}"
+    );
+}
