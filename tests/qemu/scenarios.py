@@ -144,6 +144,19 @@ class Session:
         os.makedirs(workdir, exist_ok=True)
         self.boots = []  # (vm name, seconds, outcome)
         self._fast = None
+        self.scratch = []  # disk images and staged trees: gigabytes, removed by cleanup()
+
+    def cleanup(self):
+        """Remove the disk images and staged trees of this session (logs stay), unless
+        QEMU_KEEP_DISKS=1: a CI run would otherwise leave gigabytes behind."""
+        if os.environ.get("QEMU_KEEP_DISKS") == "1":
+            return
+        for path in self.scratch:
+            if os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+            elif os.path.exists(path):
+                os.unlink(path)
+        self.scratch = []
 
     def fast(self):
         """Kernel, initramfs and the staged fast-tier root (built once per session)."""
@@ -160,7 +173,9 @@ class Session:
 
     def fast_disk(self, name):
         kernel, initrd, stage, _ = self.fast()
-        return q.make_disk(stage, os.path.join(self.workdir, f"{name}.img"))
+        path = q.make_disk(stage, os.path.join(self.workdir, f"{name}.img"), size_mb=128)
+        self.scratch.append(path)
+        return path
 
     def vm(self, name, disk, fwcfg, **kw):
         kernel, initrd, _, _ = self.fast()
@@ -565,6 +580,7 @@ def main(argv=None):
             print(f"    - {f}", flush=True)
         passed += not failures
         failed += bool(failures)
+    s.cleanup()
     durations = [d for _, d, _ in s.boots]
     if durations:
         print(f"boots: {len(durations)}, total {sum(durations):.1f}s, min {min(durations):.1f}s, "

@@ -221,7 +221,10 @@ class SystemdSession:
         if key not in self.images:
             self.images[key] = stage(name, variant, kernel, nodeagent=nodeagent, kubeadm=q.standin_kubeadm(),
                                      workdir=self.s.workdir, **kw)
-        return q.make_disk(self.images[key], os.path.join(self.s.workdir, f"{name}.img"), size_mb=1024)
+            self.s.scratch.append(self.images[key])
+        path = q.make_disk(self.images[key], os.path.join(self.s.workdir, f"{name}.img"), size_mb=1024)
+        self.s.scratch.append(path)
+        return path
 
     def vm(self, name, disk, fwcfg, **kw):
         kernel, initrd, _, _ = self.s.fast()
@@ -379,6 +382,7 @@ def bench(workdir, only=()):
         else:
             done = None
         rows.append((label, mu, done, vm.ended))
+    s.cleanup()
     print("| image | QEMU start → multi-user.target | QEMU start → done | boot to power-off |")
     print("|---|---|---|---|")
     for label, mu, done, end in rows:
