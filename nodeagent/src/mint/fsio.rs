@@ -76,6 +76,8 @@ pub fn write_batch(files: &[(std::path::PathBuf, Vec<u8>, u32)], durable: bool) 
             let _ = fs::remove_file(tmp);
         }
     };
+    // Files come grouped by directory: create each directory once.
+    let mut made_dirs: Vec<&Path> = Vec::new();
     for (path, bytes, mode) in files {
         let dir = path
             .parent()
@@ -86,7 +88,13 @@ pub fn write_batch(files: &[(std::path::PathBuf, Vec<u8>, u32)], durable: bool) 
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let tmp = dir.join(format!(".{name}.batch.tmp"));
-        let written = mkdir_p(dir).and_then(|()| {
+        let made = if made_dirs.last() == Some(&dir) {
+            Ok(())
+        } else {
+            mkdir_p(dir)
+        };
+        made_dirs.push(dir);
+        let written = made.and_then(|()| {
             let _ = fs::remove_file(&tmp);
             let mut f = OpenOptions::new()
                 .write(true)
