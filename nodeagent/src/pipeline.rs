@@ -204,7 +204,15 @@ pub fn render_userdata(
 /// Read a userdata file given on the command line (`validate FILE`).
 pub fn read_userdata_file(path: &Path) -> Result<String> {
     let place = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| Error::new(Stage::Usage, &place, e.to_string()))?;
+    // Read at most one byte past the limit: the file may be endless (a FIFO, /dev/zero).
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| {
+            f.take(crate::limits::MAX_DECODED_BYTES as u64 + 1)
+                .read_to_end(&mut bytes)
+        })
+        .map_err(|e| Error::new(Stage::Usage, &place, e.to_string()))?;
     if bytes.len() > crate::limits::MAX_DECODED_BYTES {
         return Err(Error::new(
             Stage::Decode,

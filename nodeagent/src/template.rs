@@ -1169,7 +1169,14 @@ mod pycompat {
                 let (Some(old), Some(new)) = (arg_str(args, 0)?, arg_str(args, 1)?) else {
                     return Err(Error::from(ErrorKind::MissingArgument));
                 };
-                match arg_int(args, 2)? {
+                let count = arg_int(args, 2)?;
+                super::pyfilters::check_len(super::pyfilters::replaced_len(
+                    s,
+                    &old,
+                    &new,
+                    count.and_then(|c| usize::try_from(c).ok()),
+                ))?;
+                match count {
                     Some(n) if n >= 0 => Value::from(s.replacen(old.as_str(), &new, n as usize)),
                     _ => Value::from(s.replace(old.as_str(), &new)),
                 }
@@ -1200,8 +1207,15 @@ mod pycompat {
                 let arg = args
                     .first()
                     .ok_or_else(|| Error::from(ErrorKind::MissingArgument))?;
-                let items: Vec<String> = arg.try_iter()?.map(|v| v.to_string()).collect();
-                Value::from(items.join(s))
+                let mut out = String::new();
+                for (i, v) in arg.try_iter()?.enumerate() {
+                    if i > 0 {
+                        out.push_str(s);
+                    }
+                    out.push_str(&v.to_string());
+                    super::pyfilters::check_len(out.len())?;
+                }
+                Value::from(out)
             }
             "find" => {
                 too_many(args, 1)?;
@@ -1440,12 +1454,40 @@ mod pyfilters {
         Ok(to_float(value).map(Value::from).unwrap_or(default))
     }
 
+    /// Refuse a string result longer than the render output cap before building it: a single
+    /// filter call (`center(10**10)`, `replace` with a long `new`, `join`) could otherwise
+    /// allocate gigabytes in one step, far ahead of the output check.
+    pub(super) fn check_len(len: usize) -> Result<(), Error> {
+        if len > crate::limits::MAX_RENDERED_BYTES {
+            return Err(Error::new(
+                ErrorKind::InvalidOperation,
+                format!(
+                    "result would be {len} bytes, over the {} MiB render limit",
+                    crate::limits::MAX_RENDERED_BYTES >> 20
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Length of `s.replace(old, new)` (`count` replacements at most), without building it.
+    pub(super) fn replaced_len(s: &str, old: &str, new: &str, count: Option<usize>) -> usize {
+        let occurrences = if old.is_empty() {
+            s.chars().count() + 1
+        } else {
+            s.matches(old).count()
+        };
+        let n = count.map_or(occurrences, |c| c.min(occurrences));
+        (s.len() + n * new.len()).saturating_sub(n * old.len())
+    }
+
     /// Python's `str.center(width)`.
     pub fn center(value: &Value, width: Option<usize>) -> Result<Value, Error> {
         reject_undefined(value)?;
         let mut s = String::new();
         super::py_str(value, &mut s);
         let width = width.unwrap_or(80);
+        check_len(width)?;
         let len = s.chars().count();
         if width <= len {
             return Ok(Value::from(s));
@@ -1488,6 +1530,7 @@ mod pyfilters {
                 None => item,
             };
             super::py_str(&item, &mut out);
+            check_len(out.len())?;
         }
         Ok(Value::from(out))
     }
@@ -1504,6 +1547,12 @@ mod pyfilters {
         super::py_str(value, &mut s);
         super::py_str(old, &mut o);
         super::py_str(new, &mut n);
+        check_len(replaced_len(
+            &s,
+            &o,
+            &n,
+            count.and_then(|c| usize::try_from(c).ok()),
+        ))?;
         Ok(Value::from(match count {
             Some(c) if c >= 0 => s.replacen(o.as_str(), &n, c as usize),
             _ => s.replace(o.as_str(), &n),

@@ -144,6 +144,17 @@ pub fn load(text: &str, opts: LoadOptions) -> Result<Node> {
 
 /// Load every document of a YAML stream (kubeadm configs are multi-document).
 pub fn load_all(text: &str, opts: LoadOptions) -> Result<Vec<Node>> {
+    // yaml-rust2 takes NUL as end of input and would silently drop the rest; PyYAML refuses
+    // it ("unacceptable character #x0000"), and so do we, naming the place.
+    if let Some(at) = text.find('\0') {
+        let line = text[..at].matches('\n').count() + 1;
+        let col = at - text[..at].rfind('\n').map(|p| p + 1).unwrap_or(0) + 1;
+        return Err(Error::new(
+            Stage::CloudConfig,
+            format!("line {line} column {col}"),
+            "NUL byte (not allowed in YAML)",
+        ));
+    }
     let mut builder = Builder::new(opts);
     let mut parser = Parser::new_from_str(text);
     loop {
@@ -750,6 +761,12 @@ mod tests {
     fn syntax_errors_name_line_and_column() {
         let err = load("a: b\n  c: d\n", LoadOptions::default()).unwrap_err();
         assert!(err.place.starts_with("line 2"), "{err}");
+    }
+
+    #[test]
+    fn nul_bytes_are_refused_not_truncated() {
+        let err = load("a: 1\n\0\nb: 2\n", LoadOptions::default()).unwrap_err();
+        assert_eq!(err.place, "line 2 column 1");
     }
 
     #[test]

@@ -104,14 +104,12 @@ fn jinja(line3: &str) -> Vec<u8> {
 // ("memory allocation of N bytes failed", SIGABRT; without a memory cap it takes the host).
 
 #[test]
-#[ignore = "template.rs: center(width) allocates width bytes (5 GB here) and aborts"]
 fn template_center_with_huge_width() {
     let (_t, r, out) = run(&jinja(r#"{{ "x"|center(10000000000) }}"#));
     assert_refused(&r, &out, "userdata line 3:");
 }
 
 #[test]
-#[ignore = "template.rs: replace() output is unbounded (1 MB x 4000 = 4 GB) and aborts"]
 fn template_replace_amplification() {
     let to = "y".repeat(4000);
     let (_t, r, out) = run(&jinja(&format!(
@@ -121,7 +119,6 @@ fn template_replace_amplification() {
 }
 
 #[test]
-#[ignore = "template.rs: join() output is unbounded (100000 x 40 KB = 4 GB) and aborts"]
 fn template_join_amplification() {
     let sep = "y".repeat(40_000);
     let (_t, r, out) = run(&jinja(&format!(r#"{{{{ range(100000)|join("{sep}") }}}}"#)));
@@ -143,7 +140,7 @@ fn template_string_doubling_in_a_loop() {
 // character #x0000"); so must we, naming the place.
 
 #[test]
-#[ignore = "yaml.rs: raw NUL truncates the userdata silently; the write_files after it are lost"]
+
 fn raw_nul_byte_is_refused_not_truncated() {
     let ud = b"#cloud-config\nruncmd: [\"true\"]\n\0\nwrite_files: [{path: /etc/zz, content: x}]\n";
     let (_t, r, out) = run(ud);
@@ -159,7 +156,7 @@ fn raw_nul_byte_is_refused_not_truncated() {
 // that crosses it.
 
 #[test]
-#[ignore = "plan/build.rs: decoded write_files content has no total bound (memory exhaustion)"]
+
 fn total_decoded_write_files_content_is_bounded() {
     use base64::Engine;
     use std::io::Write;
@@ -185,7 +182,7 @@ fn total_decoded_write_files_content_is_bounded() {
 // or apply chowns to the numeric id.
 
 #[test]
-#[ignore = "plan accepts a numeric owner that apply refuses: partial apply"]
+
 fn numeric_owner_is_refused_by_the_plan_or_applied() {
     let ud = b"#cloud-config\nwrite_files:\n- path: /etc/a\n  content: first\n- path: /etc/x\n  content: hi\n  owner: 12345:12345\n";
     let (_t, r, out) = run(ud);
@@ -209,7 +206,7 @@ fn numeric_owner_is_refused_by_the_plan_or_applied() {
 // Wanted: the plan applies the same rule, before anything is written.
 
 #[test]
-#[ignore = "plan accepts group name 'evil:x:0:' that apply refuses: partial apply"]
+
 fn bad_group_name_is_refused_by_the_plan() {
     let ud = b"#cloud-config\nwrite_files:\n- path: /etc/a\n  content: first\ngroups:\n- \"evil:x:0:\"\n";
     let (_t, r, out) = run(ud);
@@ -221,7 +218,7 @@ fn bad_group_name_is_refused_by_the_plan() {
 }
 
 #[test]
-#[ignore = "plan accepts user name '-rf' that apply refuses: partial apply"]
+
 fn option_like_user_name_is_refused_by_the_plan() {
     let ud =
         b"#cloud-config\nwrite_files:\n- path: /etc/a\n  content: first\nusers:\n- name: \"-rf\"\n";
@@ -239,7 +236,6 @@ fn option_like_user_name_is_refused_by_the_plan() {
 // Nothing is injected (apply validates), but bad input should be refused before any write.
 
 #[test]
-#[ignore = "plan accepts a local-hostname that apply refuses: state written before the refusal"]
 fn invalid_hostname_is_refused_by_the_plan() {
     let t = tempfile::tempdir().unwrap();
     let (d, r) = (t.path().join("d"), t.path().join("r"));
@@ -281,7 +277,6 @@ fn invalid_hostname_is_refused_by_the_plan() {
 // name the limit.
 
 #[test]
-#[ignore = "pipeline.rs: validate reads an endless file until memory runs out"]
 fn validate_reads_at_most_the_limit() {
     let out = capped(&["validate".as_ref(), "/dev/zero".as_ref()]);
     assert_eq!(out.code, 1, "{}", out.stderr);

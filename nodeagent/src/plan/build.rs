@@ -89,6 +89,7 @@ pub fn build_local(instance_id: &str, md: &Metadata, facts: &Facts, compat: bool
     let mut steps = Vec::new();
     let mut warnings = Vec::new();
     if let Some(name) = &md.local_hostname {
+        check_host_name(name, "guestinfo.metadata: local-hostname")?;
         let (hostname, fqdn) = split_name(name);
         steps.push(Step {
             id: "hostname:metadata".into(),
@@ -156,10 +157,22 @@ pub fn build(input: &PlanInput<'_>) -> Result<Plan> {
     }
 
     let mut deferred = Vec::new();
+    let mut total = 0usize;
     for (i, wf) in cfg.write_files.iter().enumerate() {
         let Some(file) = write_file(&mut b, i, wf)? else {
             continue;
         };
+        total += file.content.0.len();
+        if total > crate::limits::MAX_WRITE_FILES_TOTAL_BYTES {
+            return Err(Error::new(
+                Stage::Plan,
+                format!("write_files[{i}]"),
+                format!(
+                    "decoded contents so far total {total} bytes; the limit for all files is {}",
+                    crate::limits::MAX_WRITE_FILES_TOTAL_BYTES
+                ),
+            ));
+        }
         let id = format!("write_files[{i}]:{}", file.path);
         if file.defer {
             deferred.push((id, file));
@@ -174,9 +187,13 @@ pub fn build(input: &PlanInput<'_>) -> Result<Plan> {
     }
 
     disks(&mut b, cfg)?;
-    hostname(&mut b, cfg);
+    hostname(&mut b, cfg)?;
 
-    for (name, members) in &cfg.groups.0 {
+    for (i, (name, members)) in cfg.groups.0.iter().enumerate() {
+        check_name(name, format!("groups[{i}]"))?;
+        for m in members {
+            check_name(m, format!("groups[{i}].{name}"))?;
+        }
         let spec = GroupSpec {
             name: name.clone(),
             members: members.clone(),
@@ -284,6 +301,55 @@ fn command(item: &CmdItem) -> Option<Run> {
 fn split_name(name: &str) -> (String, String) {
     let short = name.split('.').next().unwrap_or(name).to_string();
     (short, name.to_string())
+}
+
+/// User and group names the shadow tools accept, and nothing a shell, an option parser or
+/// /etc/group could misread (apply refuses the same set; checking here keeps bad input from
+/// causing a partial apply).
+pub fn valid_account_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 32
+        && !n.starts_with('-')
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-$".contains(&b))
+}
+
+fn check_name(n: &str, place: String) -> Result<()> {
+    if valid_account_name(n) {
+        Ok(())
+    } else {
+        Err(Error::new(
+            Stage::Plan,
+            place,
+            format!("{n:?} is not a valid user or group name"),
+        ))
+    }
+}
+
+/// A host name the kernel, /etc/hosts and Kubernetes can all take: dot-separated labels of
+/// letters, digits, `-` and `_`, 1-63 characters each, not starting with `-`, 253 in all.
+pub fn valid_host_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 253
+        && n.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && l.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+}
+
+fn check_host_name(n: &str, place: &str) -> Result<()> {
+    if valid_host_name(n) {
+        Ok(())
+    } else {
+        Err(Error::new(
+            Stage::Plan,
+            place,
+            format!("{n:?} is not a valid host name"),
+        ))
+    }
 }
 
 /// Make a write_files path absolute and clean. Strict: relative paths and `..` are refused;
@@ -448,16 +514,16 @@ fn looks_secret(path: &str, content: &[u8]) -> bool {
         || text.contains("certificateKey")
 }
 
-fn hostname(b: &mut Builder<'_>, cfg: &CloudConfig) {
+fn hostname(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
     if cfg.preserve_hostname.map(|f| f.0).unwrap_or(false) {
-        return;
+        return Ok(());
     }
     let given = cfg.hostname.is_some()
         || cfg.fqdn.is_some()
         || cfg.manage_etc_hosts.is_some()
         || cfg.prefer_fqdn_over_hostname.is_some();
     if !given {
-        return;
+        return Ok(());
     }
     // cloud-init's get_hostname_fqdn (D.4).
     let ds_name = b
@@ -496,6 +562,8 @@ fn hostname(b: &mut Builder<'_>, cfg: &CloudConfig) {
         _ => None,
     };
     let prefer_fqdn = cfg.prefer_fqdn_over_hostname.map(|f| f.0).unwrap_or(false);
+    check_host_name(&hostname, "hostname")?;
+    check_host_name(&fqdn, "fqdn")?;
     b.push(
         "hostname".into(),
         RunStage::Main,
@@ -507,6 +575,7 @@ fn hostname(b: &mut Builder<'_>, cfg: &CloudConfig) {
             etc_hosts,
         }),
     );
+    Ok(())
 }
 
 /// cloud-init's `hosts.debian.tmpl`, rendered (comment lines name nodeagent instead).
@@ -529,12 +598,12 @@ pub fn etc_hosts_template(hostname: &str, fqdn: &str) -> String {
 
 fn user(b: &mut Builder<'_>, i: usize, u: &crate::cloudconfig::UserEntry) -> Result<UserSpec> {
     let place = format!("users[{i}]");
-    if u.name.is_empty() || u.name.contains([':', '\n', '/']) {
-        return Err(Error::new(
-            Stage::Plan,
-            format!("{place}.name"),
-            format!("'{}' is not a valid user name", u.name),
-        ));
+    check_name(&u.name, format!("{place}.name"))?;
+    if let Some(g) = &u.primary_group {
+        check_name(g, format!("{place}.primary_group"))?;
+    }
+    for g in &u.groups.0 {
+        check_name(g, format!("{place}.groups"))?;
     }
     if u.plain_text_passwd.is_some() {
         b.lenient(
@@ -795,6 +864,13 @@ fn layout_part(p: &Value, place: &str) -> Result<(u32, Option<String>)> {
 
 /// Every file owner must exist in the target or be created earlier by the plan.
 fn check_owners(b: &Builder<'_>) -> Result<()> {
+    for step in &b.steps {
+        if let Action::WriteFile(f) = &step.action {
+            for n in f.owner.user.iter().chain(f.owner.group.iter()) {
+                check_name(n, format!("{}.owner", step.id))?;
+            }
+        }
+    }
     let db = b.input.users;
     if !db.known {
         return Ok(());
@@ -811,13 +887,9 @@ fn check_owners(b: &Builder<'_>) -> Result<()> {
             }
             Action::Group(g) => groups.push(&g.name),
             Action::WriteFile(f) => {
-                let is_num = |s: &str| s.chars().all(|c| c.is_ascii_digit());
-                if let Some(u) = f
-                    .owner
-                    .user
-                    .as_deref()
-                    .filter(|u| !is_num(u) && !users.contains(u))
-                {
+                // Owners are names resolved in the target's database, as cloud-init's
+                // chownbyname does: "1000" is a user called 1000, not uid 1000.
+                if let Some(u) = f.owner.user.as_deref().filter(|u| !users.contains(u)) {
                     return Err(Error::new(
                         Stage::Plan,
                         format!("{}.owner", step.id),
@@ -826,12 +898,7 @@ fn check_owners(b: &Builder<'_>) -> Result<()> {
                         ),
                     ));
                 }
-                if let Some(g) = f
-                    .owner
-                    .group
-                    .as_deref()
-                    .filter(|g| !is_num(g) && !groups.contains(g))
-                {
+                if let Some(g) = f.owner.group.as_deref().filter(|g| !groups.contains(g)) {
                     return Err(Error::new(
                         Stage::Plan,
                         format!("{}.owner", step.id),

@@ -166,7 +166,7 @@ pub fn ids(p: &Path) -> (u32, u32) {
 }
 
 /// A debootstrap'd minimal Debian 12 rootfs with shadow's tools and sudo, cached under
-/// `target/apply-rootfs` (built once, ~3 minutes; needs debootstrap and deb.debian.org).
+/// `target/apply-rootfs` (built once, ~3 minutes; needs debootstrap and apt's Debian mirror).
 pub fn rootfs() -> std::path::PathBuf {
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
     let fs = target.join("apply-rootfs");
@@ -190,7 +190,7 @@ pub fn rootfs() -> std::path::PathBuf {
         let ok = std::process::Command::new("debootstrap")
             .args(["--variant=minbase", "--include=sudo,passwd", "bookworm"])
             .arg(&tmp)
-            .arg("http://deb.debian.org/debian")
+            .arg(debian_mirror())
             .status()
             .unwrap();
         assert!(ok.success(), "debootstrap failed");
@@ -240,4 +240,18 @@ impl Drop for Overlay {
             .arg(&self.root)
             .status();
     }
+}
+
+/// The Debian archive apt is configured with (`tests/debian-mirror`).
+fn debian_mirror() -> String {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/debian-mirror");
+    let out = std::process::Command::new(script)
+        .output()
+        .expect("tests/debian-mirror");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
