@@ -375,107 +375,20 @@ pub fn redact_guestinfo(transport: &dyn Transport, keys: &[String]) -> Vec<Strin
         .collect()
 }
 
-/// What to do once a bootstrap succeeded (call after `Reporter::done`): publish
-/// `guestinfo.local-ipv4`/`-ipv6`, then blank `userdata` (when the image config's
-/// `redact_userdata` says so) and the keys metadata `redact:` names. Only on transports
-/// whose values the platform keeps (vmware, fwcfg); a `dir`/`nocloud` source is the
-/// operator's own input and is left alone. Returns keys that could not be redacted.
-pub fn after_success(
-    transport: &dyn Transport,
-    redact_userdata: bool,
-    metadata_redact: &[String],
-) -> Vec<String> {
-    if !matches!(transport.name(), "vmware" | "fwcfg") {
-        return Vec::new();
-    }
-    publish_local_addresses(transport);
-    redact_guestinfo(transport, &keys_to_redact(redact_userdata, metadata_redact))
-}
-
-/// The addresses cloud-init publishes as `guestinfo.local-ipv4`/`-ipv6`: the first address
-/// of the interface holding the default route (per family).
-pub fn local_addresses() -> (Option<std::net::Ipv4Addr>, Option<std::net::Ipv6Addr>) {
-    let v4_if = std::fs::read_to_string("/proc/net/route")
-        .ok()
-        .and_then(|t| default_iface_v4(&t));
-    let v6_if = std::fs::read_to_string("/proc/net/ipv6_route")
-        .ok()
-        .and_then(|t| default_iface_v6(&t));
-    let mut addrs: Vec<(String, std::net::IpAddr)> = Vec::new();
-    if let Ok(ifs) = nix::ifaddrs::getifaddrs() {
-        for i in ifs {
-            let Some(a) = i.address else { continue };
-            if let Some(v4) = a.as_sockaddr_in() {
-                addrs.push((i.interface_name.clone(), std::net::IpAddr::V4(v4.ip())));
-            } else if let Some(v6) = a.as_sockaddr_in6() {
-                addrs.push((i.interface_name.clone(), std::net::IpAddr::V6(v6.ip())));
-            }
+/// Publish `guestinfo.local-ipv4` / `local-ipv6` (absent families are not written).
+pub fn publish_local_addresses(transport: &dyn Transport, facts: &crate::facts::Facts) {
+    // The addresses come from the host facts, chosen by cloud-init's rule (the single
+    // address of the default-route interface), so `--facts` runs publish what they render.
+    for (key, addr) in [
+        ("local-ipv4", &facts.local_ipv4),
+        ("local-ipv6", &facts.local_ipv6),
+    ] {
+        if let Some(a) = addr
+            && let Err(e) = transport.set(key, a.as_bytes())
+        {
+            tracing::warn!("guestinfo.{key} not published: {e}");
         }
     }
-    pick_addresses(v4_if.as_deref(), v6_if.as_deref(), &addrs)
-}
-
-/// Pure part of `local_addresses`: pick per family from `(interface, address)` pairs.
-pub fn pick_addresses(
-    v4_if: Option<&str>,
-    v6_if: Option<&str>,
-    addrs: &[(String, std::net::IpAddr)],
-) -> (Option<std::net::Ipv4Addr>, Option<std::net::Ipv6Addr>) {
-    let v4 = v4_if.and_then(|name| {
-        addrs.iter().find_map(|(i, a)| match a {
-            std::net::IpAddr::V4(a) if i == name && !a.is_loopback() => Some(*a),
-            _ => None,
-        })
-    });
-    let v6 = v6_if.and_then(|name| {
-        addrs.iter().find_map(|(i, a)| match a {
-            std::net::IpAddr::V6(a)
-                if i == name && !a.is_loopback() && (a.segments()[0] & 0xffc0) != 0xfe80 =>
-            {
-                Some(*a)
-            }
-            _ => None,
-        })
-    });
-    (v4, v6)
-}
-
-/// Interface of the IPv4 default route in `/proc/net/route` text.
-pub fn default_iface_v4(route: &str) -> Option<String> {
-    route.lines().skip(1).find_map(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        (f.len() > 7 && f[1] == "00000000" && f[7] == "00000000").then(|| f[0].to_string())
-    })
-}
-
-/// Interface of the IPv6 default route in `/proc/net/ipv6_route` text.
-pub fn default_iface_v6(route: &str) -> Option<String> {
-    route.lines().find_map(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        (f.len() == 10
-            && f[0] == "00000000000000000000000000000000"
-            && f[1] == "00"
-            && f[9] != "lo")
-            .then(|| f[9].to_string())
-    })
-}
-
-/// Publish `guestinfo.local-ipv4` / `local-ipv6` (absent families are not written).
-pub fn publish_local_addresses(
-    transport: &dyn Transport,
-) -> (Option<std::net::Ipv4Addr>, Option<std::net::Ipv6Addr>) {
-    let (v4, v6) = local_addresses();
-    if let Some(a) = v4
-        && let Err(e) = transport.set("local-ipv4", a.to_string().as_bytes())
-    {
-        tracing::warn!("guestinfo.local-ipv4 not published: {e}");
-    }
-    if let Some(a) = v6
-        && let Err(e) = transport.set("local-ipv6", a.to_string().as_bytes())
-    {
-        tracing::warn!("guestinfo.local-ipv6 not published: {e}");
-    }
-    (v4, v6)
 }
 
 /// Where `nodeagent status` and the tests find files under a root.
@@ -621,19 +534,18 @@ mod tests {
     }
 
     #[test]
-    fn default_route_interfaces() {
-        let route = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\neth0\t0002A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\neth1\t00000000\t0102A8C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n";
-        assert_eq!(default_iface_v4(route).as_deref(), Some("eth1"));
-        let r6 = "00000000000000000000000000000000 00 00000000000000000000000000000000 00 fe800000000000000000000000000001 00000400 00000001 00000000 00000003     eth1\n";
-        assert_eq!(default_iface_v6(r6).as_deref(), Some("eth1"));
-        let addrs = vec![
-            ("eth0".to_string(), "192.168.2.5".parse().unwrap()),
-            ("eth1".to_string(), "fe80::1".parse().unwrap()),
-            ("eth1".to_string(), "10.0.0.7".parse().unwrap()),
-            ("eth1".to_string(), "fd00::7".parse().unwrap()),
-        ];
-        let (v4, v6) = pick_addresses(Some("eth1"), Some("eth1"), &addrs);
-        assert_eq!(v4, Some("10.0.0.7".parse().unwrap()));
-        assert_eq!(v6, Some("fd00::7".parse().unwrap()));
+    fn local_addresses_come_from_the_facts() {
+        let t = Mem(RefCell::new(BTreeMap::new()));
+        let facts = crate::facts::Facts {
+            local_ipv4: Some("10.0.0.7".into()),
+            ..Default::default()
+        };
+        publish_local_addresses(&t, &facts);
+        let set = t.0.borrow();
+        assert_eq!(set["local-ipv4"], vec![b"10.0.0.7".to_vec()]);
+        assert!(
+            !set.contains_key("local-ipv6"),
+            "an absent family is not written"
+        );
     }
 }

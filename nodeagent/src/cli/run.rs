@@ -116,6 +116,14 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     };
     let mut reporter = Reporter::new(Some(inputs.transport.as_ref()), &opts.target.root, iid);
     reporter.phase(Phase::Reading, None);
+    // As cloud-init's VMware datasource does once the network is up: vm-operator takes the
+    // VM's primary IP from these keys. Only to a platform that keeps them.
+    if stage != StageSel::Local
+        && opts.exec
+        && matches!(inputs.transport.name(), "vmware" | "fwcfg")
+    {
+        report::publish_local_addresses(inputs.transport.as_ref(), &inputs.facts);
+    }
     let mut plan_run = plan.clone();
     plan_run.warnings = prepared.warnings.clone();
     let summary = apply::apply(&plan_run, &opts, &mut journal, &mut reporter)?;
