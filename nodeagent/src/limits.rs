@@ -38,3 +38,11 @@ pub const KUBEADM_MAX_LINE: usize = 4096;
 pub const KUBEADM_RESET_TIMEOUT_SECS: u64 = 120;
 /// Deadline of one TCP connect attempt to the control-plane endpoint, seconds.
 pub const ENDPOINT_CONNECT_TIMEOUT_SECS: u64 = 5;
+/// Largest PEM file (certificate or key) the minter reads.
+pub const MAX_PEM_BYTES: u64 = 64 * 1024;
+/// Largest Secrets manifest `mint --from-secrets` reads.
+pub const MAX_SECRETS_BYTES: usize = 1024 * 1024;
+/// Largest SSH public key file `mint bootstrap --ssh-key` reads.
+pub const MAX_SSH_KEY_BYTES: u64 = 16 * 1024;
+/// Most bundles one `mint bootstrap --nodes N` makes.
+pub const MAX_MINT_NODES: u32 = 100_000;

@@ -392,7 +392,7 @@ fn run_kubeconfig(a: KubeconfigArgs) -> Result<()> {
 /// Validate an SSH public key line: it is printed raw into YAML (as CABPK does), so it must
 /// be one line that stays a plain scalar.
 fn ssh_key_line(path: &Path) -> Result<String> {
-    let text = String::from_utf8(read_bounded(path, 16 * 1024)?)
+    let text = String::from_utf8(read_bounded(path, crate::limits::MAX_SSH_KEY_BYTES)?)
         .map_err(|_| usage("--ssh-key", "not UTF-8"))?;
     let line = text.trim();
     let known = [

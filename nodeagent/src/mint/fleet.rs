@@ -8,7 +8,7 @@ use super::{token, validate};
 use crate::error::{Error, Result, Stage};
 
 /// Most bundles one `--nodes` call mints.
-pub const MAX_NODES: u32 = 100_000;
+pub use crate::limits::MAX_MINT_NODES as MAX_NODES;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Network {

@@ -470,7 +470,7 @@ impl Pki {
 }
 
 /// Largest PEM file `read` accepts (an RSA-4096 key is about 3.3 KB).
-pub const MAX_PEM_BYTES: u64 = 64 * 1024;
+pub use crate::limits::MAX_PEM_BYTES;
 
 /// `10y`, `3650d`, `87600h` → a duration (a year is 365 days, as CAPI counts).
 pub fn parse_validity(s: &str, flag: &str) -> Result<Duration> {

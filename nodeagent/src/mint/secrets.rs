@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 pub const SECRET_TYPE: &str = "cluster.x-k8s.io/secret";
 pub const CLUSTER_LABEL: &str = "cluster.x-k8s.io/cluster-name";
 /// Largest Secrets file `parse` accepts.
-pub const MAX_SECRETS_BYTES: usize = 1024 * 1024;
+pub use crate::limits::MAX_SECRETS_BYTES;
 
 fn b64() -> base64::engine::GeneralPurpose {
     base64::engine::general_purpose::STANDARD
