@@ -233,7 +233,7 @@ fn py_json(v: &Value, depth: usize, out: &mut String) {
                     out.push(',');
                 }
                 pad(depth + 1, out);
-                py_str(k, out);
+                python_json_string(k, out);
                 out.push_str(": ");
                 py_json(&m[k.as_str()], depth + 1, out);
             }
@@ -252,14 +252,15 @@ fn py_json(v: &Value, depth: usize, out: &mut String) {
             pad(depth, out);
             out.push(']');
         }
-        Value::String(s) => py_str(s, out),
+        Value::String(s) => python_json_string(s, out),
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Value::Number(n) => out.push_str(&n.to_string()),
     }
 }
 
-fn py_str(s: &str, out: &mut String) {
+/// A JSON string as Python's `json.dumps` writes it (`ensure_ascii`: `\uXXXX` escapes).
+pub fn python_json_string(s: &str, out: &mut String) {
     out.push('"');
     for c in s.chars() {
         match c {

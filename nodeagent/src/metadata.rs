@@ -111,14 +111,7 @@ pub fn parse(text: &str, place: &str) -> Result<Metadata> {
     md.redact = match redact {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::String(s)) => vec![s.clone()],
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|v| {
-                v.as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| v.to_string())
-            })
-            .collect(),
+        Some(Value::Array(items)) => strings(items),
         Some(other) => {
             return Err(Error::new(
                 Stage::Metadata,
@@ -183,6 +176,18 @@ fn public_keys(tree: &Map<String, Value>) -> Vec<String> {
         flatten(v, &mut out);
     }
     out
+}
+
+/// List items as strings, non-strings in their JSON form (cloud-init's `str()` of YAML scalars).
+pub fn strings(items: &[Value]) -> Vec<String> {
+    items
+        .iter()
+        .map(|v| {
+            v.as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| v.to_string())
+        })
+        .collect()
 }
 
 /// cloud-init's `translate_bool`: real booleans, or `true/1/on/yes` strings (any case).

@@ -1704,27 +1704,7 @@ mod pyfilters {
 
     /// A JSON string as Python's `json.dumps` writes it (ensure_ascii).
     fn json_str(s: &str, out: &mut String) {
-        use std::fmt::Write;
-        out.push('"');
-        for c in s.chars() {
-            match c {
-                '"' => out.push_str("\\\""),
-                '\\' => out.push_str("\\\\"),
-                '\n' => out.push_str("\\n"),
-                '\r' => out.push_str("\\r"),
-                '\t' => out.push_str("\\t"),
-                '\u{8}' => out.push_str("\\b"),
-                '\u{c}' => out.push_str("\\f"),
-                c if (c as u32) < 0x20 || (c as u32) > 0x7e => {
-                    let mut buf = [0u16; 2];
-                    for unit in c.encode_utf16(&mut buf) {
-                        let _ = write!(out, "\\u{unit:04x}");
-                    }
-                }
-                c => out.push(c),
-            }
-        }
-        out.push('"');
+        crate::instance::python_json_string(s, out)
     }
 }
 

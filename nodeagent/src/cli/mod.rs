@@ -59,7 +59,13 @@ pub enum Command {
 
 pub fn main() -> i32 {
     let cli = Cli::parse();
-    init_logging();
+    let under_systemd =
+        std::env::var_os("JOURNAL_STREAM").is_some() || std::env::var_os("INVOCATION_ID").is_some();
+    match &cli.command {
+        // The bootstrap itself logs its steps at info, to the journal on a real node.
+        Command::Run(a) => init_logging("info", under_systemd || run::logs_to_journal(&a.data)),
+        _ => init_logging(if under_systemd { "info" } else { "warn" }, under_systemd),
+    }
     match cli.command {
         Command::Render(a) => render::run(a),
         Command::Plan(a) => plan::run(a),
@@ -76,19 +82,16 @@ pub fn main() -> i32 {
     }
 }
 
-/// Structured logs to the journal when running under systemd, readable text on stderr otherwise.
-/// `NODEAGENT_LOG` (an env-filter directive) sets the level; default `info` under systemd, `warn` on a terminal.
-fn init_logging() {
+/// Structured logs to the journal, or readable text on stderr. `NODEAGENT_LOG` (an
+/// env-filter directive) overrides the level.
+fn init_logging(default: &str, journald: bool) {
     use tracing_subscriber::prelude::*;
-    let under_systemd =
-        std::env::var_os("JOURNAL_STREAM").is_some() || std::env::var_os("INVOCATION_ID").is_some();
-    let default = if under_systemd { "info" } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("NODEAGENT_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    if under_systemd && let Ok(journald) = tracing_journald::layer() {
+    if journald && let Ok(layer) = tracing_journald::layer() {
         let _ = tracing_subscriber::registry()
             .with(filter)
-            .with(journald.with_syslog_identifier("nodeagent".into()))
+            .with(layer.with_syslog_identifier("nodeagent".into()))
             .try_init();
         return;
     }

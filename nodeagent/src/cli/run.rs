@@ -27,34 +27,15 @@ pub struct Args {
     pub data: super::common::DataArgs,
 }
 
-/// Logging: journald on a real node, stderr otherwise (or when journald is absent).
-pub fn init_logging(root_is_host: bool) {
-    use tracing_subscriber::prelude::*;
-    let filter = tracing_subscriber::EnvFilter::try_from_env("NODEAGENT_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    if root_is_host
+/// Where `run` logs: the journal on a real node (the root is `/` and journald is up), so the
+/// boot's record is in `journalctl -u nodeagent`; stderr for `--root` trial runs.
+pub fn logs_to_journal(data: &super::common::DataArgs) -> bool {
+    Target::new(&data.root).is_host()
         && std::path::Path::new("/run/systemd/journal/socket").exists()
-        && let Ok(j) = tracing_journald::layer()
-    {
-        let _ = tracing_subscriber::registry()
-            .with(filter)
-            .with(j.with_syslog_identifier("nodeagent".into()))
-            .try_init();
-        return;
-    }
-    let _ = tracing_subscriber::registry()
-        .with(filter)
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_target(false),
-        )
-        .try_init();
 }
 
 pub fn run(args: Args) -> i32 {
     let target = Target::new(&args.data.root);
-    init_logging(target.is_host());
     match run_inner(&args, target) {
         Ok(code) => code,
         Err(e) => {

@@ -614,14 +614,7 @@ fn user(b: &mut Builder<'_>, i: usize, u: &crate::cloudconfig::UserEntry) -> Res
     let sudo = match &u.sudo {
         None | Some(Value::Null) | Some(Value::Bool(false)) => Vec::new(),
         Some(Value::String(s)) => vec![s.clone()],
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|v| {
-                v.as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| v.to_string())
-            })
-            .collect(),
+        Some(Value::Array(items)) => crate::metadata::strings(items),
         Some(other) => {
             return Err(Error::new(
                 Stage::Plan,
