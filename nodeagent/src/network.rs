@@ -499,8 +499,11 @@ fn networkd_files(d: &Device) -> Vec<FileWrite> {
 
     let mut net = format!("# Written by nodeagent from network.ethernets.{}\n", d.id);
     match &d.mac {
+        // MAC only: on first boot udev has already named the NIC (ens4…) before the local
+        // stage writes the .link that renames it, so matching the new name too would
+        // configure nothing until the next boot.
         Some(mac) => {
-            let _ = writeln!(net, "[Match]\nMACAddress={mac}\nName={}", d.name);
+            let _ = writeln!(net, "[Match]\nMACAddress={mac}");
         }
         None => {
             let _ = writeln!(net, "[Match]\nName={}", d.name);
@@ -690,7 +693,7 @@ mod tests {
         );
         assert_eq!(
             text(&files[1]),
-            "# Written by nodeagent from network.ethernets.id0\n[Match]\nMACAddress=00:50:56:aa:bb:01\nName=eth0\n\n[Link]\nMTUBytes=9000\n\n[Network]\nDHCP=no\nIPv6AcceptRA=no\nLinkLocalAddressing=ipv6\nAddress=10.20.30.21/24\nAddress=fd00::5/64\nGateway=10.20.30.1\nDNS=10.20.0.53\nDomains=corp.example\n\n[Route]\nDestination=192.168.5.0/24\nGateway=10.20.30.254\nMetric=3\n"
+            "# Written by nodeagent from network.ethernets.id0\n[Match]\nMACAddress=00:50:56:aa:bb:01\n\n[Link]\nMTUBytes=9000\n\n[Network]\nDHCP=no\nIPv6AcceptRA=no\nLinkLocalAddressing=ipv6\nAddress=10.20.30.21/24\nAddress=fd00::5/64\nGateway=10.20.30.1\nDNS=10.20.0.53\nDomains=corp.example\n\n[Route]\nDestination=192.168.5.0/24\nGateway=10.20.30.254\nMetric=3\n"
         );
         assert_eq!(files[1].mode, Some(0o644));
     }

@@ -111,6 +111,11 @@ fn instance(inputs: &Inputs) -> Result<(Metadata, String, Value)> {
     Ok((md, iid, tree))
 }
 
+/// The instance-id alone: failure reports name it even when the userdata is bad.
+pub fn instance_id(inputs: &Inputs) -> Result<String> {
+    instance(inputs).map(|(_, iid, _)| iid)
+}
+
 /// Instance data alone (for `render` and `query`): no plan, so nothing else can fail.
 pub fn instance_data(inputs: &Inputs) -> Result<Value> {
     instance(inputs).map(|(_, _, tree)| tree)

@@ -170,7 +170,8 @@ fn capv_goldens_network_files() {
             )
             .unwrap();
             assert!(
-                net.contains(&format!("MACAddress={mac}\nName={name}\n")),
+                // Matched by MAC alone: udev may have named the NIC before the .link renames it.
+                net.contains(&format!("[Match]\nMACAddress={mac}\n\n")) && !net.contains("Name="),
                 "{net}"
             );
             let dhcp = match (

@@ -64,13 +64,15 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         Ok(p) => p,
         Err(e) => {
             // Bad input changes nothing on disk, but the platform still hears why.
-            let mut reporter = Reporter::new(Some(inputs.transport.as_ref()), &target.root, "");
+            // The metadata may be fine when the userdata is not: name the instance if we can.
+            let iid = pipeline::instance_id(&inputs).unwrap_or_default();
+            let mut reporter = Reporter::new(Some(inputs.transport.as_ref()), &target.root, &iid);
             reporter.failed("read", &crate::redact::redact_text(&e.to_string()), &[]);
             return Err(e);
         }
     };
+    // kubeadm pre-flight already ran inside plan::build, before anything was written.
     let plan = &prepared.plan;
-    crate::kubeadm::preflight(plan, &target.root)?;
 
     let state = State::open(&target.root)?;
     let mut journal = state.begin_instance(&plan.instance_id)?;

@@ -174,15 +174,18 @@ pub fn build(input: &PlanInput<'_>) -> Result<Plan> {
             ));
         }
         let id = format!("write_files[{i}]:{}", file.path);
-        if file.defer {
-            deferred.push((id, file));
+        // /run is tmpfs: a reboot (or power cut) before the instance finished, e.g. during
+        // kubeadm, would leave the journal saying files exist that are gone. Rewrite them
+        // every boot; everything else is written once per instance.
+        let frequency = if is_volatile(&file.path) {
+            Frequency::PerBoot
         } else {
-            b.push(
-                id,
-                RunStage::Main,
-                Frequency::PerInstance,
-                Action::WriteFile(file),
-            );
+            Frequency::PerInstance
+        };
+        if file.defer {
+            deferred.push((id, file, frequency));
+        } else {
+            b.push(id, RunStage::Main, frequency, Action::WriteFile(file));
         }
     }
 
@@ -243,13 +246,8 @@ pub fn build(input: &PlanInput<'_>) -> Result<Plan> {
         );
     }
 
-    for (id, file) in deferred {
-        b.push(
-            id,
-            RunStage::Main,
-            Frequency::PerInstance,
-            Action::WriteFile(file),
-        );
+    for (id, file, frequency) in deferred {
+        b.push(id, RunStage::Main, frequency, Action::WriteFile(file));
     }
 
     for (i, item) in cfg.runcmd.iter().enumerate() {
@@ -502,6 +500,11 @@ fn write_file(
         defer: wf.defer.0,
         secret,
     }))
+}
+
+/// Paths on tmpfs that do not survive a reboot.
+fn is_volatile(path: &str) -> bool {
+    path.starts_with("/run/") || path.starts_with("/var/run/")
 }
 
 /// Private keys, tokens and kubeadm configs: their contents are never logged.
