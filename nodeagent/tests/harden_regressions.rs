@@ -1,6 +1,6 @@
-//! Hostile inputs the agent does not survive yet (issue 8). Each test is `#[ignore]`d with
-//! the reason; it states the behaviour wanted and passes once the owning module is fixed
-//! (`cargo test -p nodeagent --test harden_regressions -- --ignored`).
+//! Hostile inputs that broke the agent when issue 8's hardening found them, one test each,
+//! stating the behaviour wanted. Fixed ones run normally; a still-open one is `#[ignore]`d
+//! with the reason (`cargo test -p nodeagent --test harden_regressions -- --ignored`).
 //!
 //! Every agent here runs under `ulimit -v` (1 GiB) and a kill timeout, so a regression
 //! aborts one child process instead of exhausting the shared machine's memory.
