@@ -40,7 +40,11 @@ pub struct Inputs {
     pub root: PathBuf,
 }
 
-pub fn gather(opts: &Options) -> Result<Inputs> {
+/// The root, the image config and the chosen transport (with the detection log): the part
+/// of `gather` that can still report a failure to the platform when reading the data fails.
+pub fn open_transport(
+    opts: &Options,
+) -> Result<(PathBuf, ImageConfig, Box<dyn Transport>, Vec<String>)> {
     let root = if opts.root.as_os_str().is_empty() {
         PathBuf::from("/")
     } else {
@@ -54,6 +58,11 @@ pub fn gather(opts: &Options) -> Result<Inputs> {
         ),
         None => transport::detect(&image.transports, &root)?,
     };
+    Ok((root, image, transport, transport_log))
+}
+
+pub fn gather(opts: &Options) -> Result<Inputs> {
+    let (root, image, transport, transport_log) = open_transport(opts)?;
     for line in &transport_log {
         tracing::info!(transport = transport.name(), "{line}");
     }

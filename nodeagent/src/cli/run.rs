@@ -54,7 +54,18 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         StageArg::Main => StageSel::Main,
         StageArg::All => StageSel::All,
     };
-    let inputs = pipeline::gather(&args.data.options())?;
+    let inputs = match pipeline::gather(&args.data.options()) {
+        Ok(i) => i,
+        Err(e) => {
+            // Undecodable data (a gzip bomb, bad base64, oversize): the platform still hears
+            // why, through the transport when one could be opened.
+            if let Ok((_, _, transport, _)) = pipeline::open_transport(&args.data.options()) {
+                let mut reporter = Reporter::new(Some(transport.as_ref()), &target.root, "");
+                reporter.failed("read", &crate::redact::redact_text(&e.to_string()), &[]);
+            }
+            return Err(e);
+        }
+    };
     let prepared = if stage == StageSel::Local {
         pipeline::prepare_local(&inputs)
     } else {
