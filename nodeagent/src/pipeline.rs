@@ -40,11 +40,16 @@ pub struct Inputs {
     pub root: PathBuf,
 }
 
-/// The root, the image config and the chosen transport (with the detection log): the part
-/// of `gather` that can still report a failure to the platform when reading the data fails.
-pub fn open_transport(
-    opts: &Options,
-) -> Result<(PathBuf, ImageConfig, Box<dyn Transport>, Vec<String>)> {
+/// The root, the image config and the chosen transport with its detection log: the part of
+/// `gather` that can still report a failure to the platform when reading the data fails.
+pub struct Opened {
+    pub root: PathBuf,
+    pub image: ImageConfig,
+    pub transport: Box<dyn Transport>,
+    pub transport_log: Vec<String>,
+}
+
+pub fn open_transport(opts: &Options) -> Result<Opened> {
     let root = if opts.root.as_os_str().is_empty() {
         PathBuf::from("/")
     } else {
@@ -58,11 +63,21 @@ pub fn open_transport(
         ),
         None => transport::detect(&image.transports, &root)?,
     };
-    Ok((root, image, transport, transport_log))
+    Ok(Opened {
+        root,
+        image,
+        transport,
+        transport_log,
+    })
 }
 
 pub fn gather(opts: &Options) -> Result<Inputs> {
-    let (root, image, transport, transport_log) = open_transport(opts)?;
+    let Opened {
+        root,
+        image,
+        transport,
+        transport_log,
+    } = open_transport(opts)?;
     for line in &transport_log {
         tracing::info!(transport = transport.name(), "{line}");
     }

@@ -59,8 +59,8 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         Err(e) => {
             // Undecodable data (a gzip bomb, bad base64, oversize): the platform still hears
             // why, through the transport when one could be opened.
-            if let Ok((_, _, transport, _)) = pipeline::open_transport(&args.data.options()) {
-                let mut reporter = Reporter::new(Some(transport.as_ref()), &target.root, "");
+            if let Ok(opened) = pipeline::open_transport(&args.data.options()) {
+                let mut reporter = Reporter::new(Some(opened.transport.as_ref()), &target.root, "");
                 reporter.failed("read", &crate::redact::redact_text(&e.to_string()), &[]);
             }
             return Err(e);
