@@ -23,7 +23,7 @@
 //!   `networkctl`, never as a silently different match.
 
 use crate::error::{Error, Result, Stage};
-use crate::plan::{Content, FileWrite, Owner};
+use crate::plan::FileWrite;
 use serde_json::{Map, Value};
 use std::fmt::Write as _;
 
@@ -460,18 +460,7 @@ fn yes_no(b: bool) -> &'static str {
 }
 
 fn file(path: String, text: String, mode: u32) -> FileWrite {
-    FileWrite {
-        path,
-        content: Content(text.into_bytes()),
-        owner: Owner {
-            user: Some("root".into()),
-            group: Some("root".into()),
-        },
-        mode: Some(mode),
-        append: false,
-        defer: false,
-        secret: false,
-    }
+    FileWrite::root_owned(path, text.into_bytes(), mode)
 }
 
 fn networkd_files(d: &Device) -> Vec<FileWrite> {

@@ -125,6 +125,24 @@ pub struct FileWrite {
     pub secret: bool,
 }
 
+impl FileWrite {
+    /// A root:root file the agent itself generates (network, hostname, fstab, NTP config).
+    pub fn root_owned(path: impl Into<String>, content: Vec<u8>, mode: u32) -> FileWrite {
+        FileWrite {
+            path: path.into(),
+            content: Content(content),
+            owner: Owner {
+                user: Some("root".into()),
+                group: Some("root".into()),
+            },
+            mode: Some(mode),
+            append: false,
+            defer: false,
+            secret: false,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GroupSpec {
     pub name: String,

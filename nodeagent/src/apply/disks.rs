@@ -8,7 +8,7 @@
 
 use super::{Ctx, Outcome, commands, files};
 use crate::error::{Error, Result, Stage};
-use crate::plan::{Content, DiskSetupSpec, FileWrite, FsSetupSpec, MountsSpec, Owner};
+use crate::plan::{DiskSetupSpec, FileWrite, FsSetupSpec, MountsSpec};
 
 fn err(place: &str, msg: impl std::fmt::Display) -> Error {
     Error::new(Stage::Apply, place, msg.to_string())
@@ -200,18 +200,7 @@ pub fn mounts(ctx: &mut Ctx<'_>, m: &MountsSpec) -> Result<Outcome> {
         Err(e) => return Err(err("/etc/fstab", e)),
     };
     let text = fstab(&cur, &m.entries)?;
-    let f = FileWrite {
-        path: "/etc/fstab".into(),
-        content: Content(text.clone().into_bytes()),
-        owner: Owner {
-            user: Some("root".into()),
-            group: Some("root".into()),
-        },
-        mode: Some(0o644),
-        append: false,
-        defer: false,
-        secret: false,
-    };
+    let f = FileWrite::root_owned("/etc/fstab", text.clone().into_bytes(), 0o644);
     let db = ctx.db()?.clone();
     files::write_bytes(&t, &f, text.as_bytes(), &db)?;
     if ctx.opts.exec && t.is_host() {

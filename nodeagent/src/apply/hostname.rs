@@ -2,21 +2,10 @@
 
 use super::{Ctx, Outcome, files};
 use crate::error::{Error, Result, Stage};
-use crate::plan::{Content, EtcHosts, FileWrite, HostnameSpec, Owner};
+use crate::plan::{EtcHosts, FileWrite, HostnameSpec};
 
 fn root_file(path: &str, content: Vec<u8>, mode: u32) -> FileWrite {
-    FileWrite {
-        path: path.into(),
-        content: Content(content),
-        owner: Owner {
-            user: Some("root".into()),
-            group: Some("root".into()),
-        },
-        mode: Some(mode),
-        append: false,
-        defer: false,
-        secret: false,
-    }
+    FileWrite::root_owned(path, content, mode)
 }
 
 /// `/etc/hosts` with exactly one `<address> <fqdn> <hostname>` line for `address`

@@ -8,7 +8,7 @@
 
 use super::{Ctx, Outcome, Target, commands, files};
 use crate::error::{Error, Result, Stage};
-use crate::plan::{Content, FileWrite, NtpSpec, Owner};
+use crate::plan::{FileWrite, NtpSpec};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Client {
@@ -128,18 +128,7 @@ pub fn apply(ctx: &mut Ctx<'_>, n: &NtpSpec) -> Result<Outcome> {
     let t = ctx.target().clone();
     let client = detect(&t, &n.client)?;
     let (path, text) = render(client, n);
-    let f = FileWrite {
-        path: path.into(),
-        content: Content(text.clone().into_bytes()),
-        owner: Owner {
-            user: Some("root".into()),
-            group: Some("root".into()),
-        },
-        mode: Some(0o644),
-        append: false,
-        defer: false,
-        secret: false,
-    };
+    let f = FileWrite::root_owned(path, text.clone().into_bytes(), 0o644);
     let db = ctx.db()?.clone();
     files::write_bytes(&t, &f, text.as_bytes(), &db)?;
     if ctx.opts.exec && t.is_host() {
