@@ -14,13 +14,9 @@ fn err(place: &str, msg: impl std::fmt::Display) -> Error {
     Error::new(Stage::Apply, place, msg.to_string())
 }
 
-/// Names the shadow tools accept (and nothing a shell or path could misread).
+/// Names the shadow tools accept: the plan's rule, checked again here as a last guard.
 pub fn valid_name(n: &str) -> bool {
-    !n.is_empty()
-        && n.len() <= 32
-        && !n.starts_with('-')
-        && n.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-$".contains(&b))
+    crate::plan::valid_account_name(n)
 }
 
 fn check_name(n: &str, place: &str) -> Result<()> {
