@@ -32,7 +32,10 @@ pub enum PayloadKind {
 
 /// cloud-init's prefix rule (B.1), applied to rendered userdata.
 pub fn payload_kind(text: &str) -> PayloadKind {
-    let head = text.trim_start().to_ascii_lowercase();
+    // Only the head decides; a prefix cut on a char boundary (fuzz: a cut inside a
+    // multi-byte char at byte 4096 panicked).
+    let trimmed = text.trim_start();
+    let head = trimmed[..trimmed.floor_char_boundary(4096)].to_ascii_lowercase();
     if head.starts_with("#cloud-config-archive") {
         PayloadKind::CloudConfigArchive
     } else if head.starts_with("#cloud-config") {
@@ -43,7 +46,7 @@ pub fn payload_kind(text: &str) -> PayloadKind {
         PayloadKind::Include
     } else if head.starts_with("#cloud-boothook") {
         PayloadKind::Boothook
-    } else if head[..head.len().min(4096)].contains("mime-version:") {
+    } else if head.contains("mime-version:") {
         PayloadKind::Mime
     } else {
         PayloadKind::Unknown

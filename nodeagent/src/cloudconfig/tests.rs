@@ -118,3 +118,15 @@ fn binary_content_and_groups_shapes() {
         ]
     );
 }
+
+/// Fuzz find (cloudconfig target): a multi-byte char straddling byte 4096 of the head
+/// made the MIME sniff slice inside it and panic.
+#[test]
+fn payload_kind_cuts_the_head_on_a_char_boundary() {
+    for pad in 4090..4100 {
+        let text = format!("x{}\u{cb5e4}mime-version: 1.0", "a".repeat(pad));
+        assert_eq!(payload_kind(&text), PayloadKind::Unknown, "pad {pad}");
+    }
+    let mime = format!("{}\nMIME-Version: 1.0\n", "\u{e9}".repeat(1000));
+    assert_eq!(payload_kind(&mime), PayloadKind::Mime);
+}
