@@ -270,7 +270,7 @@ impl<'t> Reporter<'t> {
 
     fn write_status_json(&self) -> std::io::Result<()> {
         let json = serde_json::to_string_pretty(&self.status).map_err(std::io::Error::other)?;
-        write_atomic(&self.root.join(STATUS_JSON), json.as_bytes(), 0o644)
+        write_run_file(&self.root.join(STATUS_JSON), json.as_bytes(), 0o644)
     }
 
     fn append_event(&self) -> std::io::Result<()> {
@@ -297,8 +297,10 @@ impl<'t> Reporter<'t> {
     }
 }
 
-/// Create-temp, write, fsync, rename: readers never see a half-written file.
-pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> std::io::Result<()> {
+/// A file under `/run` (status, sentinel): create-temp, write, rename, so readers never see
+/// a half-written file. No fsync: `/run` is tmpfs on a node and gone after any reboot, so a
+/// sync would protect nothing (and costs a journal commit when `--root` is on disk).
+pub fn write_run_file(path: &Path, data: &[u8], mode: u32) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let dir = path
@@ -318,7 +320,6 @@ pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> std::io::Result<()> 
         .open(&tmp)?;
     f.set_permissions(std::fs::Permissions::from_mode(mode))?;
     f.write_all(data)?;
-    f.sync_all()?;
     std::fs::rename(&tmp, path)
 }
 

@@ -201,8 +201,9 @@ impl State {
         Journal::open(&idir.join("journal.jsonl"), boot_id())
     }
 
-    /// Several files of the instance directory, each atomic (temp, fsync, rename), one
-    /// directory sync for all.
+    /// Several files of the instance directory, each atomic (temp, rename). Not fsynced:
+    /// they are copies every run writes afresh before it applies anything (cloud-init keeps
+    /// them in /run), so after a power loss the next run replaces whatever survived.
     pub fn save_all(&self, iid: &str, items: &[(&str, &[u8], u32)]) -> Result<()> {
         let idir = self.instance_dir(iid);
         ensure_private_dir(&idir, 0o700)?;
@@ -221,15 +222,12 @@ impl State {
             f.set_permissions(std::fs::Permissions::from_mode(*mode))
                 .map_err(|e| err(&place, e))?;
             f.write_all(data).map_err(|e| err(&place, e))?;
-            f.sync_all().map_err(|e| err(&place, e))?;
             tmps.push((tmp, idir.join(name), place));
         }
         for (tmp, path, place) in &tmps {
             std::fs::rename(tmp, path).map_err(|e| err(place, e))?;
         }
-        File::open(&idir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| err(idir.display().to_string(), e))
+        Ok(())
     }
 
     /// Keep a copy of rendered userdata / instance data for `query`, `render`, `collect-logs`.
@@ -280,6 +278,13 @@ impl Journal {
         let mut raw = Vec::new();
         file.read_to_end(&mut raw).map_err(|e| err(&place, e))?;
         text.push_str(&String::from_utf8_lossy(&raw));
+        if raw.is_empty() {
+            // A new journal: make its directory entry durable before any record relies on it.
+            let dir = path.parent().unwrap_or(Path::new("."));
+            File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| err(dir.display().to_string(), e))?;
+        }
         if !raw.is_empty() && !raw.ends_with(b"\n") {
             // A torn last line: terminate it so the next record starts clean.
             file.write_all(b"\n").map_err(|e| err(&place, e))?;

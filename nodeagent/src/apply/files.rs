@@ -163,6 +163,9 @@ pub struct Staged {
     dir: PathBuf,
     /// Directory holding newly made parents, synced with the others at commit.
     new_parent: Option<PathBuf>,
+    /// Under `/run`: atomic but not synced. tmpfs on a node, gone after any reboot, so a
+    /// sync protects nothing; the plan makes these steps per-boot, so a reboot re-runs them.
+    volatile: bool,
     place: String,
 }
 
@@ -214,6 +217,7 @@ pub fn stage(t: &Target, f: &FileWrite, bytes: &[u8], db: &UserDb) -> Result<Sta
         path,
         dir,
         new_parent,
+        volatile: crate::plan::is_volatile(place),
         place: place.to_string(),
     })
 }
@@ -226,7 +230,7 @@ pub fn commit(staged: Vec<Staged>) -> Result<()> {
         return Ok(());
     }
     // fsync each file (not `syncfs`: that also waits for every other writer of the disk).
-    for s in &staged {
+    for s in staged.iter().filter(|s| !s.volatile) {
         s.file
             .sync_all()
             .map_err(|e| err(&s.place, format!("fsync: {e}")))?;
@@ -234,6 +238,9 @@ pub fn commit(staged: Vec<Staged>) -> Result<()> {
     let mut dirs: Vec<(&Path, &str)> = Vec::new();
     for s in &staged {
         std::fs::rename(&s.tmp, &s.path).map_err(|e| err(&s.place, format!("rename: {e}")))?;
+        if s.volatile {
+            continue;
+        }
         for d in s.new_parent.iter().chain(std::iter::once(&s.dir)) {
             if !dirs.iter().any(|(x, _)| *x == d.as_path()) {
                 dirs.push((d, &s.place));

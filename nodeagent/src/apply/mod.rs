@@ -27,8 +27,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// Cluster API's success sentinel (written by the kubeadm step).
-const SENTINEL: &str = "/run/cluster-api/bootstrap-success.complete";
+// Cluster API's success sentinel (written by the kubeadm step).
+use crate::kubeadm::detect::SENTINEL;
 
 /// Where the agent acts: `/` on a node, `--root DIR` in tests and dry runs.
 #[derive(Debug, Clone)]

@@ -214,7 +214,7 @@ pub fn execute_with(
 
 /// `/run/cluster-api/bootstrap-success.complete` with `success`, as CABPK's `echo success >` would.
 pub fn write_sentinel(root: &Path) -> std::io::Result<()> {
-    crate::report::write_atomic(&under_root(root, SENTINEL), b"success\n", 0o644)
+    crate::report::write_run_file(&under_root(root, SENTINEL), b"success\n", 0o644)
 }
 
 /// The endpoint a join must reach: `discovery.bootstrapToken.apiServerEndpoint`, or the

@@ -502,8 +502,8 @@ fn write_file(
     }))
 }
 
-/// Paths on tmpfs that do not survive a reboot.
-fn is_volatile(path: &str) -> bool {
+/// Paths on tmpfs that do not survive a reboot: written every boot, and never fsynced.
+pub fn is_volatile(path: &str) -> bool {
     path.starts_with("/run/") || path.starts_with("/var/run/")
 }
 

@@ -264,7 +264,9 @@ pub(crate) fn read_file_capped(path: &Path, place: &str) -> Result<Option<Vec<u8
     Ok(Some(buf))
 }
 
-/// Replace `path` atomically: temp file (0600) in the same directory, fsync, rename.
+/// Replace `path` atomically: temp file (0600) in the same directory, write, rename. Not
+/// fsynced: `set` is a report channel (guestinfo itself lives in the VMX's memory), the
+/// agent re-publishes at every phase, and durable progress is the state journal's job.
 pub(crate) fn write_file_atomic(path: &Path, data: &[u8], place: &str) -> Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let err = |what: &str, e: std::io::Error| {
@@ -290,12 +292,7 @@ pub(crate) fn write_file_atomic(path: &Path, data: &[u8], place: &str) -> Result
             .mode(0o600)
             .open(&tmp)?;
         f.write_all(data)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
+        std::fs::rename(&tmp, path)
     })();
     res.map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
