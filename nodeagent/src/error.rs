@@ -22,7 +22,7 @@ pub enum Stage {
     Usage,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Error {
     pub stage: Stage,
     /// Where: `guestinfo.userdata`, `userdata line 12 column 3`, `write_files[2].permissions`, `step files:/etc/x`.

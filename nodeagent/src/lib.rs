@@ -22,6 +22,7 @@ pub mod pki;
 pub mod plan;
 pub mod redact;
 pub mod report;
+pub mod sandbox;
 pub mod state;
 pub mod template;
 pub mod transport;

@@ -21,6 +21,9 @@ pub const TEMPLATE_FUEL: u64 = 2_000_000;
 pub const TEMPLATE_RECURSION_LIMIT: usize = 100;
 /// Largest rendered template output.
 pub const MAX_RENDERED_BYTES: usize = 64 * 1024 * 1024;
+/// Data memory (`RLIMIT_DATA`) of the child process that renders a template: fuel and the
+/// output cap bound work and what is printed, this bounds values built inside the template.
+pub const TEMPLATE_MEMORY_BYTES: u64 = 1024 * 1024 * 1024;
 /// Sum of all decoded `write_files` contents in one plan (each may gunzip up to
 /// MAX_GUNZIP_BYTES; without a total, 10,000 of them would exhaust memory).
 pub const MAX_WRITE_FILES_TOTAL_BYTES: usize = 128 * 1024 * 1024;

@@ -215,7 +215,7 @@ pub fn render_userdata(
 ) -> Result<(Option<String>, &'static str, Vec<String>)> {
     match template::detect(text) {
         Header::Jinja => {
-            let r = template::render(text, instance_data, compat)?;
+            let r = template::render_bounded(text, instance_data, compat)?;
             Ok((Some(r.text), "rendered userdata", r.warnings))
         }
         Header::LikelyTypo(why) if compat => Ok((

@@ -16,7 +16,7 @@ use minijinja::{Environment, ErrorKind, UndefinedBehavior};
 use serde_json::Value as Json;
 
 use crate::error::{Error, Result, Stage};
-use crate::limits::{MAX_RENDERED_BYTES, TEMPLATE_FUEL};
+use crate::limits::{MAX_RENDERED_BYTES, TEMPLATE_FUEL, TEMPLATE_MEMORY_BYTES};
 
 pub use crate::limits::TEMPLATE_RECURSION_LIMIT;
 
@@ -141,7 +141,7 @@ fn shorten(line: &str) -> String {
 }
 
 /// A rendered userdata and the warnings cloud-init would have logged.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Rendered {
     pub text: String,
     pub warnings: Vec<String>,
@@ -170,6 +170,33 @@ pub fn render(userdata: &str, instance_data: &Json, compat: bool) -> Result<Rend
     }
     let body = userdata.split_once('\n').map_or("", |(_, rest)| rest);
     render_body(body, &jinja_variables(instance_data), compat)
+}
+
+/// [`render`] in a forked child limited to [`TEMPLATE_MEMORY_BYTES`]: fuel bounds the work
+/// and the output cap what is printed, but a string doubled with `~` in a loop (or through
+/// macro recursion) grows to gigabytes before either sees it. What the agent runs.
+pub fn render_bounded(userdata: &str, instance_data: &Json, compat: bool) -> Result<Rendered> {
+    use crate::sandbox::{Outcome, run};
+    // The result travels as JSON: escaping can at most ~6x a byte; plus the warnings.
+    let max_result = 6 * MAX_RENDERED_BYTES + 1024 * 1024;
+    match run(TEMPLATE_MEMORY_BYTES, max_result, || {
+        render(userdata, instance_data, compat)
+    }) {
+        Ok(Outcome::Done(result)) => result,
+        Ok(Outcome::OutOfMemory) => Err(err(
+            None,
+            format!(
+                "rendering needed more than {} MiB of memory (TEMPLATE_MEMORY_BYTES); \
+                 a value grows without bound (e.g. a string doubled with `~` in a loop)",
+                TEMPLATE_MEMORY_BYTES >> 20
+            ),
+        )),
+        Ok(Outcome::Failed(why)) => Err(err(None, format!("the template renderer failed: {why}"))),
+        Err(e) => Err(err(
+            None,
+            format!("cannot start the template renderer: {e}"),
+        )),
+    }
 }
 
 /// Render a template body (header already removed) with an already converted variable tree.

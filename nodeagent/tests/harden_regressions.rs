@@ -125,13 +125,28 @@ fn template_join_amplification() {
     assert_refused(&r, &out, "userdata line 3:");
 }
 
+// `~` concatenation has no hook: the render runs in a child under TEMPLATE_MEMORY_BYTES
+// (sandbox.rs), so 27 doublings (2 GiB) end in a refusal, not an abort.
 #[test]
-#[ignore = "template.rs: ~ concatenation is unbounded; 27 doublings of a namespace string = 2 GiB, abort"]
 fn template_string_doubling_in_a_loop() {
     let (_t, r, out) = run(&jinja(
         r#"{% set ns = namespace(s="xxxxxxxxxxxxxxxx") %}{% for i in range(27) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}"#,
     ));
-    assert_refused(&r, &out, "userdata line 3:");
+    assert_refused(&r, &out, "userdata: rendering needed more than 1024 MiB");
+    assert!(
+        out.stderr.contains("TEMPLATE_MEMORY_BYTES"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// The same growth through macro recursion (no loop, no namespace).
+#[test]
+fn template_string_doubling_by_macro_recursion() {
+    let (_t, r, out) = run(&jinja(
+        r#"{% macro d(s, n) %}{% if n %}{{ d(s ~ s, n - 1) }}{% else %}{{ s|length }}{% endif %}{% endmacro %}{{ d("x" * 1048576, 11) }}"#,
+    ));
+    assert_refused(&r, &out, "userdata: rendering needed more than 1024 MiB");
 }
 
 // ---- yaml.rs (core): a raw NUL byte ends the document silently ----
