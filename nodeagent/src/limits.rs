@@ -31,6 +31,18 @@ pub const MAX_WRITE_FILES_TOTAL_BYTES: usize = 128 * 1024 * 1024;
 pub const MAX_WRITE_FILES: usize = 10_000;
 /// Timeout of one guestinfo RPC helper call (vmware-rpctool / vmtoolsd), in milliseconds.
 pub const RPC_TIMEOUT_MS: u64 = 10_000;
+/// stderr kept from one RPC helper call (it goes into the error message).
+pub const RPC_MAX_STDERR_BYTES: usize = 64 * 1024;
+/// Longest guestinfo key name (keys become file names and RPC arguments).
+pub const MAX_GUESTINFO_KEY_LEN: usize = 200;
+/// Largest DMI field read during platform detection (`/sys/class/dmi/id/product_name`).
+pub const MAX_DMI_FIELD_BYTES: u64 = 4096;
+/// Output of one bootcmd/runcmd command logged to the journal: its last this many bytes.
+pub const COMMAND_OUTPUT_LOG_BYTES: u64 = 1024 * 1024;
+/// Output lines of a failed command kept for its error message.
+pub const COMMAND_TAIL_LINES: usize = 20;
+/// Longest command text shown in logs and errors (redacted first), in characters.
+pub const COMMAND_SHOWN_CHARS: usize = 200;
 /// Largest status JSON published through `guestinfo.nodeagent.status` (design.md section 4).
 pub const MAX_STATUS_BYTES: usize = 4096;
 /// kubeadm output lines kept for the failure report (status and guestinfo).

@@ -25,6 +25,7 @@
 
 use super::{Ctx, Outcome, Target};
 use crate::error::{Error, Result, Stage};
+use crate::limits::{COMMAND_OUTPUT_LOG_BYTES, COMMAND_SHOWN_CHARS, COMMAND_TAIL_LINES};
 use crate::plan::{CommandSpec, Frequency, Run, Step};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -55,8 +56,9 @@ pub fn shown(run: &Run) -> String {
             .join(" "),
     };
     let one_line = s.replace('\n', "\\n");
-    if one_line.chars().count() > 200 {
-        format!("{}…", one_line.chars().take(200).collect::<String>())
+    if one_line.chars().count() > COMMAND_SHOWN_CHARS {
+        let cut: String = one_line.chars().take(COMMAND_SHOWN_CHARS).collect();
+        format!("{cut}…")
     } else {
         one_line
     }
@@ -92,21 +94,43 @@ fn read_rc(p: &Path) -> Option<i32> {
     std::fs::read_to_string(p).ok()?.trim().parse().ok()
 }
 
-/// Log the command's output, redacted, then delete it (it may hold secrets).
+/// Log the command's output (its last COMMAND_OUTPUT_LOG_BYTES), redacted, then delete it
+/// (it may hold secrets). Returns the last COMMAND_TAIL_LINES lines for the error message.
 fn log_output(out: &Path, step: &str) -> Vec<String> {
-    let mut tail = Vec::new();
-    if let Ok(bytes) = std::fs::read(out) {
+    let mut tail = std::collections::VecDeque::new();
+    if let Ok(bytes) = read_last(out, COMMAND_OUTPUT_LOG_BYTES) {
         let text = crate::redact::redact_text(&String::from_utf8_lossy(&bytes));
         for line in text.lines() {
             tracing::info!(step = %step, "output: {line}");
-            tail.push(line.to_string());
-            if tail.len() > 20 {
-                tail.remove(0);
+            if tail.len() == COMMAND_TAIL_LINES {
+                tail.pop_front();
             }
+            tail.push_back(line.to_string());
         }
     }
     let _ = std::fs::remove_file(out);
-    tail
+    tail.into()
+}
+
+/// The last `max` bytes of a file, cut at a line start when it was longer.
+fn read_last(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = File::open(path)?;
+    let len = f.metadata()?.len();
+    let mut buf = Vec::new();
+    if len > max {
+        f.seek(SeekFrom::Start(len - max))?;
+        f.take(max).read_to_end(&mut buf)?;
+        let first_line = buf.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let note = format!(
+            "[output cut: the last {} of {len} bytes]\n",
+            buf.len() - first_line
+        );
+        buf.splice(..first_line, note.into_bytes());
+    } else {
+        f.read_to_end(&mut buf)?;
+    }
+    Ok(buf)
 }
 
 fn flock(f: &File, nonblocking: bool) -> std::io::Result<bool> {
@@ -333,4 +357,30 @@ pub fn run_host(argv: &[&str], stdin: Option<&[u8]>) -> Result<String> {
         ));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_last_keeps_the_end_from_a_line_start() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("out");
+        std::fs::write(&p, b"first line\nsecond\nthird\n").unwrap();
+        assert_eq!(read_last(&p, 1024).unwrap(), b"first line\nsecond\nthird\n");
+        let cut = String::from_utf8(read_last(&p, 10).unwrap()).unwrap();
+        assert_eq!(cut, "[output cut: the last 6 of 24 bytes]\nthird\n");
+    }
+
+    #[test]
+    fn shown_commands_are_redacted_and_bounded() {
+        let long = Run::Shell(format!(
+            "kubeadm join --token abcdef.0123456789abcdef {}",
+            "x".repeat(500)
+        ));
+        let s = shown(&long);
+        assert!(!s.contains("0123456789abcdef"), "{s}");
+        assert_eq!(s.chars().count(), COMMAND_SHOWN_CHARS + 1);
+    }
 }

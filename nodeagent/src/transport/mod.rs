@@ -201,7 +201,7 @@ fn read_dmi_product(root: &Path) -> Option<String> {
     let mut s = String::new();
     std::fs::File::open(p)
         .ok()?
-        .take(4096)
+        .take(crate::limits::MAX_DMI_FIELD_BYTES)
         .read_to_string(&mut s)
         .ok()?;
     Some(s.trim_end().to_string())
@@ -216,7 +216,7 @@ fn under(root: &Path, p: &Path) -> PathBuf {
 /// with `.`, so no key can traverse paths or inject RPC syntax.
 pub(crate) fn check_key(key: &str) -> Result<()> {
     let ok = !key.is_empty()
-        && key.len() <= 200
+        && key.len() <= crate::limits::MAX_GUESTINFO_KEY_LEN
         && !key.starts_with('.')
         && !key.contains("..")
         && key

@@ -13,6 +13,7 @@
 
 use super::{MAX_RAW_VALUE_BYTES, Transport, check_key};
 use crate::error::{Error, Result, Stage};
+use crate::limits::RPC_MAX_STDERR_BYTES;
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
 use std::os::unix::ffi::OsStringExt;
@@ -28,7 +29,6 @@ pub const VMTOOLSD: &str = "vmtoolsd";
 /// cloud-init's NOVAL: stderr of a helper when the key does not exist.
 pub const NO_VALUE: &str = "No value found";
 /// Most stderr bytes kept for an error message.
-const MAX_STDERR_BYTES: usize = 64 * 1024;
 
 #[derive(Debug)]
 pub struct VmwareTransport {
@@ -167,7 +167,7 @@ impl VmwareTransport {
             let cap = if idx == 0 {
                 MAX_RAW_VALUE_BYTES
             } else {
-                MAX_STDERR_BYTES
+                RPC_MAX_STDERR_BYTES
             };
             std::thread::spawn(move || {
                 let mut buf = Vec::new();
@@ -220,7 +220,7 @@ impl VmwareTransport {
                 "{tool} printed more than {MAX_RAW_VALUE_BYTES} bytes (MAX_RAW_VALUE_BYTES)"
             ));
         }
-        stderr.truncate(MAX_STDERR_BYTES);
+        stderr.truncate(RPC_MAX_STDERR_BYTES);
         let status_text = match status.code() {
             Some(c) => format!("exit status {c}"),
             None => format!(
