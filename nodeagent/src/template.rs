@@ -327,6 +327,7 @@ fn environment(compat: bool) -> Environment<'static> {
             }
             let mut s = String::new();
             py_str(v, &mut s);
+            pyfilters::check_len(s.len())?;
             Ok(Value::from(s))
         },
     );
@@ -783,10 +784,16 @@ fn py_repr(v: &Value, out: &mut String, depth: usize) {
             }
         },
         ValueKind::String => py_repr_str(v.as_str().unwrap_or_default(), out),
-        ValueKind::Seq => {
+        // `n * [x]` is a lazy iterable in minijinja; jinja prints the list it is.
+        ValueKind::Seq | ValueKind::Iterable => {
             out.push('[');
             if let Ok(it) = v.try_iter() {
                 for (i, item) in it.enumerate() {
+                    // Over the output cap: stop, the caller refuses it (fuzz: printing a
+                    // 63M-item `n * [x]` took 12 s before the cap was checked).
+                    if out.len() > MAX_RENDERED_BYTES {
+                        break;
+                    }
                     if i > 0 {
                         out.push_str(", ");
                     }
@@ -799,6 +806,9 @@ fn py_repr(v: &Value, out: &mut String, depth: usize) {
             out.push('{');
             if let Ok(it) = v.try_iter() {
                 for (i, key) in it.enumerate() {
+                    if out.len() > MAX_RENDERED_BYTES {
+                        break;
+                    }
                     if i > 0 {
                         out.push_str(", ");
                     }
@@ -811,8 +821,22 @@ fn py_repr(v: &Value, out: &mut String, depth: usize) {
             out.push('}');
         }
         _ => {
-            let _ = write!(out, "{v}");
+            let _ = write!(CappedString(out), "{v}");
         }
+    }
+}
+
+/// A `fmt::Write` that stops (with `fmt::Error`) once the string passes the output cap, so
+/// formatting an object that renders to gigabytes ends early; the caller refuses the result.
+struct CappedString<'a>(&'a mut String);
+
+impl std::fmt::Write for CappedString<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        if self.0.len() > MAX_RENDERED_BYTES {
+            return Err(std::fmt::Error);
+        }
+        self.0.push_str(s);
+        Ok(())
     }
 }
 

@@ -125,6 +125,15 @@ fn template_join_amplification() {
     assert_refused(&r, &out, "userdata line 3:");
 }
 
+// Fuzz find (template): `n * [x]` is a lazy iterable; printing it went through minijinja's
+// own Display, unbounded, before the output cap was checked (12 s for 63M items).
+#[test]
+fn template_printing_a_repeated_list_is_bounded() {
+    let (_t, r, out) = run(&jinja("{{ 62999206 * [8] }}"));
+    assert_refused(&r, &out, "userdata line 3:");
+    assert!(out.stderr.contains("MiB"), "{}", out.stderr);
+}
+
 // `~` concatenation has no hook: the render runs in a child under TEMPLATE_MEMORY_BYTES
 // (sandbox.rs), so 27 doublings (2 GiB) end in a refusal, not an abort.
 #[test]
