@@ -9,11 +9,12 @@
 //! module never runs again, finished or not. nodeagent instead supervises each command so that
 //! its exit status outlives the agent:
 //! * the agent takes an exclusive `flock` on `cmd/<h>.lock` (in the instance state dir) and
-//!   starts `/bin/sh -c WRAPPER` in its own process group with the lock as fd 9; the wrapper
-//!   keeps it, the command itself does not get it (`9>&-`: a daemon it starts cannot hold it);
-//! * the wrapper runs the command under coreutils `timeout` (the per-command timeout keeps
-//!   working if the agent is gone), then writes the exit status to `cmd/<h>.rc` atomically and
-//!   durably (temp + `sync FILE` + `mv` + `sync DIR`), and exits, releasing the lock;
+//!   starts the supervisor (its own binary, `supervise.rs`) in its own process group with the
+//!   lock as fd 9; the supervisor keeps it, the command itself does not get it (a daemon it
+//!   starts cannot hold it);
+//! * the supervisor runs the command with the per-command timeout (which keeps working if the
+//!   agent is gone), then writes the exit status to `cmd/<h>.rc` atomically and durably (temp,
+//!   fsync, rename, fsync dir), and exits, releasing the lock;
 //! * stdout/stderr go to `cmd/<h>.out` (0600), not to a pipe: a dead agent cannot SIGPIPE the
 //!   command. The agent logs it, redacted, when the command ends, then deletes it.
 //!
@@ -34,12 +35,6 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-
-const WRAPPER: &str = r#"rc_file=$1; t=$2; shift 2
-timeout -k 10 "$t" "$@" 9>&-
-rc=$?
-printf '%s\n' "$rc" > "$rc_file.tmp" && sync "$rc_file.tmp" && mv -f "$rc_file.tmp" "$rc_file" && sync "${rc_file%/*}"
-exit "$rc""#;
 
 fn err(place: &str, msg: impl std::fmt::Display) -> Error {
     Error::new(Stage::Apply, place, msg.to_string())
@@ -202,12 +197,11 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
         .open(&fl.out)
         .map_err(|e| err(place, format!("output file: {e}")))?;
     let out2 = out.try_clone().map_err(|e| err(place, e))?;
-    let mut cmd = Command::new("/bin/sh");
-    cmd.arg("-c")
-        .arg(WRAPPER)
-        .arg("nodeagent-command")
+    let mut cmd = Command::new(&ctx.opts.supervisor);
+    cmd.arg0("nodeagent")
+        .arg(super::supervise::ARG)
         .arg(&fl.rc)
-        .arg(format!("{timeout}s"))
+        .arg(timeout.to_string())
         .args(&argv)
         .stdin(Stdio::null())
         .stdout(out)
@@ -221,7 +215,7 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
     unsafe {
         cmd.pre_exec(move || {
             libc::setpgid(0, 0);
-            // The wrapper holds the lock as fd 9 (dup2 clears close-on-exec), so a restarted
+            // The supervisor holds the lock as fd 9 (dup2 clears close-on-exec), so a restarted
             // agent sees the command still running.
             if lock_fd == 9 {
                 let flags = libc::fcntl(9, libc::F_GETFD);
@@ -242,7 +236,7 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
     if rc == 0 {
         return Ok(Outcome::Ok);
     }
-    let why = if rc == 124 {
+    let why = if rc == super::supervise::TIMED_OUT {
         format!("timed out after {timeout} s")
     } else {
         format!("exit status {rc}")

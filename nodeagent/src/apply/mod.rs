@@ -16,6 +16,7 @@ pub mod disks;
 pub mod files;
 pub mod hostname;
 pub mod ntp;
+pub mod supervise;
 pub mod users;
 
 use crate::config::ImageConfig;
@@ -204,6 +205,9 @@ pub struct Options {
     pub exec: bool,
     pub compat: bool,
     pub config: ImageConfig,
+    /// The nodeagent binary that supervises commands (`__supervise`): `/proc/self/exe` for the
+    /// CLI; tests that apply in-process name the built binary.
+    pub supervisor: PathBuf,
 }
 
 /// What happened to each step of one run.

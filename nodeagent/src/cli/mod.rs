@@ -58,6 +58,15 @@ pub enum Command {
 }
 
 pub fn main() -> i32 {
+    // The command supervisor is entered before clap: it runs once per command, so it pays
+    // for no parsing or logging set-up (apply/supervise.rs).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args
+        .get(1)
+        .is_some_and(|a| a == crate::apply::supervise::ARG)
+    {
+        return crate::apply::supervise::main(&args[2..]);
+    }
     let cli = Cli::parse();
     let under_systemd =
         std::env::var_os("JOURNAL_STREAM").is_some() || std::env::var_os("INVOCATION_ID").is_some();

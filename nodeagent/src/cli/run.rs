@@ -107,6 +107,8 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         stage,
         compat: inputs.compat,
         config: inputs.image.clone(),
+        // This very binary, even if the file was replaced since it started.
+        supervisor: "/proc/self/exe".into(),
     };
     let mut reporter = Reporter::new(Some(inputs.transport.as_ref()), &opts.target.root, iid);
     reporter.phase(Phase::Reading, None);

@@ -77,6 +77,7 @@ pub fn opts(root: &Path, exec: bool, compat: bool) -> Options {
         exec,
         compat,
         config: ImageConfig::default(),
+        supervisor: env!("CARGO_BIN_EXE_nodeagent").into(),
     }
 }
 
