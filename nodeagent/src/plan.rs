@@ -321,5 +321,5 @@ fn redacted_str<S: Serializer>(v: &str, s: S) -> Result<S::Ok, S::Error> {
 mod build;
 pub use build::{
     PlanInput, UserDb, build, build_local, decode_permissions, is_volatile, normalise_path,
-    parse_owner, valid_account_name,
+    parse_owner, valid_account_name, valid_host_name,
 };

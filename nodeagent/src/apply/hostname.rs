@@ -44,10 +44,8 @@ pub fn apply(ctx: &mut Ctx<'_>, h: &HostnameSpec) -> Result<Outcome> {
     } else {
         &h.hostname
     };
-    if name.is_empty()
-        || name.len() > 253
-        || name.contains(|c: char| c.is_whitespace() || c.is_control() || c == '/')
-    {
+    // The plan's one rule (plans built elsewhere, e.g. by tests, are checked here too).
+    if !crate::plan::valid_host_name(name) {
         return Err(Error::new(
             Stage::Apply,
             "hostname",
