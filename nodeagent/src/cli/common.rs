@@ -29,8 +29,12 @@ impl DataArgs {
     }
 }
 
-/// Print an error the same way from every command and return the failure exit code.
+/// Print an error the same way from every command (redacted, like `run`'s: a template or YAML
+/// error may quote the userdata line it is about) and return the failure exit code.
 pub fn fail(command: &str, err: &crate::error::Error) -> i32 {
-    eprintln!("nodeagent {command}: {err}");
+    eprintln!(
+        "nodeagent {command}: {}",
+        crate::redact::redact_text(&err.to_string())
+    );
     crate::error::exit::FAILED
 }
