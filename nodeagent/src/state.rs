@@ -124,6 +124,12 @@ pub fn ensure_private_dir(path: &Path, mode: u32) -> Result<()> {
 
 /// Replace `path` atomically with `data` at `mode` (temp file, fsync, rename, fsync dir).
 pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<()> {
+    replace(path, data, mode, true)
+}
+
+/// Replace `path` atomically (temp file created with `mode`, rename); `durable` adds the fsync
+/// of the file before the rename and of the directory after it.
+fn replace(path: &Path, data: &[u8], mode: u32, durable: bool) -> Result<()> {
     let place = path.display().to_string();
     let dir = path
         .parent()
@@ -143,8 +149,13 @@ pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<()> {
     f.set_permissions(std::fs::Permissions::from_mode(mode))
         .map_err(|e| err(&place, e))?;
     f.write_all(data).map_err(|e| err(&place, e))?;
-    f.sync_all().map_err(|e| err(&place, e))?;
+    if durable {
+        f.sync_all().map_err(|e| err(&place, e))?;
+    }
     std::fs::rename(&tmp, path).map_err(|e| err(&place, e))?;
+    if !durable {
+        return Ok(());
+    }
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| err(&place, e))
@@ -175,25 +186,30 @@ impl State {
     }
 
     /// Switch to `iid` (a new one moves the old id to `previous-instance-id`) and open its journal.
-    /// A different instance-id gets a fresh directory, so everything runs again.
+    /// A different instance-id gets a fresh directory, so everything runs again. The two id
+    /// files are pointers for `analyze` and `collect-logs`, not synced: what runs is decided by
+    /// the journal in the instance's own directory, and a pointer lost to a power cut is
+    /// rewritten by the next run.
     pub fn begin_instance(&self, iid: &str) -> Result<Journal> {
         if iid.is_empty() || iid.contains('\n') {
             return Err(err("instance-id", "empty or multi-line instance-id"));
         }
         let prev = self.current_instance_id();
         if prev.as_deref() != Some(iid) {
-            if let Some(p) = &prev {
-                write_atomic(
+            if let Some(p) = prev.as_deref().filter(|p| !p.is_empty()) {
+                replace(
                     &self.dir.join("previous-instance-id"),
                     format!("{p}\n").as_bytes(),
                     0o600,
+                    false,
                 )?;
             }
             ensure_private_dir(&self.instance_dir(iid), 0o700)?;
-            write_atomic(
+            replace(
                 &self.dir.join("instance-id"),
                 format!("{iid}\n").as_bytes(),
                 0o600,
+                false,
             )?;
         }
         let idir = self.instance_dir(iid);
@@ -207,25 +223,8 @@ impl State {
     pub fn save_all(&self, iid: &str, items: &[(&str, &[u8], u32)]) -> Result<()> {
         let idir = self.instance_dir(iid);
         ensure_private_dir(&idir, 0o700)?;
-        let mut tmps = Vec::new();
         for (name, data, mode) in items {
-            let place = idir.join(name).display().to_string();
-            let tmp = idir.join(format!(".{name}.nodeagent-tmp"));
-            let _ = std::fs::remove_file(&tmp);
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(*mode)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(&tmp)
-                .map_err(|e| err(&place, e))?;
-            f.set_permissions(std::fs::Permissions::from_mode(*mode))
-                .map_err(|e| err(&place, e))?;
-            f.write_all(data).map_err(|e| err(&place, e))?;
-            tmps.push((tmp, idir.join(name), place));
-        }
-        for (tmp, path, place) in &tmps {
-            std::fs::rename(tmp, path).map_err(|e| err(place, e))?;
+            replace(&idir.join(name), data, *mode, false)?;
         }
         Ok(())
     }
