@@ -463,13 +463,9 @@ fn apply_locked(
         let ms = started.elapsed().as_secs_f64() * 1000.0;
         match res {
             Ok(outcome) => {
-                record_done(
-                    &mut ctx,
-                    step,
-                    ms,
-                    outcome.as_str(),
-                    needs_durable_begin(&step.action),
-                )?;
+                // A `skipped` record (no --exec) finishes nothing, so it needs no sync.
+                let durable = needs_durable_begin(&step.action) && outcome != Outcome::Skipped;
+                record_done(&mut ctx, step, ms, outcome.as_str(), durable)?;
                 summary.ran.push(step.id.clone());
                 pos += batch_len;
             }
