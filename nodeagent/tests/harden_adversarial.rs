@@ -8,6 +8,8 @@
 //!
 //! Cases that currently misbehave live in harden_regressions.rs (ignored, with the reason).
 
+mod harden_common;
+
 use nodeagent::error::Stage;
 use nodeagent::limits::*;
 use std::collections::BTreeMap;
@@ -129,23 +131,18 @@ struct Out {
 /// Run the agent with a kill timeout; a crash (signal) is code -1.
 fn agent(args: &[&std::ffi::OsStr]) -> Out {
     let start = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nodeagent"))
+    let child = Command::new(env!("CARGO_BIN_EXE_nodeagent"))
         .args(args)
         .env("NODEAGENT_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let out = loop {
-        if child.try_wait().unwrap().is_some() {
-            break child.wait_with_output().unwrap();
-        }
-        if start.elapsed() > KILL_AFTER {
-            child.kill().unwrap();
-            panic!("agent still running after {KILL_AFTER:?}: {args:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (out, killed) = harden_common::wait_or_kill(child, start, KILL_AFTER);
+    assert!(
+        !killed,
+        "agent still running after {KILL_AFTER:?}: {args:?}"
+    );
     Out {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -5,6 +5,8 @@
 //! Every agent here runs under `ulimit -v` (1 GiB) and a kill timeout, so a regression
 //! aborts one child process instead of exhausting the shared machine's memory.
 
+mod harden_common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -50,7 +52,7 @@ fn run(userdata: &[u8]) -> (tempfile::TempDir, PathBuf, Out) {
 
 fn capped(args: &[&std::ffi::OsStr]) -> Out {
     let start = Instant::now();
-    let mut child = Command::new("sh")
+    let child = Command::new("sh")
         .arg("-c")
         .arg(format!("ulimit -v {MEMORY_KIB} && exec \"$0\" \"$@\""))
         .arg(env!("CARGO_BIN_EXE_nodeagent"))
@@ -61,16 +63,7 @@ fn capped(args: &[&std::ffi::OsStr]) -> Out {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let out = loop {
-        if child.try_wait().unwrap().is_some() {
-            break child.wait_with_output().unwrap();
-        }
-        if start.elapsed() > KILL_AFTER {
-            child.kill().unwrap();
-            break child.wait_with_output().unwrap();
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (out, _killed) = harden_common::wait_or_kill(child, start, KILL_AFTER);
     Out {
         code: out.status.code().unwrap_or(-1),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -92,6 +85,15 @@ fn assert_refused(r: &Path, out: &Out, place: &str) {
     );
     assert!(out.elapsed < Duration::from_secs(30), "{:?}", out.elapsed);
     assert!(!r.join("var/lib/nodeagent").exists(), "state written");
+}
+
+/// The cases below put `write_files[0]: /etc/a` before the bad entry: a refusal must come
+/// before it is written.
+fn assert_first_write_not_applied(r: &Path) {
+    assert!(
+        !r.join("etc/a").exists(),
+        "write_files[0] applied before the refusal"
+    );
 }
 
 fn jinja(line3: &str) -> Vec<u8> {
@@ -164,7 +166,6 @@ fn template_string_doubling_by_macro_recursion() {
 // character #x0000"); so must we, naming the place.
 
 #[test]
-
 fn raw_nul_byte_is_refused_not_truncated() {
     let ud = b"#cloud-config\nruncmd: [\"true\"]\n\0\nwrite_files: [{path: /etc/zz, content: x}]\n";
     let (_t, r, out) = run(ud);
@@ -180,7 +181,6 @@ fn raw_nul_byte_is_refused_not_truncated() {
 // that crosses it.
 
 #[test]
-
 fn total_decoded_write_files_content_is_bounded() {
     use base64::Engine;
     use std::io::Write;
@@ -206,7 +206,6 @@ fn total_decoded_write_files_content_is_bounded() {
 // or apply chowns to the numeric id.
 
 #[test]
-
 fn numeric_owner_is_refused_by_the_plan_or_applied() {
     let ud = b"#cloud-config\nwrite_files:\n- path: /etc/a\n  content: first\n- path: /etc/x\n  content: hi\n  owner: 12345:12345\n";
     let (_t, r, out) = run(ud);
@@ -216,10 +215,7 @@ fn numeric_owner_is_refused_by_the_plan_or_applied() {
         assert_eq!((m.uid(), m.gid()), (12345, 12345));
     } else {
         assert_refused(&r, &out, "write_files[1]:/etc/x.owner:");
-        assert!(
-            !r.join("etc/a").exists(),
-            "write_files[0] applied before the refusal"
-        );
+        assert_first_write_not_applied(&r);
     }
 }
 
@@ -230,28 +226,20 @@ fn numeric_owner_is_refused_by_the_plan_or_applied() {
 // Wanted: the plan applies the same rule, before anything is written.
 
 #[test]
-
 fn bad_group_name_is_refused_by_the_plan() {
     let ud = b"#cloud-config\nwrite_files:\n- path: /etc/a\n  content: first\ngroups:\n- \"evil:x:0:\"\n";
     let (_t, r, out) = run(ud);
     assert_refused(&r, &out, "groups");
-    assert!(
-        !r.join("etc/a").exists(),
-        "write_files[0] applied before the refusal"
-    );
+    assert_first_write_not_applied(&r);
 }
 
 #[test]
-
 fn option_like_user_name_is_refused_by_the_plan() {
     let ud =
         b"#cloud-config\nwrite_files:\n- path: /etc/a\n  content: first\nusers:\n- name: \"-rf\"\n";
     let (_t, r, out) = run(ud);
     assert_refused(&r, &out, "users[0].name:");
-    assert!(
-        !r.join("etc/a").exists(),
-        "write_files[0] applied before the refusal"
-    );
+    assert_first_write_not_applied(&r);
 }
 
 // ---- plan/build.rs vs apply/hostname.rs: host names ----

@@ -254,10 +254,26 @@ pub fn commit(staged: Vec<Staged>) -> Result<()> {
 }
 
 /// Drop staged files that will not be committed (a later entry of the batch failed).
-pub fn discard(staged: Vec<Staged>) {
+fn discard(staged: Vec<Staged>) {
     for s in staged {
         let _ = std::fs::remove_file(&s.tmp);
     }
+}
+
+/// Write several entries, each with its own content, as one unit: all staged (none in place
+/// if one fails), then committed together.
+pub fn write_all(t: &Target, entries: &[&FileWrite], db: &UserDb) -> Result<()> {
+    let mut staged = Vec::with_capacity(entries.len());
+    for f in entries {
+        match stage(t, f, &f.content.0, db) {
+            Ok(s) => staged.push(s),
+            Err(e) => {
+                discard(staged);
+                return Err(e);
+            }
+        }
+    }
+    commit(staged)
 }
 
 /// Write `bytes` as the entry's file (owner, mode, atomic; see the module doc).

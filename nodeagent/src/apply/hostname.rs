@@ -76,22 +76,10 @@ pub fn apply(ctx: &mut Ctx<'_>, h: &HostnameSpec) -> Result<Outcome> {
             })
         }
     };
-    let mut staged = vec![files::stage(
-        &t,
-        &hostname_file,
-        &hostname_file.content.0,
-        &db,
-    )?];
-    if let Some(f) = &hosts_file {
-        match files::stage(&t, f, &f.content.0, &db) {
-            Ok(s) => staged.push(s),
-            Err(e) => {
-                files::discard(staged);
-                return Err(e);
-            }
-        }
-    }
-    files::commit(staged)?;
+    let entries: Vec<&FileWrite> = std::iter::once(&hostname_file)
+        .chain(hosts_file.as_ref())
+        .collect();
+    files::write_all(&t, &entries, &db)?;
     if t.is_host() && ctx.opts.exec {
         nix::unistd::sethostname(name)
             .map_err(|e| Error::new(Stage::Apply, "hostname", format!("sethostname: {e}")))?;

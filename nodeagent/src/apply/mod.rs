@@ -579,17 +579,7 @@ fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Resu
             begin(ctx, step, None)?;
             let t = ctx.target().clone();
             let db = ctx.db()?.clone();
-            let mut staged = Vec::new();
-            for f in &n.files {
-                match files::stage(&t, f, &f.content.0, &db) {
-                    Ok(s) => staged.push(s),
-                    Err(e) => {
-                        files::discard(staged);
-                        return Err(e);
-                    }
-                }
-            }
-            files::commit(staged)?;
+            files::write_all(&t, &n.files.iter().collect::<Vec<_>>(), &db)?;
             if ctx.opts.exec && n.renderer == "netplan" && t.is_host() {
                 commands::run_tool(&t, &["netplan", "generate"], None)?;
             }
