@@ -43,6 +43,7 @@ fn inputs(userdata: String, metadata: String) -> Inputs {
         facts: facts(),
         image: Default::default(),
         users: Default::default(),
+        target: Default::default(),
         compat: false,
         root: PathBuf::from("/nonexistent"),
     }

@@ -36,6 +36,8 @@ pub struct Inputs {
     pub facts: Facts,
     pub image: ImageConfig,
     pub users: UserDb,
+    /// The target's tools and NTP clients, for the plan's checks (`plan::target`).
+    pub target: plan::target::TargetView,
     pub compat: bool,
     pub root: PathBuf,
 }
@@ -87,6 +89,7 @@ pub fn gather(opts: &Options) -> Result<Inputs> {
         None => Facts::detect(&root),
     };
     let users = UserDb::read(&root);
+    let target = crate::probe::view(&root);
     let compat = opts.compat || image.compat;
     Ok(Inputs {
         transport,
@@ -95,6 +98,7 @@ pub fn gather(opts: &Options) -> Result<Inputs> {
         facts,
         image,
         users,
+        target,
         compat,
         root,
     })
@@ -149,6 +153,7 @@ pub fn instance_data(inputs: &Inputs) -> Result<Value> {
 pub fn prepare_local(inputs: &Inputs) -> Result<Prepared> {
     let (md, iid, tree) = instance(inputs)?;
     let plan = plan::build_local(&iid, &md, &inputs.facts, inputs.compat)?;
+    check_target(&plan, inputs)?;
     let warnings = [inputs.raw.warnings(), plan.warnings.clone()].concat();
     Ok(Prepared {
         metadata: md,
@@ -167,10 +172,12 @@ pub fn prepare(inputs: &Inputs) -> Result<Prepared> {
     let (md, iid, tree) = instance(inputs)?;
     let mut warnings = inputs.raw.warnings();
     let userdata = inputs.raw.userdata.as_ref().map(|d| d.text.clone());
+    let mut source = "userdata";
     let (rendered, config) = match &userdata {
         None => (None, CloudConfig::default()),
         Some(text) => {
-            let (rendered, source, mut w) = render_userdata(text, &tree, inputs.compat)?;
+            let (rendered, src, mut w) = render_userdata(text, &tree, inputs.compat)?;
+            source = src;
             warnings.append(&mut w);
             match rendered {
                 None => (None, CloudConfig::default()),
@@ -182,6 +189,19 @@ pub fn prepare(inputs: &Inputs) -> Result<Prepared> {
             }
         }
     };
+    let placed = |e: Error| {
+        // The YAML is loaded again only to name the failing entry's line.
+        let doc = rendered.as_deref().and_then(|r| {
+            crate::yaml::load(
+                r,
+                crate::yaml::LoadOptions {
+                    allow_duplicate_keys: true,
+                },
+            )
+            .ok()
+        });
+        plan::target::with_line(e, doc.as_ref().map(|d| (d, source)))
+    };
     let plan = plan::build(&PlanInput {
         instance_id: &iid,
         metadata: &md,
@@ -191,7 +211,9 @@ pub fn prepare(inputs: &Inputs) -> Result<Prepared> {
         image: &inputs.image,
         compat: inputs.compat,
         root: &inputs.root,
-    })?;
+    })
+    .and_then(|plan| check_target(&plan, inputs).map(|()| plan))
+    .map_err(placed)?;
     warnings.extend(plan.warnings.iter().cloned());
     Ok(Prepared {
         metadata: md,
@@ -203,6 +225,14 @@ pub fn prepare(inputs: &Inputs) -> Result<Prepared> {
         plan,
         warnings,
     })
+}
+
+/// The plan against the target root: the paths and devices it names are looked up (the only
+/// reads after `gather`, through apply's resolver), then checked (pure, `plan::target`).
+fn check_target(plan: &Plan, inputs: &Inputs) -> Result<()> {
+    let wanted = plan::target::wanted(plan, &inputs.target);
+    let seen = crate::probe::observe(&inputs.root, &wanted);
+    plan::target::check(plan, &inputs.target, &seen)
 }
 
 /// Apply the template layer: `## template: jinja` renders, anything else passes through.
@@ -311,6 +341,7 @@ pub fn gather_with_userdata(opts: &Options, userdata: String) -> Result<Inputs> 
             compat: opts.compat || image.compat,
             image,
             users: UserDb::read(&root),
+            target: crate::probe::view(&root),
             root,
         }
     };

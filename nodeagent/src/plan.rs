@@ -319,7 +319,8 @@ fn redacted_str<S: Serializer>(v: &str, s: S) -> Result<S::Ok, S::Error> {
 }
 
 mod build;
+pub mod target;
 pub use build::{
-    PlanInput, UserDb, build, build_local, decode_permissions, is_volatile, normalise_path,
-    parse_owner, valid_account_name, valid_host_name,
+    NAME_MAX, PATH_MAX, PlanInput, UserDb, build, build_local, decode_permissions, is_volatile,
+    normalise_path, parse_owner, partition_type, valid_account_name, valid_host_name,
 };

@@ -20,8 +20,8 @@ fn exists(t: &Target, p: &str) -> bool {
     t.path(p).map(|p| p.exists()).unwrap_or(false)
 }
 
-/// The client to configure, from the spec and what the image has installed.
-pub fn detect(t: &Target, wanted: &str) -> Result<Client> {
+/// Which clients the image has installed: (chrony, systemd-timesyncd).
+pub fn installed(t: &Target) -> (bool, bool) {
     let chrony = ["/usr/sbin/chronyd", "/usr/bin/chronyd", "/etc/chrony"]
         .iter()
         .any(|p| exists(t, p));
@@ -31,6 +31,17 @@ pub fn detect(t: &Target, wanted: &str) -> Result<Client> {
     ]
     .iter()
     .any(|p| exists(t, p));
+    (chrony, timesyncd)
+}
+
+/// The client to configure, from the spec and what the image has installed.
+pub fn detect(t: &Target, wanted: &str) -> Result<Client> {
+    let (chrony, timesyncd) = installed(t);
+    choose(wanted, chrony, timesyncd)
+}
+
+/// `detect` without the probe: the plan checks the same choice against what `gather` found.
+pub fn choose(wanted: &str, chrony: bool, timesyncd: bool) -> Result<Client> {
     let missing = |c: &str| {
         Error::new(
             Stage::Apply,
@@ -55,6 +66,14 @@ pub fn detect(t: &Target, wanted: &str) -> Result<Client> {
             "ntp.ntp_client",
             format!("{other:?} is not supported (chrony, systemd-timesyncd, auto)"),
         )),
+    }
+}
+
+/// The file `render` writes for a client.
+pub fn config_path(client: Client) -> &'static str {
+    match client {
+        Client::Chrony => "/etc/chrony/chrony.conf",
+        Client::Timesyncd => "/etc/systemd/timesyncd.conf.d/nodeagent.conf",
     }
 }
 
@@ -97,12 +116,12 @@ pub fn render(client: Client, n: &NtpSpec) -> (&'static str, String) {
                  # Step the system clock instead of slewing it if the adjustment is larger than\n# one second, but only in the first three clock updates.\nmakestep 1 3\n\n\
                  # Get TAI-UTC offset and leap seconds from the system tz database.\nleapsectz right/UTC\n",
             );
-            ("/etc/chrony/chrony.conf", s)
+            (config_path(client), s)
         }
         Client::Timesyncd => {
             let all: Vec<String> = servers.into_iter().chain(pools).collect();
             (
-                "/etc/systemd/timesyncd.conf.d/nodeagent.conf",
+                config_path(client),
                 format!(
                     "# Written by nodeagent (ntp).\n[Time]\nNTP={}\n",
                     all.join(" ")

@@ -96,7 +96,8 @@ pub fn useradd_args(u: &UserSpec) -> Vec<String> {
     a
 }
 
-fn sudoers_file(name: &str) -> String {
+/// The sudoers.d file of a user's rules.
+pub fn sudoers_file(name: &str) -> String {
     // sudo's includedir skips names containing `.` or ending in `~`.
     format!("/etc/sudoers.d/90-nodeagent-{}", name.replace('.', "_"))
 }

@@ -17,29 +17,49 @@ use serde_json::Value;
 pub struct UserDb {
     pub users: Vec<String>,
     pub groups: Vec<String>,
-    /// False when the target has no user database to check against (e.g. an empty `--root`).
+    /// uid of each user and gid of each group, where the field is a number (uid collisions,
+    /// numeric primary groups).
+    pub uids: std::collections::BTreeMap<String, u32>,
+    pub gids: std::collections::BTreeMap<String, u32>,
+    /// False when the target has no user database to check against (e.g. an empty `--root`):
+    /// then only `root` exists, as apply resolves names.
     pub known: bool,
 }
 
 impl UserDb {
-    /// Read `<root>/etc/passwd` and `<root>/etc/group` (names only).
+    /// Read `<root>/etc/passwd` and `<root>/etc/group` (names and ids).
     pub fn read(root: &std::path::Path) -> UserDb {
-        let names = |rel: &str| -> Option<Vec<String>> {
+        type Entries = Vec<(String, Option<u32>)>;
+        let entries = |rel: &str| -> Option<Entries> {
             let text = std::fs::read_to_string(root.join(rel)).ok()?;
             Some(
                 text.lines()
-                    .filter_map(|l| l.split(':').next())
-                    .filter(|n| !n.is_empty())
-                    .map(str::to_string)
+                    .filter_map(|l| {
+                        let mut f = l.split(':');
+                        let name = f.next().filter(|n| !n.is_empty())?;
+                        Some((name.to_string(), f.nth(1).and_then(|id| id.parse().ok())))
+                    })
                     .collect(),
             )
         };
-        match (names("etc/passwd"), names("etc/group")) {
-            (Some(users), Some(groups)) => UserDb {
-                users,
-                groups,
-                known: true,
-            },
+        let split = |e: Entries| {
+            let ids = e
+                .iter()
+                .filter_map(|(n, id)| Some((n.clone(), (*id)?)))
+                .collect();
+            (e.into_iter().map(|(n, _)| n).collect(), ids)
+        };
+        match (entries("etc/passwd"), entries("etc/group")) {
+            (Some(users), Some(groups)) => {
+                let ((users, uids), (groups, gids)) = (split(users), split(groups));
+                UserDb {
+                    users,
+                    groups,
+                    uids,
+                    gids,
+                    known: true,
+                }
+            }
             _ => UserDb::default(),
         }
     }
@@ -232,6 +252,7 @@ pub fn build(input: &PlanInput<'_>) -> Result<Plan> {
     }
 
     if let Some(ntp) = &cfg.ntp {
+        check_ntp(ntp)?;
         let spec = NtpSpec {
             enabled: ntp.enabled.map(|f| f.0).unwrap_or(true),
             client: ntp.ntp_client.clone().unwrap_or_else(|| "auto".into()),
@@ -449,6 +470,7 @@ fn write_file(
         return Ok(None);
     };
     let path = normalise_path(raw_path, compat)
+        .and_then(|p| check_path_limits(&p).map(|()| p))
         .map_err(|m| Error::new(Stage::Plan, format!("{place}.path"), m))?;
     if wf.source.is_some() {
         b.lenient(
@@ -608,6 +630,7 @@ fn user(b: &mut Builder<'_>, i: usize, u: &crate::cloudconfig::UserEntry) -> Res
     for g in &u.groups.0 {
         check_name(g, format!("{place}.groups"))?;
     }
+    check_user_fields(u, &place)?;
     if u.plain_text_passwd.is_some() {
         b.lenient(
             format!("{place}.plain_text_passwd"),
@@ -647,6 +670,26 @@ fn user(b: &mut Builder<'_>, i: usize, u: &crate::cloudconfig::UserEntry) -> Res
         Some(Value::Number(n)) => Some(n.to_string()),
         _ => None,
     };
+    if inactive
+        .as_deref()
+        .is_some_and(|d| d.trim().parse::<i64>().map_or(true, |n| n < -1))
+    {
+        return Err(Error::new(
+            Stage::Plan,
+            format!("{place}.inactive"),
+            "not a number of days (-1 or more)",
+        ));
+    }
+    for (j, rule) in sudo.iter().enumerate() {
+        if rule.trim().is_empty() || rule.chars().any(char::is_control) {
+            return Err(Error::new(
+                Stage::Plan,
+                format!("{place}.sudo[{j}]"),
+                "a sudo rule must be one non-empty line without control characters",
+            ));
+        }
+    }
+    check_new_user(b, u, uid, &place)?;
     if (u.no_create_home.0 || u.system.0) && !u.ssh_authorized_keys.is_empty() {
         return Err(Error::new(
             Stage::Plan,
@@ -698,7 +741,7 @@ fn disks(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
                 Some(Value::Bool(true)) => vec![(100, None)],
                 Some(Value::Array(parts)) => parts
                     .iter()
-                    .map(|p| layout_part(p, &place))
+                    .map(|p| layout_part(p, &place, &table_type))
                     .collect::<Result<_>>()?,
                 Some(other) => {
                     return Err(Error::new(
@@ -711,6 +754,8 @@ fn disks(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
                     ));
                 }
             };
+            check_layout(&layout, &table_type, &place)?;
+            check_device(&alias(dev), &place)?;
             disks.push(DiskSpec {
                 device: alias(dev),
                 table_type,
@@ -752,9 +797,21 @@ fn disks(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
                     ));
                 }
             };
+            let filesystem = need(&fs.filesystem, "filesystem")?;
+            if filesystem.is_empty() || !filesystem.bytes().all(|c| c.is_ascii_alphanumeric()) {
+                return Err(Error::new(
+                    Stage::Plan,
+                    format!("{place}.filesystem"),
+                    format!("{filesystem:?} is not a filesystem type mkfs knows"),
+                ));
+            }
+            check_device(
+                &alias(&need(&fs.device, "device")?),
+                &format!("{place}.device"),
+            )?;
             filesystems.push(FsSpec {
                 label: fs.label.clone(),
-                filesystem: need(&fs.filesystem, "filesystem")?,
+                filesystem,
                 device: alias(&need(&fs.device, "device")?),
                 partition,
                 overwrite: fs.overwrite.map(|f| f.0).unwrap_or(false),
@@ -831,7 +888,7 @@ fn disks(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
     Ok(())
 }
 
-fn layout_part(p: &Value, place: &str) -> Result<(u32, Option<String>)> {
+fn layout_part(p: &Value, place: &str, table_type: &str) -> Result<(u32, Option<String>)> {
     let pct = |v: &Value| {
         v.as_u64()
             .filter(|n| (1..=100).contains(n))
@@ -852,6 +909,9 @@ fn layout_part(p: &Value, place: &str) -> Result<(u32, Option<String>)> {
                 Value::Number(n) => n.to_string(),
                 _ => return Err(bad()),
             };
+            let ty = partition_type(&ty, table_type).map_err(|m| {
+                Error::new(Stage::Plan, format!("{place}.layout"), format!("{p}: {m}"))
+            })?;
             pct(&a[0]).map(|n| (n, Some(ty))).ok_or_else(bad)
         }
         _ => Err(bad()),
@@ -868,11 +928,15 @@ fn check_owners(b: &Builder<'_>) -> Result<()> {
         }
     }
     let db = b.input.users;
-    if !db.known {
-        return Ok(());
-    }
-    let mut users: Vec<&str> = db.users.iter().map(String::as_str).collect();
-    let mut groups: Vec<&str> = db.groups.iter().map(String::as_str).collect();
+    // Without a user database only `root` resolves, as in apply (`UserDb::uid`).
+    let (mut users, mut groups): (Vec<&str>, Vec<&str>) = if db.known {
+        (
+            db.users.iter().map(String::as_str).collect(),
+            db.groups.iter().map(String::as_str).collect(),
+        )
+    } else {
+        (vec!["root"], vec!["root"])
+    };
     for step in &b.steps {
         match &step.action {
             Action::User(u) => {
@@ -908,6 +972,280 @@ fn check_owners(b: &Builder<'_>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Longest file name component and whole path Linux takes (NAME_MAX, PATH_MAX): a longer one
+/// fails `open` at apply, after earlier steps ran.
+pub const NAME_MAX: usize = 255;
+pub const PATH_MAX: usize = 4096;
+
+/// A normalised path within NAME_MAX per component and PATH_MAX in all (the `--root` prefix
+/// is added by the target check).
+fn check_path_limits(path: &str) -> std::result::Result<(), String> {
+    if let Some(c) = path.split('/').find(|c| c.len() > NAME_MAX) {
+        return Err(format!(
+            "a path component of {} bytes; the filesystem limit is {NAME_MAX}",
+            c.len()
+        ));
+    }
+    // Leave room for the temp file's `.` prefix and `.nodeagent-tmp` suffix.
+    if path.len() + 16 > PATH_MAX {
+        return Err(format!(
+            "path of {} bytes; the limit is {}",
+            path.len(),
+            PATH_MAX - 16
+        ));
+    }
+    Ok(())
+}
+
+/// One field of an /etc/passwd line (gecos, home, shell): no `:`, no control character.
+fn check_passwd_field(v: &str, place: String) -> Result<()> {
+    if v.contains(':') || v.chars().any(char::is_control) {
+        return Err(Error::new(
+            Stage::Plan,
+            place,
+            "must not contain ':', a line break or another control character (it becomes a field of /etc/passwd)",
+        ));
+    }
+    Ok(())
+}
+
+/// The fields of a user entry that end up in /etc/passwd, /etc/shadow or authorized_keys.
+fn check_user_fields(u: &crate::cloudconfig::UserEntry, place: &str) -> Result<()> {
+    if let Some(g) = &u.gecos {
+        check_passwd_field(g, format!("{place}.gecos"))?;
+    }
+    if let Some(h) = &u.homedir {
+        check_passwd_field(h, format!("{place}.homedir"))?;
+        if !h.starts_with('/') {
+            return Err(Error::new(
+                Stage::Plan,
+                format!("{place}.homedir"),
+                "must be an absolute path",
+            ));
+        }
+    }
+    if let Some(sh) = &u.shell {
+        check_passwd_field(sh, format!("{place}.shell"))?;
+    }
+    for (key, hash) in [("passwd", &u.passwd), ("hashed_passwd", &u.hashed_passwd)] {
+        if hash
+            .as_deref()
+            .is_some_and(|h| h.is_empty() || h.contains(':') || h.chars().any(char::is_control))
+        {
+            // The value is never shown: it is a password hash, or a password by mistake.
+            return Err(Error::new(
+                Stage::Plan,
+                format!("{place}.{key}"),
+                "not a password hash (empty, or contains ':' or a control character; value not shown)",
+            ));
+        }
+    }
+    if let Some(d) = &u.expiredate
+        && d.chars().any(char::is_control)
+    {
+        return Err(Error::new(
+            Stage::Plan,
+            format!("{place}.expiredate"),
+            "must not contain a control character",
+        ));
+    }
+    for (j, k) in u.ssh_authorized_keys.iter().enumerate() {
+        if k.chars().any(|c| c.is_control() && c != '\t') {
+            return Err(Error::new(
+                Stage::Plan,
+                format!("{place}.ssh_authorized_keys[{j}]"),
+                "a key must be one line (it would add lines to authorized_keys)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What `useradd` refuses for a user that does not exist yet: a uid another user has, a
+/// primary group that neither the target nor an earlier step has.
+fn check_new_user(
+    b: &Builder<'_>,
+    u: &crate::cloudconfig::UserEntry,
+    uid: Option<u32>,
+    place: &str,
+) -> Result<()> {
+    let db = b.input.users;
+    if db.known && db.users.contains(&u.name) {
+        return Ok(()); // apply leaves an existing user's uid and group alone
+    }
+    let planned = || {
+        b.steps.iter().filter_map(|s| match &s.action {
+            Action::User(o) => Some(o),
+            _ => None,
+        })
+    };
+    if let Some(uid) = uid {
+        let owner = db
+            .uids
+            .iter()
+            .find(|&(n, &id)| id == uid && *n != u.name)
+            .map(|(n, _)| n.clone())
+            .or_else(|| {
+                planned()
+                    .find(|o| o.uid == Some(uid) && o.name != u.name)
+                    .map(|o| o.name.clone())
+            });
+        if let Some(other) = owner {
+            return Err(Error::new(
+                Stage::Plan,
+                format!("{place}.uid"),
+                format!("uid {uid} already belongs to user '{other}'"),
+            ));
+        }
+    }
+    if let Some(g) = &u.primary_group {
+        let exists = if let Ok(gid) = g.parse::<u32>() {
+            db.gids.values().any(|&id| id == gid) || (!db.known && gid == 0)
+        } else {
+            (if db.known {
+                db.groups.contains(g)
+            } else {
+                g == "root"
+            }) || b.steps.iter().any(|s| match &s.action {
+                Action::Group(x) => &x.name == g,
+                Action::User(o) => &o.name == g && !o.no_user_group,
+                _ => false,
+            }) || u.groups.0.contains(g)
+        };
+        if !exists {
+            return Err(Error::new(
+                Stage::Plan,
+                format!("{place}.primary_group"),
+                format!(
+                    "group '{g}' does not exist in the target and is not created before this user (add it under groups:)"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// NTP sources become `server`/`pool` lines of chrony.conf or one `NTP=` line: a host name
+/// or address, nothing that could start another line or directive.
+fn check_ntp(ntp: &crate::cloudconfig::Ntp) -> Result<()> {
+    let client = ntp.ntp_client.as_deref().unwrap_or("auto");
+    if !matches!(client, "auto" | "" | "chrony" | "systemd-timesyncd") {
+        return Err(Error::new(
+            Stage::Plan,
+            "ntp.ntp_client",
+            format!("{client:?} is not supported (chrony, systemd-timesyncd, auto)"),
+        ));
+    }
+    for (key, list) in [("servers", &ntp.servers), ("pools", &ntp.pools)] {
+        for (j, s) in list.iter().enumerate() {
+            let ok = !s.is_empty()
+                && s.len() <= 253
+                && s.bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || b".-_:[]%".contains(&c));
+            if !ok {
+                return Err(Error::new(
+                    Stage::Plan,
+                    format!("ntp.{key}[{j}]"),
+                    "not a host name or address (letters, digits, '.', '-', '_', ':', '[', ']', '%')",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A device the disk tools can be given: an absolute path, no whitespace or control chars.
+fn check_device(d: &str, place: &str) -> Result<()> {
+    if d.starts_with('/') && !d.contains(|c: char| c.is_whitespace() || c.is_control()) {
+        Ok(())
+    } else {
+        Err(Error::new(
+            Stage::Plan,
+            place,
+            format!("{d:?} is not a device path (absolute, or a device_aliases name)"),
+        ))
+    }
+}
+
+/// Sizes add up to at most 100 %, and an MBR table has at most 4 (primary) partitions, as
+/// cloud-init's `get_partition_mbr_layout` requires.
+fn check_layout(layout: &[(u32, Option<String>)], table_type: &str, place: &str) -> Result<()> {
+    let sum: u32 = layout.iter().map(|l| l.0).sum();
+    if sum > 100 {
+        return Err(Error::new(
+            Stage::Plan,
+            format!("{place}.layout"),
+            format!("partition sizes add up to {sum} %; at most 100"),
+        ));
+    }
+    if table_type == "mbr" && layout.len() > 4 {
+        return Err(Error::new(
+            Stage::Plan,
+            format!("{place}.layout"),
+            format!("{} partitions; an mbr table takes at most 4", layout.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// sgdisk's GPT type codes (cloud-init partitions GPT disks with sgdisk) and the GUIDs sfdisk
+/// takes for them (gdisk's parttypes.cc).
+const GPT_TYPES: &[(&str, &str)] = &[
+    ("0700", "EBD0A0A2-B9E5-4433-87C0-68B6B72699C7"),
+    ("8200", "0657FD6D-A4AB-43C4-84E5-0933C84B4F4F"),
+    ("8300", "0FC63DAF-8483-4772-8E79-3D69D8477DE4"),
+    ("8301", "8DA63339-0007-60C0-C436-083AC8230908"),
+    ("8302", "933AC7E1-2EB4-4F13-B844-0E14E2AEF915"),
+    ("8303", "44479540-F297-41B2-9AF7-D131D5F0458A"),
+    ("8304", "4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709"),
+    ("8305", "B921B045-1DF0-41C3-AF44-4C6F280D3FAE"),
+    ("8306", "3B8F8425-20E0-4F3B-907F-1A25A76F98E8"),
+    ("8E00", "E6D6D379-F507-44C2-A23C-238F2A3DF928"),
+    ("EF00", "C12A7328-F81F-11D2-BA4B-00A0C93EC93B"),
+    ("EF02", "21686148-6449-6E6F-744E-656564454649"),
+    ("FD00", "A19D880F-05FC-4D3B-A006-743F0F84911E"),
+];
+
+/// A layout's partition type as sfdisk takes it. MBR: a hex id (`83`, `0x82`) or an sfdisk
+/// shortcut (`L`, `S`...), as cloud-init hands it to sfdisk. GPT: cloud-init's sgdisk code,
+/// right-padded with `0` as cloud-init does (`82` -> `8200`), turned into its GUID; a GUID
+/// passes as is.
+pub fn partition_type(ty: &str, table_type: &str) -> std::result::Result<String, String> {
+    let t = ty.trim();
+    let hex = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_hexdigit());
+    let shortcut = t.len() == 1 && "LSEXURVH".contains(t.to_ascii_uppercase().as_str());
+    if table_type == "gpt" {
+        let guid = t.len() == 36
+            && t.bytes().enumerate().all(|(i, c)| {
+                matches!(i, 8 | 13 | 18 | 23) == (c == b'-') && (c == b'-' || c.is_ascii_hexdigit())
+            });
+        if guid || shortcut {
+            return Ok(t.to_ascii_uppercase());
+        }
+        let code = format!("{t:0<4}").to_ascii_uppercase();
+        return GPT_TYPES
+            .iter()
+            .find(|(c, _)| hex(t) && *c == code)
+            .map(|(_, g)| g.to_string())
+            .ok_or_else(|| {
+                format!(
+                    "unknown GPT partition type (an sgdisk code: {}, or a GUID)",
+                    GPT_TYPES
+                        .iter()
+                        .map(|(c, _)| *c)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            });
+    }
+    let id = t.strip_prefix("0x").unwrap_or(t);
+    if shortcut || (hex(id) && id.len() <= 2) {
+        Ok(t.to_string())
+    } else {
+        Err("not an MBR partition type (a hex id such as 83, or L, S, E, X, U, R, V)".into())
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,176 @@
+//! Reads of the target the plan checks need (`plan::target`), done on the read side of a run
+//! (`pipeline`), never by the plan itself: which tools and NTP clients the image has, and what
+//! is at each path and device the plan names. Paths are looked up through apply's resolver
+//! (`apply::Target::path`), so a symlink under `--root` is followed inside the root, exactly
+//! as apply will follow it. Nothing here writes.
+
+use crate::apply::Target;
+use crate::plan::target::{Observed, PathState, TARGET_TOOLS, TargetView, Wanted};
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+/// Directories of the target searched for its tools, as root's PATH would.
+const BIN_DIRS: &[&str] = &[
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+];
+
+/// Tools the agent runs on the host (device tools also under `--root`, and `chroot`).
+const HOST_TOOLS: &[&str] = &["sfdisk", "blkid", "chroot"];
+
+/// The agent's own PATH, or root's default when it has none.
+fn host_path_dirs() -> Vec<PathBuf> {
+    let path = std::env::var_os("PATH")
+        .unwrap_or_else(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
+    std::env::split_paths(&path).collect()
+}
+
+/// What the plan needs to know about the target's programs.
+pub fn view(root: &Path) -> TargetView {
+    let t = Target::new(root);
+    let in_target = |name: &str| {
+        BIN_DIRS.iter().any(|d| {
+            t.path(&format!("{d}/{name}"))
+                .ok()
+                .and_then(|p| std::fs::metadata(p).ok())
+                .is_some_and(|m| m.is_file())
+        })
+    };
+    let mut host_tools = std::collections::BTreeSet::new();
+    for dir in host_path_dirs() {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if (HOST_TOOLS.contains(&name.as_str()) || name.starts_with("mkfs."))
+                && std::fs::metadata(e.path()).is_ok_and(|m| m.is_file())
+            {
+                host_tools.insert(name);
+            }
+        }
+    }
+    let (chrony, timesyncd) = crate::apply::ntp::installed(&t);
+    TargetView {
+        probed: true,
+        target_tools: TARGET_TOOLS
+            .iter()
+            .filter(|n| in_target(n))
+            .map(|n| n.to_string())
+            .collect(),
+        host_tools,
+        chrony,
+        timesyncd,
+        root_len: if t.is_host() {
+            0
+        } else {
+            t.root.as_os_str().len()
+        },
+        is_host: t.is_host(),
+    }
+}
+
+/// The state of one in-target path: its last component unresolved (apply replaces a symlink
+/// there, never follows it), its parents resolved inside the root.
+pub fn path_state(t: &Target, abs: &str) -> PathState {
+    let host = match t.path(abs) {
+        Ok(p) => p,
+        Err(e) => return PathState::Blocked(e.message),
+    };
+    match std::fs::symlink_metadata(&host) {
+        Ok(m) => {
+            let ft = m.file_type();
+            return if ft.is_file() {
+                PathState::File
+            } else if ft.is_dir() {
+                PathState::Dir
+            } else if ft.is_symlink() {
+                PathState::Symlink
+            } else if ft.is_fifo() {
+                PathState::Special("FIFO")
+            } else if ft.is_socket() {
+                PathState::Special("socket")
+            } else {
+                PathState::Special("device node")
+            };
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {}
+        Err(e) if e.raw_os_error() == Some(libc::ENAMETOOLONG) => {
+            return PathState::Blocked("the path is longer than the filesystem takes".into());
+        }
+        Err(e) => return PathState::Blocked(e.to_string()),
+    }
+    // Missing: the first ancestor that exists must be a directory apply can create under.
+    let mut dir = host.parent();
+    while let Some(d) = dir {
+        match std::fs::symlink_metadata(d) {
+            Ok(m) if m.is_dir() => return PathState::Missing,
+            Ok(_) => {
+                let shown = d
+                    .strip_prefix(&t.root)
+                    .map(|r| format!("/{}", r.display()))
+                    .unwrap_or_else(|_| d.display().to_string());
+                return PathState::Blocked(format!("{shown} is not a directory in the target"));
+            }
+            Err(_) if d == t.root => return PathState::Missing,
+            Err(_) => dir = d.parent(),
+        }
+    }
+    PathState::Missing
+}
+
+/// Look up what `plan::target::check` needs.
+pub fn observe(root: &Path, wanted: &Wanted) -> Observed {
+    let t = Target::new(root);
+    Observed {
+        paths: wanted
+            .paths
+            .iter()
+            .map(|p| (p.clone(), path_state(&t, p)))
+            .collect(),
+        devices: wanted
+            .devices
+            .iter()
+            .filter(|d| std::fs::metadata(d).is_ok())
+            .cloned()
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_under_a_root() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        std::fs::create_dir_all(r.join("etc/dir")).unwrap();
+        std::fs::write(r.join("etc/file"), "x").unwrap();
+        std::os::unix::fs::symlink("/etc/loop2", r.join("etc/loop1")).unwrap();
+        std::os::unix::fs::symlink("/etc/loop1", r.join("etc/loop2")).unwrap();
+        std::os::unix::fs::symlink("/etc", r.join("link")).unwrap();
+        let t = Target::new(r);
+        assert_eq!(path_state(&t, "/etc/file"), PathState::File);
+        assert_eq!(path_state(&t, "/etc/dir"), PathState::Dir);
+        assert_eq!(path_state(&t, "/etc/new/x"), PathState::Missing);
+        assert_eq!(
+            path_state(&t, "/link/file"),
+            PathState::File,
+            "parents resolved in the root"
+        );
+        assert!(
+            matches!(path_state(&t, "/etc/file/x"), PathState::Blocked(w) if w.contains("/etc/file is not a directory")),
+        );
+        assert!(matches!(
+            path_state(&t, "/etc/loop1/x"),
+            PathState::Blocked(w) if w.contains("symlink")
+        ));
+        assert_eq!(path_state(&t, "/etc/loop1"), PathState::Symlink);
+    }
+}
