@@ -5,7 +5,12 @@
 use nodeagent::plan::{Action, Content, FileWrite, Frequency, Owner, Plan, RunStage, Step};
 use std::path::{Path, PathBuf};
 
-pub const CORPUS_INIT: &str = "/work/shared/corpus/capi/cabpk/rendered/controlplane-init-v1beta3-k8s-1.26.6.cloud-config.yaml";
+/// CABPK's control-plane init userdata in the shared corpus beside the repository (tests
+/// reading it first check `prereq::corpus_present()`).
+pub const CORPUS_INIT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../shared/corpus/capi/cabpk/rendered/controlplane-init-v1beta3-k8s-1.26.6.cloud-config.yaml"
+);
 
 /// `(path, content)` of every write_files entry and the runcmd strings of a CABPK userdata
 /// (jinja header dropped: the corpus file uses no variables).
