@@ -50,7 +50,7 @@ fn join_succeeds_when_the_endpoint_comes_up_late() {
 #[test]
 fn join_fails_twice_then_succeeds() {
     let port = free_port();
-    listen_later(port, Duration::ZERO);
+    listen_now(port);
     let e = E2e::new(
         &join_userdata(port),
         &image_config(""),

@@ -115,8 +115,7 @@ fn join_waits_for_a_late_endpoint() {
 fn join_fails_twice_then_succeeds_with_reset_between() {
     let node = Node::new(&[("KUBEADM_STANDIN_FAIL_JOINS", "2")]);
     let port = free_port();
-    listen_later(port, Duration::ZERO);
-    std::thread::sleep(Duration::from_millis(200));
+    listen_now(port);
     let files = join_files(port);
     node.put(&files);
     let mut rep = Reporter::new(None, node.root(), "i-1");
@@ -140,8 +139,7 @@ fn join_fails_twice_then_succeeds_with_reset_between() {
 fn join_gives_up_after_the_attempts() {
     let node = Node::new(&[("KUBEADM_STANDIN_FAIL_JOINS", "99")]);
     let port = free_port();
-    listen_later(port, Duration::ZERO);
-    std::thread::sleep(Duration::from_millis(200));
+    listen_now(port);
     let files = join_files(port);
     node.put(&files);
     let t = MemTransport::default();

@@ -135,7 +135,7 @@ fn no_secret_leaks_through_successful_failing_and_rejected_runs() {
     }
     // 1. Control-plane join: fails once (printing token and certificate key), reset, succeeds.
     let port = free_port();
-    listen_later(port, Duration::ZERO);
+    listen_now(port);
     let e = E2e::new(
         &userdata(&cp_join_files(port), JOIN_LINE),
         &image_config(""),

@@ -354,6 +354,17 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// Listen on `port` now (bound before this returns, so no wait is needed) and accept in the
+/// background for the rest of the test.
+pub fn listen_now(port: u16) {
+    let l = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            drop(c);
+        }
+    });
+}
+
 /// Start accepting on `port` after `delay`, in the background, for the rest of the test.
 pub fn listen_later(port: u16, delay: std::time::Duration) {
     std::thread::spawn(move || {
