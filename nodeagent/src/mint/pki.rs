@@ -1,4 +1,4 @@
-//! Cluster PKI as Cluster API makes it (cluster-api.md d.2): three CAs (`CN=kubernetes`,
+//! Cluster PKI as Cluster API makes it (docs/formats.md d.2): three CAs (`CN=kubernetes`,
 //! PrintableString), critical KeyUsage {digitalSignature, keyEncipherment, keyCertSign},
 //! critical BasicConstraints CA:TRUE pathlen:0, SHA-1 SubjectKeyIdentifier, no AKI/SAN,
 //! notBefore now-5m; plus the service-account key pair. Unlike CAPI, serials are random

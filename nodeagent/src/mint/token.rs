@@ -47,7 +47,7 @@ pub fn parse(token: &str) -> Result<(&str, &str)> {
     }
 }
 
-/// The bootstrap-token Secret CABPK creates in the workload cluster (cluster-api.md d.6).
+/// The bootstrap-token Secret CABPK creates in the workload cluster (docs/formats.md d.6).
 pub fn secret_manifest(token: &str, ttl: Duration, now: OffsetDateTime) -> Result<String> {
     let (id, secret) = parse(token)?;
     let expiration = (now + ttl)
