@@ -6,7 +6,6 @@ mod kube_common;
 use kube_common::*;
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 fn nodeagent(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_nodeagent"))

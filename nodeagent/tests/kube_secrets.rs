@@ -8,7 +8,6 @@ mod kube_common;
 mod prereq;
 use kube_common::*;
 use std::path::Path;
-use std::time::Duration;
 
 /// Every secret value the runs are fed.
 fn secrets() -> Vec<String> {
