@@ -62,7 +62,10 @@ fn once_runs_once_and_names_its_semaphore_as_cloud_init() {
     }
     let cmd = marker(&log, 0);
     for _ in 0..3 {
-        assert_eq!(call(d.path(), "once", "swapoff-once", &cmd).status.code(), Some(0));
+        assert_eq!(
+            call(d.path(), "once", "swapoff-once", &cmd).status.code(),
+            Some(0)
+        );
     }
     assert_eq!(runs(&log), 1, "once: ran exactly once");
     // Dashes become underscores, as cloud-init names it.
@@ -94,7 +97,10 @@ fn always_runs_every_time_and_keeps_the_exit_status() {
     // A failed `once` command is recorded too, and not run again (as cloud-init).
     let out = call(d.path(), "once", "f1", &marker(&log, 5));
     assert_eq!(out.status.code(), Some(5));
-    assert_eq!(call(d.path(), "once", "f1", &marker(&log, 5)).status.code(), Some(0));
+    assert_eq!(
+        call(d.path(), "once", "f1", &marker(&log, 5)).status.code(),
+        Some(0)
+    );
     assert_eq!(runs(&log), 3);
 }
 
@@ -119,7 +125,10 @@ fn instance_follows_nodeagents_instance_id() {
     call(d.path(), "instance", "mk-fs", &cmd);
     assert_eq!(runs(&log), 1);
     assert_eq!(
-        sem_status(&d.path().join("var/lib/cloud/instances/vm_1/sem/bootper.mk_fs.instance")),
+        sem_status(
+            &d.path()
+                .join("var/lib/cloud/instances/vm_1/sem/bootper.mk_fs.instance")
+        ),
         "0"
     );
     // A clone (new instance-id) runs it again.
