@@ -99,6 +99,13 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     if let Some(text) = prepared.rendered.as_ref().or(prepared.userdata.as_ref()) {
         keep.push(("userdata.txt", text.as_bytes(), 0o600));
     }
+    // What later boots read when the platform's copy has been blanked (pipeline::restore_saved).
+    if let Some(text) = prepared.userdata.as_ref() {
+        keep.push((pipeline::SAVED_USERDATA, text.as_bytes(), 0o600));
+    }
+    if let Some(md) = inputs.raw.metadata.as_ref() {
+        keep.push((pipeline::SAVED_METADATA, md.text.as_bytes(), 0o600));
+    }
     state.save_all(iid, &keep)?;
 
     let opts = Options {
@@ -140,6 +147,21 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         if opts.exec {
             let keys =
                 report::keys_to_redact(opts.config.redact_userdata, &prepared.metadata.redact);
+            // Later boots read the saved copies once the platform's are blanked: make them
+            // durable before blanking.
+            if !keys.is_empty() {
+                for (name, data) in [
+                    (pipeline::SAVED_USERDATA, prepared.userdata.as_ref()),
+                    (
+                        pipeline::SAVED_METADATA,
+                        inputs.raw.metadata.as_ref().map(|d| &d.text),
+                    ),
+                ] {
+                    if let Some(text) = data {
+                        state.save(iid, name, text.as_bytes(), 0o600)?;
+                    }
+                }
+            }
             for failed in report::redact_guestinfo(inputs.transport.as_ref(), &keys) {
                 let w = format!("guestinfo.{failed} could not be redacted");
                 eprintln!("warning: {w}");
