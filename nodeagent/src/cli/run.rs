@@ -54,7 +54,7 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         StageArg::Main => StageSel::Main,
         StageArg::All => StageSel::All,
     };
-    let inputs = match pipeline::gather(&args.data.options()) {
+    let mut inputs = match pipeline::gather(&args.data.options()) {
         Ok(i) => i,
         Err(e) => {
             // Undecodable data (a gzip bomb, bad base64, oversize): the platform still hears
@@ -65,6 +65,11 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
             }
             return Err(e);
         }
+    };
+    let net_warning = if stage != StageSel::Local && args.data.facts.is_none() {
+        wait_on_network(&mut inputs, &target)
+    } else {
+        None
     };
     let prepared = if stage == StageSel::Local {
         pipeline::prepare_local(&inputs)
@@ -129,7 +134,8 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     }
     let mut plan_run = plan.clone();
     plan_run.warnings = prepared.warnings.clone();
-    let summary = apply::apply(&plan_run, &opts, &mut journal, &mut reporter)?;
+    let mut summary = apply::apply(&plan_run, &opts, &mut journal, &mut reporter)?;
+    summary.warnings.extend(net_warning);
     for w in &summary.warnings {
         eprintln!("warning: {}", crate::redact::redact_text(w));
         reporter.warning(w);
@@ -175,4 +181,43 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     } else {
         exit::DEGRADED
     })
+}
+
+/// The metadata's `wait-on-network`: wait (bounded, phase `waiting` with a detail) for the
+/// address before host facts feed templates and `guestinfo.local-ipv4`. Returns the warning
+/// when the deadline passed. Metadata that does not parse is reported by `prepare`.
+fn wait_on_network(inputs: &mut pipeline::Inputs, target: &Target) -> Option<String> {
+    let md = inputs
+        .raw
+        .metadata
+        .as_ref()
+        .and_then(|d| crate::metadata::parse(&d.text, "guestinfo.metadata").ok())?;
+    let want = md.wait_on_network;
+    if !(want.ipv4 || want.ipv6) {
+        return None;
+    }
+    let iid = pipeline::instance_id(inputs).unwrap_or_default();
+    let timeout = std::time::Duration::from_secs(inputs.image.wait_on_network_timeout_secs);
+    let root = inputs.root.clone();
+    let first = std::mem::take(&mut inputs.facts);
+    let mut reporter = Reporter::new(Some(inputs.transport.as_ref()), &target.root, &iid);
+    let (facts, warning) = crate::netwait::wait(
+        &want,
+        first,
+        timeout,
+        std::time::Duration::from_secs(1),
+        || crate::facts::Facts::detect(&root),
+        |detail| {
+            tracing::info!("{detail}");
+            if reporter.status().phase != Phase::Waiting {
+                reporter.phase(Phase::Waiting, Some("wait-on-network"));
+            }
+            reporter.detail(detail);
+        },
+    );
+    inputs.facts = facts;
+    if let Some(w) = &warning {
+        tracing::warn!("{w}");
+    }
+    warning
 }
