@@ -133,12 +133,6 @@ pub fn observe(root: &Path, wanted: &Wanted) -> Observed {
             .iter()
             .map(|p| (p.clone(), path_state(&t, p)))
             .collect(),
-        devices: wanted
-            .devices
-            .iter()
-            .filter(|d| std::fs::metadata(d).is_ok())
-            .cloned()
-            .collect(),
     }
 }
 

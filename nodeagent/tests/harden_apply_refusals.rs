@@ -414,16 +414,6 @@ fn missing_mkfs() {
     );
 }
 
-#[test]
-fn missing_device() {
-    refused(
-        "fs_setup:\n- device: /dev/nodeagent-no-such-disk\n  filesystem: ext4\n",
-        "fs_setup[0].device",
-        Some("device:"),
-        "does not exist",
-    );
-}
-
 // ---- paths ----
 
 #[test]

@@ -4,7 +4,7 @@
 //! entries one under the other, a missing tool.
 //!
 //! Pure: what the target holds comes in as a [`TargetView`] (read once by `pipeline::gather`)
-//! and the [`Observed`] state of the paths and devices the plan names (read by
+//! and the [`Observed`] state of the paths the plan names (read by
 //! `probe::observe` through the same symlink-safe resolver apply uses).
 
 use super::*;
@@ -43,19 +43,16 @@ pub enum PathState {
     Blocked(String),
 }
 
-/// Paths (in the target) and devices (host paths) the plan names, to be looked up.
+/// Paths (in the target) the plan names, to be looked up.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Wanted {
     pub paths: Vec<String>,
-    pub devices: Vec<String>,
 }
 
 /// Their state, from `probe::observe`.
 #[derive(Debug, Clone, Default)]
 pub struct Observed {
     pub paths: HashMap<String, PathState>,
-    /// Devices that exist (block devices, or disk image files in tests).
-    pub devices: BTreeSet<String>,
 }
 
 /// One file a step writes, and whether it appends to what is there.
@@ -131,17 +128,6 @@ pub fn wanted(plan: &Plan, view: &TargetView) -> Wanted {
             w.paths.push(f.path);
         }
     }
-    for s in &plan.steps {
-        match &s.action {
-            Action::DiskSetup(d) => w.devices.extend(d.disks.iter().map(|d| d.device.clone())),
-            Action::FsSetup(f) => w
-                .devices
-                .extend(f.filesystems.iter().map(|f| f.device.clone())),
-            _ => {}
-        }
-    }
-    w.devices.sort();
-    w.devices.dedup();
     w
 }
 
@@ -149,7 +135,7 @@ pub fn wanted(plan: &Plan, view: &TargetView) -> Wanted {
 pub fn check(plan: &Plan, view: &TargetView, seen: &Observed) -> Result<()> {
     check_paths(plan, view, seen)?;
     if view.probed {
-        check_tools(plan, view, seen)?;
+        check_tools(plan, view)?;
     }
     Ok(())
 }
@@ -221,7 +207,7 @@ fn check_paths(plan: &Plan, view: &TargetView, seen: &Observed) -> Result<()> {
     Ok(())
 }
 
-fn check_tools(plan: &Plan, view: &TargetView, seen: &Observed) -> Result<()> {
+fn check_tools(plan: &Plan, view: &TargetView) -> Result<()> {
     let in_target = |tool: &str, place: &str| -> Result<()> {
         if !view.target_tools.contains(tool) {
             return Err(err(
@@ -270,9 +256,6 @@ fn check_tools(plan: &Plan, view: &TargetView, seen: &Observed) -> Result<()> {
             Action::DiskSetup(d) => {
                 for disk in &d.disks {
                     let place = format!("disk_setup.{}", disk.device);
-                    if !seen.devices.contains(&disk.device) {
-                        return Err(err(&place, format!("{} does not exist", disk.device)));
-                    }
                     if !disk.layout.is_empty() {
                         on_host("sfdisk", &place)?;
                         on_host("blkid", &place)?;
@@ -281,13 +264,9 @@ fn check_tools(plan: &Plan, view: &TargetView, seen: &Observed) -> Result<()> {
             }
             Action::FsSetup(f) => {
                 for (i, fs) in f.filesystems.iter().enumerate() {
+                    // A missing device is not refused: it may still appear (apply waits for
+                    // udev, then warns, as cloud-init does).
                     let place = format!("fs_setup[{i}]");
-                    if !seen.devices.contains(&fs.device) {
-                        return Err(err(
-                            &format!("{place}.device"),
-                            format!("{} does not exist", fs.device),
-                        ));
-                    }
                     on_host(
                         &format!("mkfs.{}", fs.filesystem),
                         &format!("{place}.filesystem"),
