@@ -225,6 +225,9 @@ pub struct Ctx<'a> {
     pub opts: &'a Options,
     pub journal: &'a mut Journal,
     db: Option<UserDb>,
+    /// What a step let fail the way cloud-init lets a module fail (warn, carry on): the
+    /// run ends `degraded` with these reasons.
+    warnings: Vec<String>,
 }
 
 impl Ctx<'_> {
@@ -240,6 +243,11 @@ impl Ctx<'_> {
     }
     pub fn invalidate_db(&mut self) {
         self.db = None;
+    }
+    /// A problem cloud-init only warns about: logged now, reported as `degraded` at the end.
+    pub fn warn(&mut self, msg: String) {
+        tracing::warn!("{msg}");
+        self.warnings.push(msg);
     }
 }
 
@@ -410,6 +418,7 @@ fn apply_locked(
         opts,
         journal,
         db: None,
+        warnings: Vec::new(),
     };
     let order = order(&steps);
     let mut pos = 0;
@@ -461,6 +470,7 @@ fn apply_locked(
         };
         let step = steps[order[pos]];
         let ms = started.elapsed().as_secs_f64() * 1000.0;
+        summary.warnings.append(&mut ctx.warnings);
         match res {
             Ok(outcome) => {
                 // A `skipped` record (no --exec) finishes nothing, so it needs no sync.
