@@ -1,5 +1,5 @@
 //! Instance data: the cloud-init-compatible variable tree that templates and `query` see
-//! (formats/cloud-init.md B.4, B.6): `v1.*`, `ds.meta_data.*` (metadata with host facts
+//! (docs/formats.md B.4, B.6): `v1.*`, `ds.meta_data.*` (metadata with host facts
 //! merged in, metadata winning), `sys_info`, `sensitive_keys`. Written by apply as
 //! sensitive (0600) and redacted (0644) JSON in cloud-init's exact JSON style.
 

@@ -14,6 +14,7 @@
 pub mod commands;
 pub mod disks;
 pub mod files;
+pub mod grow;
 pub mod hostname;
 pub mod ntp;
 pub mod supervise;
@@ -225,9 +226,10 @@ pub struct Ctx<'a> {
     pub opts: &'a Options,
     pub journal: &'a mut Journal,
     db: Option<UserDb>,
-    /// What a step let fail the way cloud-init lets a module fail (warn, carry on): the
-    /// run ends `degraded` with these reasons.
-    warnings: Vec<String>,
+    /// Non-fatal findings of steps that never fail the run (growpart, resizefs), and what a
+    /// step let fail the way cloud-init lets a module fail (warn, carry on): the run ends
+    /// `degraded` with these reasons.
+    pub warnings: Vec<String>,
 }
 
 impl Ctx<'_> {
@@ -524,6 +526,7 @@ fn apply_locked(
             }
         }
     }
+    summary.warnings.append(&mut ctx.warnings);
     let mut r = ctx.journal.record("run-end");
     r.stage = Some(stage_name.into());
     r.result = Some("ok".into());
@@ -626,6 +629,14 @@ fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Resu
         Action::Mounts(m) => {
             begin(ctx, step, None)?;
             disks::mounts(ctx, m)
+        }
+        Action::Growpart(g) => {
+            begin(ctx, step, None)?;
+            grow::growpart(ctx, g)
+        }
+        Action::ResizeFs(r) => {
+            begin(ctx, step, None)?;
+            grow::resizefs(ctx, r)
         }
         Action::Command(c) => commands::execute(ctx, step, c),
         Action::Kubeadm(k) => {

@@ -66,6 +66,13 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
             return Err(e);
         }
     };
+    // The main unit waits for the network before host facts feed the templates; `--stage
+    // all` waits after its local half (below), once the network configuration is written.
+    let net_warning = if stage == StageSel::Main && args.data.facts.is_none() {
+        wait_on_network(&mut inputs, &target)
+    } else {
+        None
+    };
     let prepared = if stage == StageSel::Local {
         pipeline::prepare_local(&inputs)
     } else {
@@ -76,7 +83,12 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         Err(e) => return Err(report_bad_input(&inputs, &target, e)),
     };
     if stage != StageSel::All {
-        return execute(args, &inputs, &prepared, stage, target, None).map(|e| e.code);
+        let earlier = Earlier {
+            ran: 0,
+            already: 0,
+            warnings: net_warning.into_iter().collect(),
+        };
+        return execute(args, &inputs, &prepared, stage, target, Some(earlier)).map(|e| e.code);
     }
     // `--stage all` runs the two units' work in one process, in their order: cloud-init sets
     // the hostname in init-local, and the network stage gathers host facts after that, so
@@ -84,9 +96,13 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     // validated above with the first facts: bad input still stops before any write.
     let local =
         pipeline::prepare_local(&inputs).map_err(|e| report_bad_input(&inputs, &target, e))?;
-    let earlier = execute(args, &inputs, &local, StageSel::Local, target.clone(), None)?.earlier;
+    let mut earlier =
+        execute(args, &inputs, &local, StageSel::Local, target.clone(), None)?.earlier;
     let prepared = if args.data.facts.is_none() {
         inputs.facts = crate::facts::Facts::detect(&inputs.root);
+        earlier
+            .warnings
+            .extend(wait_on_network(&mut inputs, &target));
         pipeline::prepare(&inputs).map_err(|e| report_bad_input(&inputs, &target, e))?
     } else {
         // `--facts FILE` stands for the host as it is; it is not detected again.
@@ -150,6 +166,13 @@ fn execute(
     if let Some(text) = prepared.rendered.as_ref().or(prepared.userdata.as_ref()) {
         keep.push(("userdata.txt", text.as_bytes(), 0o600));
     }
+    // What later boots read when the platform's copy has been blanked (pipeline::restore_saved).
+    if let Some(text) = prepared.userdata.as_ref() {
+        keep.push((pipeline::SAVED_USERDATA, text.as_bytes(), 0o600));
+    }
+    if let Some(md) = inputs.raw.metadata.as_ref() {
+        keep.push((pipeline::SAVED_METADATA, md.text.as_bytes(), 0o600));
+    }
     state.save_all(iid, &keep)?;
 
     let opts = Options {
@@ -212,6 +235,21 @@ fn execute(
         if opts.exec {
             let keys =
                 report::keys_to_redact(opts.config.redact_userdata, &prepared.metadata.redact);
+            // Later boots read the saved copies once the platform's are blanked: make them
+            // durable before blanking.
+            if !keys.is_empty() {
+                for (name, data) in [
+                    (pipeline::SAVED_USERDATA, prepared.userdata.as_ref()),
+                    (
+                        pipeline::SAVED_METADATA,
+                        inputs.raw.metadata.as_ref().map(|d| &d.text),
+                    ),
+                ] {
+                    if let Some(text) = data {
+                        state.save(iid, name, text.as_bytes(), 0o600)?;
+                    }
+                }
+            }
             for failed in report::redact_guestinfo(inputs.transport.as_ref(), &keys) {
                 let w = format!("guestinfo.{failed} could not be redacted");
                 eprintln!("warning: {w}");
@@ -239,4 +277,43 @@ fn execute(
 struct Executed {
     code: i32,
     earlier: Earlier,
+}
+
+/// The metadata's `wait-on-network`: wait (bounded, phase `waiting` with a detail) for the
+/// address before host facts feed templates and `guestinfo.local-ipv4`. Returns the warning
+/// when the deadline passed. Metadata that does not parse is reported by `prepare`.
+fn wait_on_network(inputs: &mut pipeline::Inputs, target: &Target) -> Option<String> {
+    let md = inputs
+        .raw
+        .metadata
+        .as_ref()
+        .and_then(|d| crate::metadata::parse(&d.text, "guestinfo.metadata").ok())?;
+    let want = md.wait_on_network;
+    if !(want.ipv4 || want.ipv6) {
+        return None;
+    }
+    let iid = pipeline::instance_id(inputs).unwrap_or_default();
+    let timeout = std::time::Duration::from_secs(inputs.image.wait_on_network_timeout_secs);
+    let root = inputs.root.clone();
+    let first = std::mem::take(&mut inputs.facts);
+    let mut reporter = Reporter::new(Some(inputs.transport.as_ref()), &target.root, &iid);
+    let (facts, warning) = crate::netwait::wait(
+        &want,
+        first,
+        timeout,
+        std::time::Duration::from_secs(1),
+        || crate::facts::Facts::detect(&root),
+        |detail| {
+            tracing::info!("{detail}");
+            if reporter.status().phase != Phase::Waiting {
+                reporter.phase(Phase::Waiting, Some("wait-on-network"));
+            }
+            reporter.detail(detail);
+        },
+    );
+    inputs.facts = facts;
+    if let Some(w) = &warning {
+        tracing::warn!("{w}");
+    }
+    warning
 }
