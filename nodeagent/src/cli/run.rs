@@ -66,7 +66,9 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
             return Err(e);
         }
     };
-    let net_warning = if stage != StageSel::Local && args.data.facts.is_none() {
+    // The main unit waits for the network before host facts feed the templates; `--stage
+    // all` waits after its local half (below), once the network configuration is written.
+    let net_warning = if stage == StageSel::Main && args.data.facts.is_none() {
         wait_on_network(&mut inputs, &target)
     } else {
         None
@@ -81,7 +83,12 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         Err(e) => return Err(report_bad_input(&inputs, &target, e)),
     };
     if stage != StageSel::All {
-        return execute(args, &inputs, &prepared, stage, target);
+        let earlier = Earlier {
+            ran: 0,
+            already: 0,
+            warnings: net_warning.into_iter().collect(),
+        };
+        return execute(args, &inputs, &prepared, stage, target, Some(earlier)).map(|e| e.code);
     }
     // `--stage all` runs the two units' work in one process, in their order: cloud-init sets
     // the hostname in init-local, and the network stage gathers host facts after that, so
@@ -89,16 +96,34 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     // validated above with the first facts: bad input still stops before any write.
     let local =
         pipeline::prepare_local(&inputs).map_err(|e| report_bad_input(&inputs, &target, e))?;
-    let local_code = execute(args, &inputs, &local, StageSel::Local, target.clone())?;
+    let mut earlier =
+        execute(args, &inputs, &local, StageSel::Local, target.clone(), None)?.earlier;
     let prepared = if args.data.facts.is_none() {
         inputs.facts = crate::facts::Facts::detect(&inputs.root);
+        earlier
+            .warnings
+            .extend(wait_on_network(&mut inputs, &target));
         pipeline::prepare(&inputs).map_err(|e| report_bad_input(&inputs, &target, e))?
     } else {
         // `--facts FILE` stands for the host as it is; it is not detected again.
         prepared
     };
-    let main_code = execute(args, &inputs, &prepared, StageSel::Main, target)?;
-    Ok(local_code.max(main_code))
+    execute(
+        args,
+        &inputs,
+        &prepared,
+        StageSel::Main,
+        target,
+        Some(earlier),
+    )
+    .map(|e| e.code)
+}
+
+/// What the local half of `--stage all` hands to the main half, which reports for both.
+struct Earlier {
+    ran: usize,
+    already: usize,
+    warnings: Vec<String>,
 }
 
 /// Bad input changes nothing on disk, but the platform still hears why. The metadata may be
@@ -114,14 +139,16 @@ fn report_bad_input(
     e
 }
 
-/// Apply one stage of a prepared plan: state, journal, reports.
+/// Apply one stage of a prepared plan: state, journal, reports. With `earlier` (the local
+/// half of `--stage all`), its counts and warnings are reported together with this stage's.
 fn execute(
     args: &Args,
     inputs: &pipeline::Inputs,
     prepared: &pipeline::Prepared,
     stage: StageSel,
     target: Target,
-) -> Result<i32> {
+    earlier: Option<Earlier>,
+) -> Result<Executed> {
     // kubeadm pre-flight already ran inside plan::build, before anything was written.
     let plan = &prepared.plan;
 
@@ -170,15 +197,35 @@ fn execute(
     let mut plan_run = plan.clone();
     plan_run.warnings = prepared.warnings.clone();
     let mut summary = apply::apply(&plan_run, &opts, &mut journal, &mut reporter)?;
-    summary.warnings.extend(net_warning);
+    if stage == StageSel::Local && args.stage == StageArg::All {
+        // The main half reports for both.
+        return Ok(Executed {
+            code: exit::OK,
+            earlier: Earlier {
+                ran: summary.ran.len(),
+                already: summary.already.len(),
+                warnings: summary.warnings,
+            },
+        });
+    }
+    let (mut ran, mut already) = (summary.ran.len(), summary.already.len());
+    if let Some(e) = earlier {
+        ran += e.ran;
+        already += e.already;
+        let mine = std::mem::take(&mut summary.warnings);
+        summary.warnings = e.warnings;
+        for w in mine {
+            if !summary.warnings.contains(&w) {
+                summary.warnings.push(w);
+            }
+        }
+    }
     for w in &summary.warnings {
         eprintln!("warning: {}", crate::redact::redact_text(w));
         reporter.warning(w);
     }
     eprintln!(
-        "nodeagent run: {} steps done, {} already finished earlier (instance {iid})",
-        summary.ran.len(),
-        summary.already.len(),
+        "nodeagent run: {ran} steps done, {already} already finished earlier (instance {iid})",
     );
     if stage != StageSel::Local {
         // After success: the image config's `redact_userdata` and the metadata's `redact:`
@@ -211,11 +258,25 @@ fn execute(
         }
         reporter.done();
     }
-    Ok(if summary.warnings.is_empty() {
+    let code = if summary.warnings.is_empty() {
         exit::OK
     } else {
         exit::DEGRADED
+    };
+    Ok(Executed {
+        code,
+        earlier: Earlier {
+            ran,
+            already,
+            warnings: summary.warnings,
+        },
     })
+}
+
+/// The exit code of one stage, and what the next stage of `--stage all` carries on with.
+struct Executed {
+    code: i32,
+    earlier: Earlier,
 }
 
 /// The metadata's `wait-on-network`: wait (bounded, phase `waiting` with a detail) for the

@@ -900,63 +900,104 @@ fn disks(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
         );
     }
     if !cfg.mounts.is_empty() {
-        let defaults: Vec<Option<String>> = match &cfg.mount_default_fields {
-            Some(d) => d.iter().map(|f| f.0.clone()).collect(),
-            None => vec![
-                None,
-                None,
-                Some("auto".into()),
-                Some("defaults,nofail".into()),
-                Some("0".into()),
-                Some("2".into()),
-            ],
+        mounts(b, cfg)?;
+    }
+    Ok(())
+}
+
+/// cloud-init's default `mount_default_fields` on systemd distros, with its
+/// `x-systemd.requires=cloud-init.service` pointing at our local-stage unit instead: a
+/// requirement on a unit that is absent or masked (cloud-init on a nodeagent image) makes
+/// systemd fail the mount at every later boot.
+pub const MOUNT_DEFAULT_OPTIONS: &str =
+    "defaults,nofail,x-systemd.requires=nodeagent-local.service,_netdev";
+
+/// cc_mounts' handling of the `mounts` list that needs no host: fields `str()`-ed, defaults
+/// filled in (`mount_default_fields` replaces them whole), and an entry whose mount point is
+/// null cancels itself and every earlier entry of the same device. Which devices exist is
+/// decided at apply time (`apply::disks::mounts`), as cloud-init decides it on the host.
+fn mounts(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
+    let defaults: Vec<Option<String>> = match &cfg.mount_default_fields {
+        Some(d) => d.iter().map(|f| f.0.clone()).collect(),
+        None => vec![
+            None,
+            None,
+            Some("auto".into()),
+            Some(MOUNT_DEFAULT_OPTIONS.into()),
+            Some("0".into()),
+            Some("2".into()),
+        ],
+    };
+    let mut entries: Vec<Vec<Option<String>>> = Vec::new();
+    for (i, m) in cfg.mounts.iter().enumerate() {
+        let place = format!("mounts[{i}]");
+        if m.len() > 6 {
+            return Err(Error::new(
+                Stage::Plan,
+                place,
+                "an fstab entry has at most 6 fields",
+            ));
+        }
+        let mut e: Vec<Option<String>> = m.iter().map(|f| f.0.clone()).collect();
+        if e.first().cloned().flatten().is_none() {
+            return Err(Error::new(
+                Stage::Plan,
+                place,
+                "the first field (the device) is missing",
+            ));
+        }
+        for (j, d) in defaults.iter().enumerate() {
+            match e.get_mut(j) {
+                None => e.push(d.clone()),
+                Some(f) if f.is_none() => *f = d.clone(),
+                Some(_) => {}
+            }
+        }
+        if e.get(1).cloned().flatten().is_none() {
+            for earlier in entries.iter_mut().filter(|x| x[0] == e[0]) {
+                earlier[1] = None;
+            }
+        }
+        entries.push(e);
+    }
+    let mut out = Vec::new();
+    for (i, e) in entries.into_iter().enumerate() {
+        if e.get(1).cloned().flatten().is_none() {
+            b.warnings.push(format!(
+                "mounts[{i}]: no mount point (or cancelled by a later entry): nothing to mount"
+            ));
+            continue;
+        }
+        let Some(fields) = e.into_iter().collect::<Option<Vec<String>>>() else {
+            return Err(Error::new(
+                Stage::Plan,
+                format!("mounts[{i}]"),
+                "a field is null and mount_default_fields has no value for it",
+            ));
         };
-        let mut entries = Vec::new();
-        for (i, m) in cfg.mounts.iter().enumerate() {
-            if m.len() > 6 {
-                return Err(Error::new(
-                    Stage::Plan,
-                    format!("mounts[{i}]"),
-                    "an fstab entry has at most 6 fields",
-                ));
-            }
-            if m.len() < 2 || m[1].0.is_none() {
-                b.warnings.push(format!(
-                    "mounts[{i}]: entry without a mount point: nothing to mount"
-                ));
-                continue;
-            }
-            let mut fields: [String; 6] = Default::default();
-            for (j, f) in fields.iter_mut().enumerate() {
-                let v = m
-                    .get(j)
-                    .and_then(|f| f.0.clone())
-                    .or_else(|| defaults.get(j).cloned().flatten());
-                *f = v.unwrap_or_else(|| "none".into());
-            }
-            if !fields[0].starts_with('/') && !fields[0].contains('=') && fields[0] != "none" {
-                fields[0] = format!("/dev/{}", alias(&fields[0]).trim_start_matches("/dev/"));
-            }
-            if fields
-                .iter()
-                .any(|f| f.is_empty() || f.contains(['\n', '\t']))
-            {
-                return Err(Error::new(
-                    Stage::Plan,
-                    format!("mounts[{i}]"),
-                    "fstab fields must be non-empty and free of tabs and newlines",
-                ));
-            }
-            entries.push(fields);
+        // cloud-init joins the fields with tabs unescaped: whitespace would shift the fields.
+        if fields
+            .iter()
+            .any(|f| f.is_empty() || f.contains(char::is_whitespace))
+        {
+            return Err(Error::new(
+                Stage::Plan,
+                format!("mounts[{i}]"),
+                "fstab fields must be non-empty and free of spaces, tabs and newlines",
+            ));
         }
-        if !entries.is_empty() {
-            b.push(
-                "mounts".into(),
-                RunStage::Main,
-                Frequency::PerInstance,
-                Action::Mounts(MountsSpec { entries }),
-            );
-        }
+        out.push(fields);
+    }
+    if !out.is_empty() {
+        b.push(
+            "mounts".into(),
+            RunStage::Main,
+            Frequency::PerInstance,
+            Action::Mounts(MountsSpec {
+                entries: out,
+                device_aliases: cfg.device_aliases.clone(),
+            }),
+        );
     }
     Ok(())
 }
