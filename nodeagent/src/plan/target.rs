@@ -397,7 +397,6 @@ mod tests {
         let p = plan(vec![file_step("write_files[0]:/x", "/x", true)]);
         let at = |s: PathState| Observed {
             paths: [("/x".to_string(), s)].into(),
-            ..Default::default()
         };
         check(&p, &view, &at(PathState::File)).unwrap();
         for bad in [
