@@ -312,6 +312,14 @@ impl Journal {
         })
     }
 
+    /// Read the journal again: another run may have finished steps since it was opened
+    /// (`apply` does this once it holds the run lock).
+    pub fn reopen(&mut self) -> Result<()> {
+        let path = self.path.clone();
+        *self = Journal::open(&path, self.boot.clone())?;
+        Ok(())
+    }
+
     /// Finished already? Per-instance: any `done`; per-boot: a `done` in this boot.
     pub fn is_done(&self, step: &str, per_boot: bool) -> bool {
         match self.done.get(step) {

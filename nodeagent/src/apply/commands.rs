@@ -59,13 +59,14 @@ pub fn shown(run: &Run) -> String {
     }
 }
 
-struct Files {
-    rc: PathBuf,
-    lock: PathBuf,
-    out: PathBuf,
+/// A supervised step's files in the instance's `cmd/` directory.
+pub(super) struct Files {
+    pub rc: PathBuf,
+    pub lock: PathBuf,
+    pub out: PathBuf,
 }
 
-fn files_for(ctx: &Ctx<'_>, step: &Step) -> Result<Files> {
+pub(super) fn files_for(ctx: &Ctx<'_>, step: &Step) -> Result<Files> {
     let dir = ctx
         .journal
         .path
@@ -85,7 +86,7 @@ fn files_for(ctx: &Ctx<'_>, step: &Step) -> Result<Files> {
     })
 }
 
-fn read_rc(p: &Path) -> Option<i32> {
+pub(super) fn read_rc(p: &Path) -> Option<i32> {
     std::fs::read_to_string(p).ok()?.trim().parse().ok()
 }
 
@@ -145,6 +146,24 @@ fn flock(f: &File, nonblocking: bool) -> std::io::Result<bool> {
     }
 }
 
+/// Open and take a step's lock, waiting while the supervisor of a run that was killed still
+/// holds it (its program is still running; the supervisor's own timeout bounds the wait).
+pub(super) fn lock_step(path: &Path, place: &str) -> Result<File> {
+    let lock = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| err(place, format!("lock: {e}")))?;
+    if !flock(&lock, true).map_err(|e| err(place, format!("lock: {e}")))? {
+        tracing::info!(step = %place, "waiting for what a previous run started to finish");
+        flock(&lock, false).map_err(|e| err(place, format!("lock: {e}")))?;
+    }
+    Ok(lock)
+}
+
 pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcome> {
     if !ctx.opts.exec {
         tracing::info!(step = %step.id, command = %shown(&c.run), "command skipped (no --exec)");
@@ -152,18 +171,7 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
     }
     let place = step.id.as_str();
     let fl = files_for(ctx, step)?;
-    let lock = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&fl.lock)
-        .map_err(|e| err(place, format!("lock: {e}")))?;
-    if !flock(&lock, true).map_err(|e| err(place, format!("lock: {e}")))? {
-        tracing::info!(step = %step.id, "waiting for the command a previous run started");
-        flock(&lock, false).map_err(|e| err(place, format!("lock: {e}")))?;
-    }
+    let lock = lock_step(&fl.lock, place)?;
     match read_rc(&fl.rc) {
         Some(0) => {
             log_output(&fl.out, &step.id);
@@ -270,8 +278,13 @@ thread_local! {
 
 /// Take `<state>/run.lock` for this run, waiting while another agent, or a system tool
 /// (`useradd`, `mkfs`...) orphaned by a killed agent, still holds it. Tools inherit the lock,
-/// so a restarted agent never races a half-finished tool of its predecessor.
-pub fn hold_run_lock(state_dir: &Path) -> Result<()> {
+/// so a restarted agent never races a half-finished tool of its predecessor. Returns false
+/// when this thread holds it already (`run` takes it before the state is written; `apply`
+/// then leaves it to `run` to release).
+pub fn hold_run_lock(state_dir: &Path) -> Result<bool> {
+    if RUN_LOCK.with(|l| l.borrow().is_some()) {
+        return Ok(false);
+    }
     crate::state::ensure_private_dir(state_dir, 0o700)?;
     let p = state_dir.join("run.lock");
     let f = OpenOptions::new()
@@ -287,7 +300,7 @@ pub fn hold_run_lock(state_dir: &Path) -> Result<()> {
         flock(&f, false).map_err(|e| err("run.lock", e))?;
     }
     RUN_LOCK.with(|l| *l.borrow_mut() = Some(f));
-    Ok(())
+    Ok(true)
 }
 
 /// Release the run lock (end of `apply`).
@@ -308,7 +321,14 @@ pub fn run_host(argv: &[&str], stdin: Option<&[u8]>) -> Result<String> {
     };
     let locked = matches!(
         tool,
-        "useradd" | "usermod" | "groupadd" | "chpasswd" | "visudo" | "sfdisk"
+        "useradd"
+            | "usermod"
+            | "userdel"
+            | "groupadd"
+            | "groupdel"
+            | "chpasswd"
+            | "visudo"
+            | "sfdisk"
     ) || tool.starts_with("mkfs.");
     let lock_fd = RUN_LOCK.with(|l| l.borrow().as_ref().map(|f| f.as_raw_fd()));
     if let Some(fd) = lock_fd.filter(|_| locked) {

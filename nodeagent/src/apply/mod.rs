@@ -326,7 +326,18 @@ pub fn apply(
         ..Default::default()
     };
     let run_started = Instant::now();
-    commands::hold_run_lock(&crate::state::state_dir(&opts.target.root))?;
+    let took_lock = commands::hold_run_lock(&crate::state::state_dir(&opts.target.root))?;
+    let release = || {
+        if took_lock {
+            commands::release_run_lock();
+        }
+    };
+    // A run that held the lock before us may have finished steps (an append!) since our
+    // journal was read: read it again under the lock.
+    if let Err(e) = journal.reopen() {
+        release();
+        return Err(e);
+    }
     let res = apply_locked(
         plan,
         opts,
@@ -336,7 +347,7 @@ pub fn apply(
         &mut summary,
         run_started,
     );
-    commands::release_run_lock();
+    release();
     res.map(|()| summary)
 }
 
@@ -609,8 +620,25 @@ fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Resu
             r
         }
         Action::User(u) => {
-            begin(ctx, step, None)?;
-            let r = users::user(ctx, u);
+            // A begin that says this step was creating the user marks a `useradd` a kill may
+            // have cut short: `users::user` repairs what it left (`users::NEW_USER`).
+            let prior = ctx
+                .journal
+                .last_begin(&step.id)
+                .and_then(|r| r.expect.clone())
+                .filter(|e| e.starts_with(users::NEW_USER));
+            let db = ctx.db()?;
+            let expect = match prior {
+                Some(p) => Some(p),
+                None if !db.users.contains_key(&u.name) => Some(format!(
+                    "{} group-existed={}",
+                    users::NEW_USER,
+                    db.groups.contains_key(&u.name)
+                )),
+                None => None,
+            };
+            begin(ctx, step, expect.clone())?;
+            let r = users::user(ctx, u, expect.as_deref());
             ctx.invalidate_db();
             r
         }
@@ -655,10 +683,33 @@ fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Resu
                 tracing::info!(step = %step.id, "kubeadm had finished before the previous run was killed (sentinel present); not run again");
                 return Ok(Outcome::Adopted);
             }
+            // Exactly once, as commands (commands.rs): the step's lock is held by the
+            // supervisor of a kubeadm a killed agent started; wait for it, then adopt its
+            // success instead of starting kubeadm a second time.
+            let fl = commands::files_for(ctx, step)?;
+            let lock = commands::lock_step(&fl.lock, &step.id)?;
+            let root = ctx.target().root.clone();
+            if commands::read_rc(&fl.rc) == Some(0) {
+                if k.sentinel && !sentinel.exists() {
+                    crate::kubeadm::run::write_sentinel(&root)
+                        .map_err(|e| Error::new(Stage::Kubeadm, SENTINEL, e.to_string()))?;
+                }
+                tracing::info!(step = %step.id, "kubeadm had finished before the previous run was killed; not run again");
+                return Ok(Outcome::Adopted);
+            }
+            let _ = std::fs::remove_file(&fl.rc);
             begin(ctx, step, None)?;
             reporter.phase(Phase::Kubeadm, Some(&step.id));
-            let root = ctx.target().root.clone();
-            crate::kubeadm::execute(k, &ctx.opts.config.kubeadm, &root, reporter)?;
+            let sup = crate::kubeadm::run::Supervise {
+                exe: ctx.opts.supervisor.clone(),
+                rc: fl.rc.clone(),
+                lock_fd: std::os::fd::AsRawFd::as_raw_fd(&lock),
+            };
+            let settings = &ctx.opts.config.kubeadm;
+            crate::kubeadm::run::supervised(sup, || {
+                crate::kubeadm::execute(k, settings, &root, reporter)
+            })?;
+            drop(lock);
             Ok(Outcome::Ok)
         }
     }

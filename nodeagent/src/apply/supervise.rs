@@ -17,6 +17,11 @@ use std::time::{Duration, Instant};
 
 /// The first argument that selects the supervisor (not a user-facing subcommand).
 pub const ARG: &str = "__supervise";
+/// The same for kubeadm (`kubeadm/run.rs`): the program's output is relayed to the
+/// supervisor's own stdout/stderr (the agent's pipes, read live) and kept flowing when the
+/// agent is gone (write errors are ignored, never a SIGPIPE for kubeadm); the program stays
+/// in the supervisor's process group, which the agent kills at its deadline.
+pub const ARG_PIPED: &str = "__supervise-piped";
 /// Exit status of a command stopped by its timeout (as coreutils `timeout`).
 pub const TIMED_OUT: i32 = 124;
 /// Between SIGTERM and SIGKILL of a command that overran its timeout.
@@ -26,6 +31,15 @@ const LOCK_FD: i32 = 9;
 
 /// Entry point; `args` are the arguments after [`ARG`]. Returns the process exit status.
 pub fn main(args: &[OsString]) -> i32 {
+    main_with(args, false)
+}
+
+/// Entry point of [`ARG_PIPED`].
+pub fn main_piped(args: &[OsString]) -> i32 {
+    main_with(args, true)
+}
+
+fn main_with(args: &[OsString], piped: bool) -> i32 {
     let (Some(rc_file), Some(timeout), Some(program)) = (args.first(), args.get(1), args.get(2))
     else {
         eprintln!("nodeagent {ARG}: usage: {ARG} RC_FILE TIMEOUT_SECS ARGV...");
@@ -43,7 +57,7 @@ pub fn main(args: &[OsString]) -> i32 {
             libc::fcntl(LOCK_FD, libc::F_SETFD, flags | libc::FD_CLOEXEC);
         }
     }
-    let rc = run(program, &args[3..], Duration::from_secs(timeout));
+    let rc = run(program, &args[3..], Duration::from_secs(timeout), piped);
     if let Err(e) = record(Path::new(rc_file), rc) {
         eprintln!(
             "nodeagent {ARG}: cannot record exit status in {}: {e}",
@@ -55,8 +69,16 @@ pub fn main(args: &[OsString]) -> i32 {
 }
 
 /// Run the command in its own process group; its exit status as a shell reports it.
-fn run(program: &OsString, args: &[OsString], timeout: Duration) -> i32 {
-    let mut child = match Command::new(program).args(args).process_group(0).spawn() {
+fn run(program: &OsString, args: &[OsString], timeout: Duration, piped: bool) -> i32 {
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    if piped {
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+    } else {
+        cmd.process_group(0);
+    }
+    let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("{}: {e}", program.to_string_lossy());
@@ -67,14 +89,23 @@ fn run(program: &OsString, args: &[OsString], timeout: Duration) -> i32 {
         }
     };
     let pid = child.id() as libc::pid_t;
+    if let Some(out) = child.stdout.take() {
+        std::thread::spawn(move || relay(out, std::io::stdout()));
+    }
+    if let Some(err) = child.stderr.take() {
+        std::thread::spawn(move || relay(err, std::io::stderr()));
+    }
+    // Its own group, or (piped) only the program: the supervisor shares its group.
+    let target = if piped { pid } else { -pid };
     // 0 = no timeout, as for coreutils `timeout`.
     let timed_out = !timeout.is_zero() && !exits_within(pid, timeout);
     if timed_out {
-        // SAFETY: signals the command's own process group (made by process_group(0)).
-        unsafe { libc::kill(-pid, libc::SIGTERM) };
+        // SAFETY: signals the command's own process group (made by process_group(0)), or
+        // the piped program itself.
+        unsafe { libc::kill(target, libc::SIGTERM) };
         if !exits_within(pid, KILL_AFTER) {
             // SAFETY: as above.
-            unsafe { libc::kill(-pid, libc::SIGKILL) };
+            unsafe { libc::kill(target, libc::SIGKILL) };
         }
     }
     let status = loop {
@@ -87,6 +118,26 @@ fn run(program: &OsString, args: &[OsString], timeout: Duration) -> i32 {
         _ if timed_out => TIMED_OUT,
         Ok(s) => s.code().or(s.signal().map(|sig| 128 + sig)).unwrap_or(1),
         Err(_) => 1,
+    }
+}
+
+/// Copy the program's output to ours until it closes; once our reader is gone (the agent
+/// was killed), keep draining so the program never blocks or gets a SIGPIPE. Threads that a
+/// daemon's inherited pipe keeps alive end with the supervisor, which does not wait for them.
+fn relay(mut from: impl std::io::Read, mut to: impl Write) {
+    let mut buf = [0u8; 8192];
+    let mut sink_ok = true;
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                if sink_ok {
+                    sink_ok = to.write_all(&buf[..n]).and_then(|()| to.flush()).is_ok();
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
     }
 }
 

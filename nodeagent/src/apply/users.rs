@@ -34,6 +34,7 @@ pub fn group(ctx: &mut Ctx<'_>, g: &GroupSpec) -> Result<Outcome> {
     let place = format!("groups.{}", g.name);
     check_name(&g.name, &place)?;
     let t = ctx.target().clone();
+    clean_shadow_leftovers(&t)?;
     let db = ctx.db()?.clone();
     if !db.groups.contains_key(&g.name) {
         commands::run_tool(&t, &["groupadd", &g.name], None).map_err(|e| e.within(&place))?;
@@ -102,7 +103,105 @@ pub fn sudoers_file(name: &str) -> String {
     format!("/etc/sudoers.d/90-nodeagent-{}", name.replace('.', "_"))
 }
 
-pub fn user(ctx: &mut Ctx<'_>, u: &UserSpec) -> Result<Outcome> {
+/// The `begin` note of a user step that creates the user (`new-user group-existed=BOOL`).
+pub const NEW_USER: &str = "new-user";
+
+/// The shadow databases `useradd` locks and rewrites.
+const SHADOW_DBS: &[&str] = &["passwd", "shadow", "group", "gshadow", "subuid", "subgid"];
+
+fn pid_alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    pid > 0
+        && (unsafe { libc::kill(pid, 0) } == 0
+            || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH))
+}
+
+/// What a killed shadow tool leaves in /etc: its `DB.PID` temp link and `DB.lock` naming a
+/// dead pid. shadow removes a stale lock itself but never the temp file; both go here (the
+/// agent holds the run lock, so no tool of ours is running).
+fn clean_shadow_leftovers(t: &super::Target) -> Result<()> {
+    let etc = t.path("/etc/passwd")?;
+    let Some(etc) = etc.parent() else {
+        return Ok(());
+    };
+    let Ok(rd) = std::fs::read_dir(etc) else {
+        return Ok(());
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some((db, suffix)) = name.split_once('.') else {
+            continue;
+        };
+        if !SHADOW_DBS.contains(&db) {
+            continue;
+        }
+        let pid = if suffix == "lock" {
+            std::fs::read_to_string(e.path())
+                .ok()
+                .and_then(|s| s.trim().parse::<i32>().ok())
+        } else if !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()) {
+            suffix.parse::<i32>().ok()
+        } else {
+            continue;
+        };
+        if pid.is_some_and(|p| !pid_alive(p)) {
+            tracing::warn!(file = %name, "removing what a killed shadow tool left behind");
+            std::fs::remove_file(e.path()).map_err(|er| err(&name, er))?;
+        }
+    }
+    Ok(())
+}
+
+/// Everything `useradd` makes for this user is there (after a kill it may not be).
+fn complete(t: &super::Target, db: &UserDb, u: &UserSpec) -> bool {
+    let has_line = |file: &str| match t.path(file).map(std::fs::read_to_string) {
+        Ok(Ok(text)) => text
+            .lines()
+            .any(|l| l.split(':').next() == Some(u.name.as_str())),
+        _ => true, // no such database in the image: nothing to check
+    };
+    let home_ok = u.no_create_home
+        || u.system
+        || db
+            .home(&u.name)
+            .and_then(|h| t.path(h).ok())
+            .is_some_and(|p| p.is_dir());
+    let group_ok = u.no_user_group || u.primary_group.is_some() || db.groups.contains_key(&u.name);
+    has_line("/etc/shadow") && (u.system || has_line("/etc/subuid")) && home_ok && group_ok
+}
+
+/// Undo what an interrupted `useradd` of this step made, so it can run again from the start.
+fn repair(ctx: &mut Ctx<'_>, u: &UserSpec, note: &str, place: &str) -> Result<()> {
+    let t = ctx.target().clone();
+    let db = ctx.db()?.clone();
+    if db.users.contains_key(&u.name) {
+        if complete(&t, &db, u) {
+            return Ok(());
+        }
+        tracing::warn!(user = %u.name, "user left incomplete by a killed useradd; made again");
+        let home = db.home(&u.name).map(str::to_string);
+        commands::run_tool(&t, &["userdel", &u.name], None).map_err(|e| e.within(place))?;
+        if let Some(h) = home.filter(|h| h.starts_with('/') && h.len() > 1) {
+            let p = t.path(&h)?;
+            if std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir()) {
+                std::fs::remove_dir_all(&p).map_err(|e| err(place, e))?;
+            }
+        }
+    } else if note.ends_with("group-existed=false")
+        && !u.no_user_group
+        && u.primary_group.is_none()
+        && db.groups.get(&u.name).is_some_and(|(_, m)| m.is_empty())
+    {
+        // useradd wrote the user's group but was killed before the user itself.
+        tracing::warn!(user = %u.name, "group left by a killed useradd; made again");
+        commands::run_tool(&t, &["groupdel", &u.name], None).map_err(|e| e.within(place))?;
+    }
+    ctx.invalidate_db();
+    Ok(())
+}
+
+/// `new_user`: this step's `begin` note when it creates the user (see `NEW_USER`).
+pub fn user(ctx: &mut Ctx<'_>, u: &UserSpec, new_user: Option<&str>) -> Result<Outcome> {
     let place = format!("users.{}", u.name);
     check_name(&u.name, &place)?;
     for g in u.groups.iter().chain(&u.primary_group) {
@@ -115,6 +214,10 @@ pub fn user(ctx: &mut Ctx<'_>, u: &UserSpec) -> Result<Outcome> {
         ));
     }
     let t = ctx.target().clone();
+    clean_shadow_leftovers(&t)?;
+    if let Some(note) = new_user {
+        repair(ctx, u, note, &place)?;
+    }
     let db = ctx.db()?.clone();
     if !db.users.contains_key(&u.name) {
         // Missing supplementary groups are created first, as cloud-init does.

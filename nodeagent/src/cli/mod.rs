@@ -67,6 +67,12 @@ pub fn main() -> i32 {
     {
         return crate::apply::supervise::main(&args[2..]);
     }
+    if args
+        .get(1)
+        .is_some_and(|a| a == crate::apply::supervise::ARG_PIPED)
+    {
+        return crate::apply::supervise::main_piped(&args[2..]);
+    }
     let cli = Cli::parse();
     let under_systemd =
         std::env::var_os("JOURNAL_STREAM").is_some() || std::env::var_os("INVOCATION_ID").is_some();

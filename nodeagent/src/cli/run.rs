@@ -149,9 +149,23 @@ fn execute(
     target: Target,
     earlier: Option<Earlier>,
 ) -> Result<Executed> {
+    // One run at a time from here on: instance data, journal and apply (apply/commands.rs).
+    apply::commands::hold_run_lock(&crate::state::state_dir(&target.root))?;
+    let res = execute_locked(args, inputs, prepared, stage, target, earlier);
+    apply::commands::release_run_lock();
+    res
+}
+
+fn execute_locked(
+    args: &Args,
+    inputs: &pipeline::Inputs,
+    prepared: &pipeline::Prepared,
+    stage: StageSel,
+    target: Target,
+    earlier: Option<Earlier>,
+) -> Result<Executed> {
     // kubeadm pre-flight already ran inside plan::build, before anything was written.
     let plan = &prepared.plan;
-
     let state = State::open(&target.root)?;
     let mut journal = state.begin_instance(&plan.instance_id)?;
     let iid = &plan.instance_id;

@@ -40,6 +40,33 @@ impl Default for Runner {
     }
 }
 
+/// How `kubeadm init|join` runs under the agent's exactly-once protocol (apply/mod.rs): through
+/// the supervisor (`nodeagent __supervise-piped RC TIMEOUT kubeadm ARGS`), which keeps the
+/// step's lock as fd 9 while kubeadm runs and records its exit status in `rc`, so that a
+/// restarted agent waits for an orphaned kubeadm instead of starting a second one.
+#[derive(Debug)]
+pub struct Supervise {
+    /// The nodeagent binary.
+    pub exe: PathBuf,
+    pub rc: PathBuf,
+    /// The step's lock, held by the agent; handed to the supervisor.
+    pub lock_fd: std::os::fd::RawFd,
+}
+
+thread_local! {
+    /// Set by `supervised` for the kubeadm step: a scoped extra argument of `run_kubeadm`, so
+    /// the runner and the retry loop stay as they are.
+    static SUPERVISE: std::cell::RefCell<Option<Supervise>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Run `f` (the kubeadm step) with its init/join invocations supervised by `sup`.
+pub fn supervised<T>(sup: Supervise, f: impl FnOnce() -> T) -> T {
+    SUPERVISE.with(|s| *s.borrow_mut() = Some(sup));
+    let out = f();
+    SUPERVISE.with(|s| *s.borrow_mut() = None);
+    out
+}
+
 /// Result of one kubeadm invocation.
 #[derive(Debug)]
 pub struct Outcome {
@@ -298,7 +325,40 @@ pub fn run_kubeadm(
     let shown =
         crate::redact::redact_text(&format!("{} {}", runner.program.display(), args.join(" ")));
     log.line(&format!("$ {shown}"));
-    let mut cmd = Command::new(&runner.program);
+    // init and join are supervised (exactly once); `reset -f` is not: its status must never
+    // be taken for the join's.
+    let main_call = matches!(args.first().map(String::as_str), Some("init" | "join"));
+    let sup = SUPERVISE.with(|s| {
+        s.borrow()
+            .as_ref()
+            .filter(|_| main_call)
+            .map(|s| (s.exe.clone(), s.rc.clone(), s.lock_fd))
+    });
+    let mut cmd = match &sup {
+        None => Command::new(&runner.program),
+        Some((exe, rc, lock_fd)) => {
+            let mut c = Command::new(exe);
+            c.arg0("nodeagent")
+                .arg(crate::apply::supervise::ARG_PIPED)
+                .arg(rc)
+                .arg(timeout.as_secs().max(1).to_string())
+                .arg(&runner.program);
+            let fd = *lock_fd;
+            // SAFETY: only async-signal-safe calls (fcntl, dup2) between fork and exec.
+            unsafe {
+                c.pre_exec(move || {
+                    if fd == 9 {
+                        let flags = libc::fcntl(9, libc::F_GETFD);
+                        libc::fcntl(9, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+                    } else if libc::dup2(fd, 9) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+            c
+        }
+    };
     cmd.args(args)
         .envs(runner.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
