@@ -16,6 +16,7 @@ pub mod kubeadm;
 pub mod limits;
 pub mod metadata;
 pub mod mint;
+pub mod netwait;
 pub mod network;
 pub mod pipeline;
 pub mod pki;
