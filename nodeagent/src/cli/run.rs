@@ -81,7 +81,7 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         Err(e) => return Err(report_bad_input(&inputs, &target, e)),
     };
     if stage != StageSel::All {
-        return execute(args, &inputs, &prepared, stage, target);
+        return execute(args, &inputs, &prepared, stage, target, net_warning);
     }
     // `--stage all` runs the two units' work in one process, in their order: cloud-init sets
     // the hostname in init-local, and the network stage gathers host facts after that, so
@@ -89,7 +89,7 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     // validated above with the first facts: bad input still stops before any write.
     let local =
         pipeline::prepare_local(&inputs).map_err(|e| report_bad_input(&inputs, &target, e))?;
-    let local_code = execute(args, &inputs, &local, StageSel::Local, target.clone())?;
+    let local_code = execute(args, &inputs, &local, StageSel::Local, target.clone(), None)?;
     let prepared = if args.data.facts.is_none() {
         inputs.facts = crate::facts::Facts::detect(&inputs.root);
         pipeline::prepare(&inputs).map_err(|e| report_bad_input(&inputs, &target, e))?
@@ -97,7 +97,14 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         // `--facts FILE` stands for the host as it is; it is not detected again.
         prepared
     };
-    let main_code = execute(args, &inputs, &prepared, StageSel::Main, target)?;
+    let main_code = execute(
+        args,
+        &inputs,
+        &prepared,
+        StageSel::Main,
+        target,
+        net_warning,
+    )?;
     Ok(local_code.max(main_code))
 }
 
@@ -121,6 +128,7 @@ fn execute(
     prepared: &pipeline::Prepared,
     stage: StageSel,
     target: Target,
+    net_warning: Option<String>,
 ) -> Result<i32> {
     // kubeadm pre-flight already ran inside plan::build, before anything was written.
     let plan = &prepared.plan;
