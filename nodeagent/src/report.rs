@@ -157,6 +157,10 @@ pub struct Reporter<'t> {
     pub root: std::path::PathBuf,
     pub instance_id: String,
     status: Status,
+    /// The last publish through the transport failed (a hung `info-set`, a serial port
+    /// nobody reads): progress is no longer sent there, only terminal phases, so a dead
+    /// platform channel costs at most two RPC_TIMEOUT_MS per run instead of one per phase.
+    platform_unreachable: bool,
 }
 
 impl<'t> Reporter<'t> {
@@ -180,6 +184,7 @@ impl<'t> Reporter<'t> {
             root: root.to_path_buf(),
             instance_id: instance_id.to_string(),
             status,
+            platform_unreachable: false,
         }
     }
 
@@ -257,12 +262,20 @@ impl<'t> Reporter<'t> {
             tracing::warn!("status event not recorded: {e}");
         }
         if let Some(t) = self.transport {
-            let json = self.status.compact_json();
-            if let Err(e) = t.set(STATUS_KEY, json.as_bytes()) {
-                tracing::warn!(
-                    "guestinfo.{STATUS_KEY} not published through {}: {e}",
-                    t.name()
-                );
+            if self.platform_unreachable && !self.status.phase.is_terminal() {
+                tracing::debug!("guestinfo.{STATUS_KEY} unreachable; progress not sent");
+            } else {
+                let json = self.status.compact_json();
+                match t.set(STATUS_KEY, json.as_bytes()) {
+                    Ok(()) => self.platform_unreachable = false,
+                    Err(e) => {
+                        self.platform_unreachable = true;
+                        tracing::warn!(
+                            "guestinfo.{STATUS_KEY} not published through {}: {e}",
+                            t.name()
+                        );
+                    }
+                }
             }
         }
         tracing::info!(phase = ?self.status.phase, step = ?self.status.step, detail = ?self.status.detail, "status");
@@ -420,6 +433,42 @@ mod tests {
                 .push(v.to_vec());
             Ok(())
         }
+    }
+
+    /// A platform channel that fails every call (a hung `info-set` after its timeout).
+    #[derive(Default)]
+    struct Dead(RefCell<usize>);
+    impl Transport for Dead {
+        fn name(&self) -> &'static str {
+            "dead"
+        }
+        fn get(&self, _k: &str) -> crate::error::Result<Option<Vec<u8>>> {
+            Ok(None)
+        }
+        fn set(&self, k: &str, _v: &[u8]) -> crate::error::Result<()> {
+            *self.0.borrow_mut() += 1;
+            Err(crate::error::Error::new(
+                crate::error::Stage::Report,
+                k,
+                "timed out",
+            ))
+        }
+    }
+
+    #[test]
+    fn a_dead_platform_channel_is_tried_once_for_progress_and_once_at_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = Dead::default();
+        let mut r = Reporter::new(Some(&t), dir.path(), "i-1");
+        r.phase(Phase::Reading, None);
+        for i in 0..50 {
+            r.phase(Phase::Applying, Some(&format!("step{i}")));
+        }
+        r.done();
+        assert_eq!(*t.0.borrow(), 2);
+        // The local status file still follows every phase.
+        let st = read_status(dir.path()).unwrap();
+        assert_eq!(st.phase, Phase::Done);
     }
 
     #[test]
