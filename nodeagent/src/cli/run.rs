@@ -70,6 +70,8 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
             return Err(e);
         }
     };
+    // From here a panic on this thread also reaches the platform (report::install_panic_hook).
+    let _panic_channel = report::arm_panic_channel(inputs.transport.as_ref());
     let prepared = if stage == StageSel::Local {
         pipeline::prepare_local(&inputs)
     } else {

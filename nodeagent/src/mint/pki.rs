@@ -482,7 +482,7 @@ pub fn parse_validity(s: &str, flag: &str) -> Result<Duration> {
             ),
         )
     };
-    let (num, unit) = s.split_at(s.len().saturating_sub(1));
+    let (num, unit) = super::token::split_unit(s);
     let n: i64 = num.parse().map_err(|_| bad())?;
     if n <= 0 || n > 100 * 365 * 24 {
         return Err(bad());

@@ -1,6 +1,9 @@
 //! kubeadm bootstrap tokens (`[a-z0-9]{6}.[a-z0-9]{16}` from the OS CSPRNG, rejection
 //! sampled as cluster-bootstrap does) and their `kube-system/bootstrap-token-<id>` Secret.
 
+// Parses untrusted input: no byte-index slicing or indexing that could panic.
+#![deny(clippy::string_slice, clippy::indexing_slicing)]
+
 use crate::error::{Error, Result, Stage};
 use base64::Engine;
 use time::{Duration, OffsetDateTime};
@@ -24,7 +27,7 @@ fn random_chars(n: usize) -> Result<String> {
             if out.len() == n {
                 break;
             }
-            out.push(ALPHABET[(b % 36) as usize] as char);
+            out.extend(ALPHABET.get((b % 36) as usize).map(|&c| c as char));
         }
     }
     Ok(out)
@@ -86,7 +89,7 @@ pub fn parse_ttl(s: &str) -> Result<Duration> {
             format!("bad duration {s:?}: use e.g. 15m, 24h or 7d"),
         )
     };
-    let (num, unit) = s.split_at(s.len().saturating_sub(1));
+    let (num, unit) = split_unit(s);
     let n: i64 = num.parse().map_err(|_| bad())?;
     if n <= 0 || n > 365 * 24 * 60 {
         return Err(bad());
@@ -99,9 +102,32 @@ pub fn parse_ttl(s: &str) -> Result<Duration> {
     }
 }
 
+/// `"24h"` → `("24", "h")`: the last character is the unit. By characters, not bytes: a
+/// multi-byte character at the end must be refused, not panic (`--ttl 1é`).
+pub fn split_unit(s: &str) -> (&str, &str) {
+    match s.char_indices().next_back() {
+        Some((i, _)) => s.split_at_checked(i).unwrap_or((s, "")),
+        None => ("", ""),
+    }
+}
+
 #[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::string_slice)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_multi_byte_unit_is_refused_not_a_panic() {
+        for bad in ["1é", "é", "24ĥ", "€"] {
+            let e = parse_ttl(bad).unwrap_err();
+            assert_eq!(e.place, "--ttl", "{bad}");
+            let e = crate::mint::pki::parse_validity(bad, "--validity").unwrap_err();
+            assert_eq!(e.place, "--validity", "{bad}");
+        }
+        assert_eq!(split_unit("24h"), ("24", "h"));
+        assert_eq!(split_unit("7é"), ("7", "é"));
+        assert_eq!(parse_ttl("24h").unwrap(), Duration::hours(24));
+    }
 
     #[test]
     fn tokens_match_the_kubeadm_format_and_differ() {
