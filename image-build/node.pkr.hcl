@@ -95,6 +95,7 @@ source "vsphere-iso" "node" {
     "passwd/user-password=${var.ssh_password} passwd/user-password-again=${var.ssh_password} ",
     "debian-installer/locale=en_US.UTF-8 keyboard-configuration/xkb-keymap=us ",
     "netcfg/get_hostname=localhost netcfg/get_domain=localdomain ",
+    "mirror/http/hostname=${var.debian_mirror_host} mirror/http/directory=${var.debian_mirror_directory} ",
     "<enter>",
   ]
   remove_cdrom         = true
@@ -165,6 +166,16 @@ build {
   provisioner "file" {
     source      = var.deb
     destination = "${local.build_dir}/nodeagent.deb"
+  }
+
+  # growpart (cloud-guest-utils) and resize2fs (e2fsprogs): nodeagent grows the root
+  # partition and filesystem at boot with them, as cloud-init did. Cloud images have them;
+  # an ISO install may not.
+  provisioner "shell" {
+    execute_command = local.sudo_exec
+    inline = [
+      "command -v growpart >/dev/null && command -v resize2fs >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends cloud-guest-utils e2fsprogs; }",
+    ]
   }
 
   # vSphere images must keep VMware Tools (CAPV reads the node's IPs through it).

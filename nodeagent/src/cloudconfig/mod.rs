@@ -80,6 +80,8 @@ const SUPPORTED: &[&str] = &[
     "create_hostname_file",
     "manage_etc_hosts",
     "final_message",
+    "growpart",
+    "resize_rootfs",
     // Multi-part merge directives: meaningless for one part, accepted and ignored.
     "merge_how",
     "merge_type",
@@ -114,7 +116,6 @@ const UNSUPPORTED: &[&str] = &[
     "disable_root_opts",
     "drivers",
     "fan",
-    "growpart",
     "grub-dpkg",
     "grub_dpkg",
     "keyboard",
@@ -137,7 +138,6 @@ const UNSUPPORTED: &[&str] = &[
     "puppet",
     "random_seed",
     "reporting",
-    "resize_rootfs",
     "resolv_conf",
     "rh_subscription",
     "rsyslog",
@@ -283,6 +283,8 @@ pub fn from_node(root: &Node, source: &str, compat: bool) -> Result<Parsed> {
     field!(create_hostname_file);
     field!(manage_etc_hosts);
     field!(final_message);
+    field!(growpart);
+    field!(resize_rootfs);
     if cfg.write_files.len() > crate::limits::MAX_WRITE_FILES {
         return Err(Error::new(
             Stage::CloudConfig,

@@ -50,7 +50,7 @@ pub fn parse(token: &str) -> Result<(&str, &str)> {
     }
 }
 
-/// The bootstrap-token Secret CABPK creates in the workload cluster (cluster-api.md d.6).
+/// The bootstrap-token Secret CABPK creates in the workload cluster (docs/formats.md d.6).
 pub fn secret_manifest(token: &str, ttl: Duration, now: OffsetDateTime) -> Result<String> {
     let (id, secret) = parse(token)?;
     let expiration = (now + ttl)
@@ -80,35 +80,28 @@ pub fn secret_manifest(token: &str, ttl: Duration, now: OffsetDateTime) -> Resul
     Ok(out)
 }
 
-/// `15m`, `24h`, `7d` → a duration.
+/// `15m`, `24h`, `7d` → a duration, at most a year.
 pub fn parse_ttl(s: &str) -> Result<Duration> {
-    let bad = || {
-        Error::new(
-            Stage::Mint,
-            "--ttl",
-            format!("bad duration {s:?}: use e.g. 15m, 24h or 7d"),
-        )
-    };
-    let (num, unit) = split_unit(s);
-    let n: i64 = num.parse().map_err(|_| bad())?;
-    if n <= 0 || n > 365 * 24 * 60 {
-        return Err(bad());
-    }
-    match unit {
-        "m" => Ok(Duration::minutes(n)),
-        "h" => Ok(Duration::hours(n)),
-        "d" => Ok(Duration::days(n)),
-        _ => Err(bad()),
-    }
-}
-
-/// `"24h"` → `("24", "h")`: the last character is the unit. By characters, not bytes: a
-/// multi-byte character at the end must be refused, not panic (`--ttl 1é`).
-pub fn split_unit(s: &str) -> (&str, &str) {
-    match s.char_indices().next_back() {
-        Some((i, _)) => s.split_at_checked(i).unwrap_or((s, "")),
-        None => ("", ""),
-    }
+    use super::validate::DurationUnit;
+    const MAX_MINUTES: i64 = 365 * 24 * 60;
+    let units = [
+        DurationUnit {
+            suffix: "m",
+            max_count: MAX_MINUTES,
+            unit: Duration::minutes(1),
+        },
+        DurationUnit {
+            suffix: "h",
+            max_count: MAX_MINUTES,
+            unit: Duration::hours(1),
+        },
+        DurationUnit {
+            suffix: "d",
+            max_count: MAX_MINUTES,
+            unit: Duration::days(1),
+        },
+    ];
+    super::validate::duration(s, "--ttl", Stage::Mint, &units, "use e.g. 15m, 24h or 7d")
 }
 
 #[cfg(test)]
@@ -124,8 +117,6 @@ mod tests {
             let e = crate::mint::pki::parse_validity(bad, "--validity").unwrap_err();
             assert_eq!(e.place, "--validity", "{bad}");
         }
-        assert_eq!(split_unit("24h"), ("24", "h"));
-        assert_eq!(split_unit("7é"), ("7", "é"));
         assert_eq!(parse_ttl("24h").unwrap(), Duration::hours(24));
     }
 
