@@ -35,6 +35,10 @@ pub fn logs_to_journal(data: &super::common::DataArgs) -> bool {
 }
 
 pub fn run(args: Args) -> i32 {
+    // No external program of this run outlives RUN_DEADLINE_SECS (TimeoutStartSec=infinity).
+    crate::process::set_run_deadline(std::time::Duration::from_secs(
+        crate::limits::RUN_DEADLINE_SECS,
+    ));
     let target = Target::new(&args.data.root);
     match run_inner(&args, target) {
         Ok(code) => code,
@@ -71,6 +75,8 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     } else {
         None
     };
+    // From here a panic on this thread also reaches the platform (report::install_panic_hook).
+    let _panic_channel = report::arm_panic_channel(inputs.transport.as_ref());
     let prepared = if stage == StageSel::Local {
         pipeline::prepare_local(&inputs)
     } else {
