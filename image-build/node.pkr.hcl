@@ -168,6 +168,16 @@ build {
     destination = "${local.build_dir}/nodeagent.deb"
   }
 
+  # growpart (cloud-guest-utils) and resize2fs (e2fsprogs): nodeagent grows the root
+  # partition and filesystem at boot with them, as cloud-init did. Cloud images have them;
+  # an ISO install may not.
+  provisioner "shell" {
+    execute_command = local.sudo_exec
+    inline = [
+      "command -v growpart >/dev/null && command -v resize2fs >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends cloud-guest-utils e2fsprogs; }",
+    ]
+  }
+
   # vSphere images must keep VMware Tools (CAPV reads the node's IPs through it).
   provisioner "shell" {
     only            = ["vsphere-clone.node", "vsphere-iso.node"]

@@ -64,6 +64,11 @@ else
     pass "open-vm-tools not installed (not required for this image)"
 fi
 
+# Disk growth at boot (growpart + resizefs, README "Migrating from cloud-init"): the
+# image's own tools, as cloud-init used them.
+check "growpart installed (cloud-guest-utils)" sh -c 'command -v growpart || test -x /usr/bin/growpart'
+check "resize2fs installed (e2fsprogs)" sh -c 'command -v resize2fs || test -x /usr/sbin/resize2fs || test -x /sbin/resize2fs'
+
 # cloud-init disabled, both ways.
 check "/etc/cloud/cloud-init.disabled exists" test -f /etc/cloud/cloud-init.disabled
 for u in cloud-init-local.service cloud-init.service cloud-config.service cloud-final.service; do

@@ -22,6 +22,36 @@ pub struct ImageConfig {
     /// Per-command timeout for bootcmd/runcmd items, seconds.
     pub command_timeout_secs: u64,
     pub kubeadm: KubeadmSettings,
+    /// Grow the root partition to fill its disk at every boot (cloud-init's `growpart`
+    /// default on cloud images); cloud-config `growpart:` overrides it.
+    pub growpart: GrowpartSettings,
+    /// Grow the root filesystem to fill its partition at every boot (cloud-init's
+    /// `resize_rootfs: true`); cloud-config `resize_rootfs:` overrides it.
+    pub resize_rootfs: bool,
+    /// How long the main stage waits for an address when the metadata's `wait-on-network`
+    /// asks for one, seconds (cloud-init waits forever).
+    pub wait_on_network_timeout_secs: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "snake_case")]
+pub struct GrowpartSettings {
+    /// `auto` (use `growpart` from cloud-guest-utils) or `off`.
+    pub mode: String,
+    /// Mount points or device paths whose partition is grown.
+    pub devices: Vec<String>,
+    /// Deadline of each disk tool (`growpart`, `resize2fs`, `xfs_growfs`), seconds.
+    pub timeout_secs: u64,
+}
+
+impl Default for GrowpartSettings {
+    fn default() -> Self {
+        GrowpartSettings {
+            mode: "auto".into(),
+            devices: vec!["/".into()],
+            timeout_secs: 120,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -53,6 +83,9 @@ impl Default for ImageConfig {
             redact_userdata: true,
             command_timeout_secs: 600,
             kubeadm: KubeadmSettings::default(),
+            growpart: GrowpartSettings::default(),
+            resize_rootfs: true,
+            wait_on_network_timeout_secs: 300,
         }
     }
 }
@@ -89,12 +122,20 @@ impl ImageConfig {
         if text.trim().is_empty() {
             return Ok(ImageConfig::default());
         }
-        serde_yaml::from_str(text).map_err(|e| {
+        let cfg: ImageConfig = serde_yaml::from_str(text).map_err(|e| {
             let place = e
                 .location()
                 .map(|l| format!("line {} column {}", l.line(), l.column()))
                 .unwrap_or_default();
             Error::new(Stage::Usage, place, e.to_string())
-        })
+        })?;
+        if !matches!(cfg.growpart.mode.as_str(), "auto" | "growpart" | "off") {
+            return Err(Error::new(
+                Stage::Usage,
+                "growpart.mode",
+                format!("{:?} is not auto, growpart or off", cfg.growpart.mode),
+            ));
+        }
+        Ok(cfg)
     }
 }

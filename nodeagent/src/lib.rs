@@ -1,7 +1,7 @@
 //! nodeagent: a Kubernetes node bootstrap agent that replaces cloud-init on Cluster API
 //! nodes, and `mint`, which makes the cluster PKI and per-node bootstrap data.
 //!
-//! Pipeline (design.md section 2), one module per stage:
+//! Pipeline (docs/formats.md N.2), one module per stage:
 //! transport -> decode -> metadata/facts/instance -> template -> cloudconfig -> plan -> apply -> report.
 
 pub mod apply;
@@ -16,6 +16,7 @@ pub mod kubeadm;
 pub mod limits;
 pub mod metadata;
 pub mod mint;
+pub mod netwait;
 pub mod network;
 pub mod pipeline;
 pub mod pki;

@@ -81,11 +81,16 @@ pub fn gather(opts: &Options) -> Result<Inputs> {
     for line in &transport_log {
         tracing::info!(transport = transport.name(), "{line}");
     }
-    let raw = transport::read_all(transport.as_ref())?;
+    let mut raw = transport::read_all(transport.as_ref())?;
     let facts = match &opts.facts {
         Some(path) => Facts::from_file(path)?,
         None => Facts::detect(&root),
     };
+    let mut transport_log = transport_log;
+    for line in restore_saved(&mut raw, &facts, &root)? {
+        tracing::info!("{line}");
+        transport_log.push(line);
+    }
     let users = UserDb::read(&root);
     let compat = opts.compat || image.compat;
     Ok(Inputs {
@@ -98,6 +103,73 @@ pub fn gather(opts: &Options) -> Result<Inputs> {
         compat,
         root,
     })
+}
+
+/// Saved copies of the platform's data, per instance (0600, root-only directory): what later
+/// boots read once the platform's copy was blanked (`---`, as the agent does after success).
+pub const SAVED_METADATA: &str = "metadata.txt";
+pub const SAVED_USERDATA: &str = "userdata-raw.txt";
+
+/// Later boots of an instance: a blanked (or absent) platform copy is replaced by the
+/// instance's saved one, so per-boot steps (bootcmd) keep running, as cloud-init keeps the
+/// datasource's data in /var/lib/cloud/instance. Metadata comes from the current instance;
+/// userdata from the instance the metadata names (a clone with a new instance-id and blanked
+/// userdata has no saved copy: nothing to restore). Returns log lines.
+pub fn restore_saved(raw: &mut RawData, facts: &Facts, root: &Path) -> Result<Vec<String>> {
+    let mut log = Vec::new();
+    let dir = crate::state::state_dir(root);
+    if !dir.is_dir() {
+        return Ok(log);
+    }
+    let saved = |iid: &str, name: &str| -> Result<Option<(PathBuf, String)>> {
+        let path = dir
+            .join("instances")
+            .join(crate::state::instance_dir_name(iid))
+            .join(name);
+        if !path.is_file() {
+            return Ok(None);
+        }
+        Ok(Some((path.clone(), read_userdata_file(&path)?)))
+    };
+    if raw.metadata.is_none()
+        && let Some(iid) = std::fs::read_to_string(dir.join("instance-id"))
+            .ok()
+            .map(|s| s.trim_end_matches('\n').to_string())
+            .filter(|s| !s.is_empty())
+        && let Some((path, text)) = saved(&iid, SAVED_METADATA)?
+    {
+        log.push(format!(
+            "guestinfo.metadata is blank: using instance {iid}'s saved copy ({})",
+            path.display()
+        ));
+        raw.metadata = Some(crate::decode::Decoded {
+            text,
+            warnings: Vec::new(),
+        });
+    }
+    if raw.userdata.is_none() {
+        let md = match &raw.metadata {
+            Some(d) => match metadata::parse(&d.text, "guestinfo.metadata") {
+                Ok(md) => md,
+                // Reported by `prepare` with its line; nothing to restore from.
+                Err(_) => return Ok(log),
+            },
+            None => Metadata::default(),
+        };
+        if let Ok(iid) = crate::instance::instance_id(&md, facts)
+            && let Some((path, text)) = saved(&iid, SAVED_USERDATA)?
+        {
+            log.push(format!(
+                "guestinfo.userdata is blank: using instance {iid}'s saved copy ({})",
+                path.display()
+            ));
+            raw.userdata = Some(crate::decode::Decoded {
+                text,
+                warnings: Vec::new(),
+            });
+        }
+    }
+    Ok(log)
 }
 
 /// The result of the pure half of a run.
@@ -124,14 +196,30 @@ fn subplatform(transport: &str) -> String {
     }
 }
 
+/// The cloud-init datasource whose instance data this transport's run imitates.
+fn datasource(transport: &dyn Transport) -> crate::instance::Datasource {
+    match transport.nocloud_seed() {
+        Some(seed) => crate::instance::Datasource::NoCloud {
+            seed: std::path::absolute(seed)
+                .unwrap_or_else(|_| seed.to_path_buf())
+                .display()
+                .to_string(),
+        },
+        None => crate::instance::Datasource::VMware {
+            subplatform: subplatform(transport.name()),
+        },
+    }
+}
+
 /// Metadata and instance data, shared by the local and main stages.
 fn instance(inputs: &Inputs) -> Result<(Metadata, String, Value)> {
     let md = match &inputs.raw.metadata {
         Some(d) => metadata::parse(&d.text, "guestinfo.metadata")?,
         None => Metadata::default(),
     };
-    let iid = crate::instance::instance_id(&md, &inputs.facts)?;
-    let tree = crate::instance::build(&md, &inputs.facts, &subplatform(inputs.transport.name()))?;
+    let ds = datasource(inputs.transport.as_ref());
+    let iid = ds.instance_id(&md, &inputs.facts)?;
+    let tree = crate::instance::build_for(&md, &inputs.facts, &ds)?;
     Ok((md, iid, tree))
 }
 
@@ -148,7 +236,20 @@ pub fn instance_data(inputs: &Inputs) -> Result<Value> {
 /// The local stage only needs metadata: hostname and network, before the network is up.
 pub fn prepare_local(inputs: &Inputs) -> Result<Prepared> {
     let (md, iid, tree) = instance(inputs)?;
-    let plan = plan::build_local(&iid, &md, &inputs.facts, inputs.compat)?;
+    let mut plan = plan::build_local(&iid, &md, &inputs.facts, inputs.compat)?;
+    // The userdata's `growpart:`/`resize_rootfs:` switch disk growth; userdata that does not
+    // render or parse here is reported by the main stage, and the image's settings apply.
+    let config = inputs
+        .raw
+        .userdata
+        .as_ref()
+        .and_then(|d| render_userdata(&d.text, &tree, inputs.compat).ok())
+        .and_then(|(r, source, _)| cloudconfig::parse(&r?, source, inputs.compat).ok())
+        .map(|p| p.config)
+        .unwrap_or_default();
+    let growth = plan::disk_growth(&inputs.image, &config)
+        .or_else(|_| plan::disk_growth(&inputs.image, &CloudConfig::default()))?;
+    plan.steps.extend(growth);
     let warnings = [inputs.raw.warnings(), plan.warnings.clone()].concat();
     Ok(Prepared {
         metadata: md,

@@ -68,6 +68,8 @@ pub enum Action {
     DiskSetup(DiskSetupSpec),
     FsSetup(FsSetupSpec),
     Mounts(MountsSpec),
+    Growpart(GrowpartSpec),
+    ResizeFs(ResizeFsSpec),
     Command(CommandSpec),
     Kubeadm(KubeadmSpec),
 }
@@ -255,6 +257,24 @@ pub struct MountsSpec {
     pub entries: Vec<[String; 6]>,
 }
 
+/// cloud-init's `growpart` (every boot): grow the partition under each entry to its disk's end.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GrowpartSpec {
+    /// Mount points or device paths (`/`, `/dev/vda2`).
+    pub devices: Vec<String>,
+    /// Grow even when `/etc/growroot-disabled` exists.
+    pub ignore_growroot_disabled: bool,
+    /// Deadline of each `growpart` call.
+    pub timeout_secs: u64,
+}
+
+/// cloud-init's `resizefs` (every boot): grow the root filesystem to its partition's size.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResizeFsSpec {
+    /// Deadline of the resize tool.
+    pub timeout_secs: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CommandSpec {
     /// Where it came from: `runcmd[2]`, `bootcmd[0]`.
@@ -320,6 +340,6 @@ fn redacted_str<S: Serializer>(v: &str, s: S) -> Result<S::Ok, S::Error> {
 
 mod build;
 pub use build::{
-    PlanInput, UserDb, build, build_local, decode_permissions, is_volatile, normalise_path,
-    parse_owner, valid_account_name, valid_host_name,
+    PlanInput, UserDb, build, build_local, decode_permissions, disk_growth, is_volatile,
+    normalise_path, parse_owner, valid_account_name, valid_host_name,
 };

@@ -48,7 +48,8 @@ def ensure_host_tools():
     """The host tools the tiers use, from Debian packages; idempotent."""
     need = []
     for tool, pkg in [("qemu-system-x86_64", "qemu-system-x86"), ("mkfs.ext4", "e2fsprogs"), ("objcopy", "binutils"),
-                      ("dpkg-shlibdeps", "dpkg-dev"), ("debootstrap", "debootstrap")]:
+                      ("dpkg-shlibdeps", "dpkg-dev"), ("debootstrap", "debootstrap"), ("sfdisk", "fdisk"),
+                      ("qemu-img", "qemu-utils")]:
         if not shutil.which(tool) and pkg not in need:
             need.append(pkg)
     if need:

@@ -1,5 +1,6 @@
 """Systemd tier: a debootstrap'd Debian bookworm root (tests/qemu/build-rootfs) on an ext4
-image made with `mkfs.ext4 -d`, nodeagent installed by image-build/scripts/provision.sh (the
+filesystem made with `mkfs.ext4 -d`, in partition 1 of an MBR disk image (as cloud images
+are, so growpart has a partition to grow), nodeagent installed by image-build/scripts/provision.sh (the
 script the real images use), booting the real units from units/ with systemd as init.
 
 Also the boot benchmark (`python3 tests/qemu/systemd_tier.py bench`): QEMU start to
@@ -81,7 +82,8 @@ systemctl list-units --failed --no-legend --plain > /run/test/failed-units.txt 2
 systemctl show -p ActiveState,Result nodeagent-local.service nodeagent.service > /run/test/agent-units.txt 2>&1
 journalctl -b -o short-monotonic --no-pager > /run/test/journal.txt 2>&1
 set --
-for p in /etc/kubernetes /run/kubeadm /run/cluster-api /run/nodeagent /run/test /var/lib/nodeagent /var/log/kubeadm-standin.jsonl /var/log/nodeagent /etc/hostname /etc/systemd/network /etc/netplan; do
+{ stat -f -c 'fs %b %S' /; echo "disk $(cat /sys/class/block/vda/size)"; echo "part $(cat /sys/class/block/vda1/start) $(cat /sys/class/block/vda1/size)"; } > /run/test/disk.txt 2>&1
+for p in /etc/kubernetes /run/kubeadm /run/cluster-api /run/nodeagent /run/test /var/lib/nodeagent /var/lib/lifecycle-test /var/log/kubeadm-standin.jsonl /var/log/nodeagent /etc/hostname /etc/systemd/network /etc/netplan; do
   [ -e "$p" ] && set -- "$@" "$p"
 done
 tar -cf /dev/virtio-ports/org.nodeagent.test "$@" 2>/dev/null
@@ -112,6 +114,51 @@ ExecStart=/usr/local/lib/qemu-test/report
 [Install]
 WantedBy=multi-user.target
 """
+
+
+# Test plumbing for wait-on-network: the harness delays the node's address. fw_cfg
+# opt/test.late-address = "<delay s> <mac> <address/prefix>"; absent: does nothing.
+LATE_ADDR_SH = """#!/bin/sh
+spec=$(cat /sys/firmware/qemu_fw_cfg/by_name/opt/test.late-address/raw 2>/dev/null) || exit 0
+set -- $spec
+sleep "$1"
+for d in /sys/class/net/*; do [ "$(cat "$d/address")" = "$2" ] && dev=${d##*/}; done
+ip link set "$dev" up
+ip addr add "$3" dev "$dev"
+/usr/local/lib/qemu-test/mark late-address
+"""
+
+LATE_ADDR_UNIT = """[Unit]
+Description=QEMU test plumbing: give the NIC its address late (opt/test.late-address)
+DefaultDependencies=no
+After=systemd-modules-load.service systemd-udev-trigger.service
+
+[Service]
+Type=exec
+ExecStart=/usr/local/lib/qemu-test/late-address
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def make_partitioned_disk(stage_dir, path, size_mb, grow_mb=0):
+    """An MBR disk image whose partition 1 (from 1 MiB to the end) holds an ext4 filesystem
+    made from `stage_dir` with mkfs.ext4 -d: no loop device, no root. `grow_mb` then grows
+    the disk image (qemu-img resize), as CAPV's diskGiB does to a template's disk."""
+    fs = path + ".fs"
+    q.make_disk(stage_dir, fs, size_mb=size_mb)
+    if os.path.exists(path):
+        os.unlink(path)
+    with open(path, "wb") as f:
+        f.truncate((size_mb + 1) * 1024 * 1024)
+    subprocess.run(["sfdisk", "-q", path], input=f"label: dos\nstart=2048, size={size_mb * 2048}, type=83\n",
+                   text=True, check=True)
+    q.run(["dd", f"if={fs}", f"of={path}", "bs=1M", "seek=1", "conv=notrunc,sparse", "status=none"])
+    os.unlink(fs)
+    if grow_mb:
+        q.run(["qemu-img", "resize", "-q", "-f", "raw", path, f"+{grow_mb}M"])
+    return path
 
 
 def _install_modules(kernel, root):
@@ -177,13 +224,16 @@ def stage(name, variant, kernel, nodeagent=None, kubeadm=None, seed=None, workdi
     subprocess.run(["cp", "-a", base, root], check=True)
     _install_modules(kernel, root)
     _write(root, "/etc/hostname", "localhost\n")
-    _write(root, "/etc/fstab", "/dev/vda / ext4 rw,relatime 0 1\n")
+    _write(root, "/etc/fstab", "/dev/vda1 / ext4 rw,relatime 0 1\n")
     _write(root, "/usr/local/lib/qemu-test/mark", MARK_SH, 0o755)
     _write(root, "/usr/local/lib/qemu-test/report", REPORT_SH, 0o755)
     _write(root, "/etc/systemd/system/qemu-test-mark.service", MARK_UNIT)
     _write(root, "/etc/systemd/system/qemu-test-report.service", REPORT_UNIT)
     _enable(root, "qemu-test-mark.service")
     _enable(root, "qemu-test-report.service")
+    _write(root, "/usr/local/lib/qemu-test/late-address", LATE_ADDR_SH, 0o755)
+    _write(root, "/etc/systemd/system/qemu-test-late-address.service", LATE_ADDR_UNIT)
+    _enable(root, "qemu-test-late-address.service")
     # The same fixed networkd setup in every variant: networkd enabled, nothing else.
     os.makedirs(os.path.join(root, "etc/systemd/system/multi-user.target.wants"), exist_ok=True)
     link = os.path.join(root, "etc/systemd/system/multi-user.target.wants/systemd-networkd.service")
@@ -215,20 +265,21 @@ class SystemdSession:
         self.s = s
         self.images = {}
 
-    def disk(self, name, variant, **kw):
+    def disk(self, name, variant, grow_mb=0, **kw):
         kernel, _, _, nodeagent = self.s.fast()
         key = (variant, kw.get("seed") and json.dumps(kw["seed"]))
         if key not in self.images:
             self.images[key] = stage(name, variant, kernel, nodeagent=nodeagent, kubeadm=q.standin_kubeadm(),
                                      workdir=self.s.workdir, **kw)
             self.s.scratch.append(self.images[key])
-        path = q.make_disk(self.images[key], os.path.join(self.s.workdir, f"{name}.img"), size_mb=1024)
+        path = make_partitioned_disk(self.images[key], os.path.join(self.s.workdir, f"{name}.img"), 1024, grow_mb)
         self.s.scratch.append(path)
         return path
 
     def vm(self, name, disk, fwcfg, **kw):
         kernel, initrd, _, _ = self.s.fast()
         mark = os.path.join(self.s.workdir, name, "mark.sock")
+        kw["append"] = ("root=/dev/vda1 " + kw.get("append", "")).strip()
         vm = q.VM(name, self.s.workdir, kernel.vmlinuz, initrd, disk, fwcfg=fwcfg, mem=512,
                   extra=["-chardev", f"socket,id=mk,path={mark},server=on,wait=off",
                          "-device", f"virtserialport,chardev=mk,name={MARK_PORT}"], **kw)
@@ -335,9 +386,121 @@ def sc_systemd_network(s):
     return c.failures
 
 
+# ---------------------------------------------------------------- the node's later life (issue 12)
+
+COUNTER_DIR = "/var/lib/lifecycle-test"
+BOOTCMD = f"bootcmd:\n- mkdir -p {COUNTER_DIR} && echo boot >> {COUNTER_DIR}/bootcount\n"
+
+
+def _disk_facts(files):
+    """From the guest's /run/test/disk.txt: filesystem bytes, disk sectors, (part start, size)."""
+    text = (sc.report_file(files, "/run/test/disk.txt") or b"").decode()
+    vals = {line.split()[0]: [int(x) for x in line.split()[1:]] for line in text.splitlines() if line.split()}
+    fs = vals.get("fs", [0, 0])
+    return fs[0] * fs[1], vals.get("disk", [0])[0], tuple(vals.get("part", [0, 0])), text
+
+
+def sc_systemd_growpart(s):
+    """systemd tier: a node image whose disk was grown by 512 MiB (qemu-img resize) before its
+    first boot ends with partition 1 reaching the disk's end and the root filesystem grown
+    into it (growpart + resize2fs from the image, in the local stage)."""
+    c = sc.Checks()
+    t = sysd(s)
+    _, fw = sc.cp_init_data("sd-grow-1", "sd-grow-1")
+    vm = t.vm("systemd-growpart", t.disk("systemd-growpart", "nodeagent", grow_mb=512), fw)
+    c.ok(s.boot(vm, 240), "guest did not power off")
+    files = vm.report_tar()
+    fs_bytes, disk_sectors, (start, size), text = _disk_facts(files)
+    c.eq(disk_sectors, (1024 + 1 + 512) * 2048, f"disk size in sectors ({text!r})")
+    c.eq(start + size, disk_sectors, f"partition 1 ends at the disk's end ({text!r})")
+    # The filesystem was made 1024 MiB; grown, it holds well over that (ext4 keeps ~2% overhead).
+    c.ok(fs_bytes > 1400 * 1024 * 1024, f"root filesystem not grown: {fs_bytes} bytes ({text!r})")
+    c.eq(vm.phases()[-1:], ["done"], "final phase (no degraded warning is fatal)")
+    journal = (sc.report_file(files, "/run/test/journal.txt") or b"").decode()
+    c.ok("growpart: '/' resized: changed (/dev/vda, 1)" in journal, "the journal has no growpart line")
+    return c.failures
+
+
+def _blanked(fw, vm):
+    """The guestinfo a later boot sees: the first boot's `set`s (the agent blanks userdata
+    after success) applied to the platform's keys, as vSphere keeps them."""
+    out = dict(fw)
+    for _, obj in vm.sets:
+        key = "guestinfo." + obj.get("key", "")
+        if key in out or key.startswith("guestinfo.userdata"):
+            out[key] = obj.get("value", "")
+    return out
+
+
+def sc_systemd_reboot_clone(s):
+    """systemd tier: the second boot of an instance, with the platform's userdata blanked by
+    the first, runs bootcmd again (counter 2) from the saved copy and no per-instance step
+    twice (kubeadm once); a clone of that disk with a new instance-id runs everything again."""
+    c = sc.Checks()
+    t = sysd(s)
+    userdata = sc.corpus_init_userdata() + BOOTCMD
+    fw = q.fwcfg_guestinfo(metadata=sc.capv_metadata("sd-life-1", "sd-life-1"), userdata=userdata)
+    disk = t.disk("systemd-reboot-clone", "nodeagent")
+    vm1 = t.vm("systemd-life-boot1", disk, fw)
+    c.ok(s.boot(vm1, 240), "first boot did not power off")
+    c.eq(vm1.phases()[-1:], ["done"], "first boot's final phase")
+    fw2 = _blanked(fw, vm1)
+    c.eq(fw2.get("guestinfo.userdata", "").strip(), "---", "the first boot blanked guestinfo.userdata")
+    vm2 = t.vm("systemd-life-boot2", disk, fw2)
+    c.ok(s.boot(vm2, 240), "second boot did not power off")
+    files = vm2.report_tar()
+    sc.check_status_stream(c, vm2, "sd-life-1", "done")
+    c.eq((sc.report_file(files, COUNTER_DIR + "/bootcount") or b"").decode().count("boot"), 2, "bootcmd runs")
+    c.eq(sc.standin_calls(files), [(sc.INIT_CMD, "ok")], "kubeadm calls over both boots")
+    c.ok("kubeadm" not in vm2.phases(), "second boot entered the kubeadm phase")
+    journal = (sc.report_file(files, "/run/test/journal.txt") or b"").decode()
+    c.ok("guestinfo.userdata is blank: using instance sd-life-1's saved copy" in journal,
+         "second boot did not say it used the saved userdata")
+    # The clone: same disk, new instance-id, the platform's (new) bootstrap data.
+    fw3 = q.fwcfg_guestinfo(metadata=sc.capv_metadata("sd-life-2", "sd-life-2"), userdata=userdata)
+    vm3 = t.vm("systemd-life-clone", disk, fw3)
+    c.ok(s.boot(vm3, 240), "clone boot did not power off")
+    files = vm3.report_tar()
+    sc.check_status_stream(c, vm3, "sd-life-2", "done")
+    c.ok("kubeadm" in vm3.phases(), "the clone did not run kubeadm")
+    c.eq(sc.standin_calls(files), [(sc.INIT_CMD, "ok"), (sc.INIT_CMD, "ok")], "kubeadm calls (instance + clone)")
+    c.eq((sc.report_file(files, COUNTER_DIR + "/bootcount") or b"").decode().count("boot"), 3, "bootcmd runs")
+    c.eq((sc.report_file(files, "/run/test/hostname.txt") or b"").decode().strip(), "sd-life-2", "clone's hostname")
+    return c.failures
+
+
+def sc_systemd_wait_on_network(s):
+    """systemd tier: metadata asks wait-on-network ipv4; the harness gives the NIC its address
+    25 s late: the agent reports phase waiting (with the detail), then bootstraps (done), and
+    only after the address came."""
+    c = sc.Checks()
+    t = sysd(s)
+    mac = "52:54:00:12:34:57"
+    userdata, _ = sc.cp_init_data("sd-wait-1", "sd-wait-1")
+    meta = sc.capv_metadata("sd-wait-1", "sd-wait-1", "wait-on-network:\n  ipv4: true\n  ipv6: false\n")
+    fw = q.fwcfg_guestinfo(metadata=meta, userdata=userdata, extra={"test.late-address": f"25 {mac} 10.0.2.15/24"})
+    vm = t.vm("systemd-wait-on-network", t.disk("systemd-wait-on-network", "nodeagent"), fw,
+              nets=[("user,restrict=on", mac)])
+    c.ok(s.boot(vm, 300), "guest did not power off")
+    files = vm.report_tar()
+    sc.check_status_stream(c, vm, "sd-wait-1", "done")
+    waiting = [o for _, o in vm.status if o.get("phase") == "waiting"]
+    c.ok(waiting, f"no waiting phase reported: {vm.phases()}")
+    c.ok(any("wait-on-network: waiting for an IPv4 address" in (o.get("detail") or "") for o in waiting),
+         f"waiting status without the detail: {waiting[:2]}")
+    late, done = mark_time(vm, "late-address"), vm.first("done")
+    c.ok(late is not None and done is not None and done > late,
+         f"done ({done}) must come after the address ({late})")
+    c.ok("inet 10.0.2.15/24" in (sc.report_file(files, "/run/test/ip-addr.txt") or b"").decode(), "late address missing")
+    return c.failures
+
+
 SCENARIOS = [
     ("cp-init", sc_systemd_cp_init),
     ("static-network", sc_systemd_network),
+    ("growpart", sc_systemd_growpart),
+    ("reboot-clone", sc_systemd_reboot_clone),
+    ("wait-on-network", sc_systemd_wait_on_network),
 ]
 
 

@@ -353,6 +353,91 @@ pub fn run_host(argv: &[&str], stdin: Option<&[u8]>) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// What a bounded tool run ended with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolRun {
+    /// Exit code; `None` when a signal ended it.
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Most bytes kept of a bounded tool's stdout and of its stderr each.
+const TOOL_OUTPUT_BYTES: u64 = 64 * 1024;
+/// How long the output of a tool that exited may still take to arrive.
+const PIPE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Run a host tool with a deadline (disk growth at boot): its own process group, killed as a
+/// whole when `timeout` passes; output kept up to 64 KiB per stream. `path` replaces `PATH`
+/// (tests put fake tools first). Err: it cannot start, or it timed out.
+pub fn run_host_within(
+    argv: &[&str],
+    timeout: std::time::Duration,
+    path: Option<&std::ffi::OsStr>,
+) -> Result<ToolRun> {
+    use std::io::Read;
+    let name = argv.first().copied().unwrap_or("");
+    let mut cmd = Command::new(name);
+    cmd.args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env("LANG", "C")
+        .env("LC_ALL", "C")
+        .process_group(0);
+    if let Some(p) = path {
+        cmd.env("PATH", p);
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| err(name, format!("cannot run: {e}")))?;
+    // Readers hand their text over a channel: a daemon the tool left behind holding the pipe
+    // must not make the agent wait for it.
+    let pipe = |r: Option<Box<dyn Read + Send>>| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(r) = r {
+                let _ = r.take(TOOL_OUTPUT_BYTES).read_to_end(&mut buf);
+            }
+            let _ = tx.send(String::from_utf8_lossy(&buf).into_owned());
+        });
+        rx
+    };
+    let out = pipe(child.stdout.take().map(|s| Box::new(s) as _));
+    let errs = pipe(child.stderr.take().map(|s| Box::new(s) as _));
+    let deadline = std::time::Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break st,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Ok(None) => {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(child.id() as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                let _ = child.wait();
+                return Err(err(
+                    name,
+                    format!(
+                        "`{}` timed out after {} s",
+                        argv.join(" "),
+                        timeout.as_secs()
+                    ),
+                ));
+            }
+            Err(e) => return Err(err(name, e)),
+        }
+    };
+    Ok(ToolRun {
+        code: status.code(),
+        stdout: out.recv_timeout(PIPE_GRACE).unwrap_or_default(),
+        stderr: crate::redact::redact_text(&errs.recv_timeout(PIPE_GRACE).unwrap_or_default()),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

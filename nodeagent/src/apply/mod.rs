@@ -14,6 +14,7 @@
 pub mod commands;
 pub mod disks;
 pub mod files;
+pub mod grow;
 pub mod hostname;
 pub mod ntp;
 pub mod supervise;
@@ -227,6 +228,8 @@ pub struct Ctx<'a> {
     plan: &'a Plan,
     pub journal: &'a mut Journal,
     db: Option<UserDb>,
+    /// Non-fatal findings of steps that never fail the run (growpart, resizefs).
+    pub warnings: Vec<String>,
 }
 
 impl Ctx<'_> {
@@ -413,6 +416,7 @@ fn apply_locked(
         plan,
         journal,
         db: None,
+        warnings: Vec::new(),
     };
     let order = order(&steps);
     let mut pos = 0;
@@ -517,6 +521,7 @@ fn apply_locked(
             }
         }
     }
+    summary.warnings.append(&mut ctx.warnings);
     let mut r = ctx.journal.record("run-end");
     r.stage = Some(stage_name.into());
     r.result = Some("ok".into());
@@ -619,6 +624,14 @@ fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Resu
         Action::Mounts(m) => {
             begin(ctx, step, None)?;
             disks::mounts(ctx, m)
+        }
+        Action::Growpart(g) => {
+            begin(ctx, step, None)?;
+            grow::growpart(ctx, g)
+        }
+        Action::ResizeFs(r) => {
+            begin(ctx, step, None)?;
+            grow::resizefs(ctx, r)
         }
         Action::Command(c) => commands::execute(ctx, step, c),
         Action::Kubeadm(k) => {

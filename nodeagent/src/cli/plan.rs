@@ -133,6 +133,15 @@ fn describe(a: &Action) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
+        Action::Growpart(g) => format!(
+            "growpart: grow the partition of {} to its disk's end ({} s per tool)",
+            g.devices.join(", "),
+            g.timeout_secs
+        ),
+        Action::ResizeFs(r) => format!(
+            "resizefs: grow the filesystem of / to its partition ({} s)",
+            r.timeout_secs
+        ),
         Action::Command(c) => match &c.run {
             Run::Shell(s) => format!(
                 "sh -c {}",

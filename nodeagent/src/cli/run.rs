@@ -54,7 +54,7 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         StageArg::Main => StageSel::Main,
         StageArg::All => StageSel::All,
     };
-    let inputs = match pipeline::gather(&args.data.options()) {
+    let mut inputs = match pipeline::gather(&args.data.options()) {
         Ok(i) => i,
         Err(e) => {
             // Undecodable data (a gzip bomb, bad base64, oversize): the platform still hears
@@ -66,6 +66,11 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
             return Err(e);
         }
     };
+    let net_warning = if stage != StageSel::Local && args.data.facts.is_none() {
+        wait_on_network(&mut inputs, &target)
+    } else {
+        None
+    };
     let prepared = if stage == StageSel::Local {
         pipeline::prepare_local(&inputs)
     } else {
@@ -73,15 +78,50 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     };
     let prepared = match prepared {
         Ok(p) => p,
-        Err(e) => {
-            // Bad input changes nothing on disk, but the platform still hears why.
-            // The metadata may be fine when the userdata is not: name the instance if we can.
-            let iid = pipeline::instance_id(&inputs).unwrap_or_default();
-            let mut reporter = Reporter::new(Some(inputs.transport.as_ref()), &target.root, &iid);
-            reporter.failed("read", &crate::redact::redact_text(&e.to_string()), &[]);
-            return Err(e);
-        }
+        Err(e) => return Err(report_bad_input(&inputs, &target, e)),
     };
+    if stage != StageSel::All {
+        return execute(args, &inputs, &prepared, stage, target);
+    }
+    // `--stage all` runs the two units' work in one process, in their order: cloud-init sets
+    // the hostname in init-local, and the network stage gathers host facts after that, so
+    // `{{ ds.meta_data.hostname }}` and friends see the new name. The whole plan was
+    // validated above with the first facts: bad input still stops before any write.
+    let local =
+        pipeline::prepare_local(&inputs).map_err(|e| report_bad_input(&inputs, &target, e))?;
+    let local_code = execute(args, &inputs, &local, StageSel::Local, target.clone())?;
+    let prepared = if args.data.facts.is_none() {
+        inputs.facts = crate::facts::Facts::detect(&inputs.root);
+        pipeline::prepare(&inputs).map_err(|e| report_bad_input(&inputs, &target, e))?
+    } else {
+        // `--facts FILE` stands for the host as it is; it is not detected again.
+        prepared
+    };
+    let main_code = execute(args, &inputs, &prepared, StageSel::Main, target)?;
+    Ok(local_code.max(main_code))
+}
+
+/// Bad input changes nothing on disk, but the platform still hears why. The metadata may be
+/// fine when the userdata is not: name the instance if we can.
+fn report_bad_input(
+    inputs: &pipeline::Inputs,
+    target: &Target,
+    e: crate::error::Error,
+) -> crate::error::Error {
+    let iid = pipeline::instance_id(inputs).unwrap_or_default();
+    let mut reporter = Reporter::new(Some(inputs.transport.as_ref()), &target.root, &iid);
+    reporter.failed("read", &crate::redact::redact_text(&e.to_string()), &[]);
+    e
+}
+
+/// Apply one stage of a prepared plan: state, journal, reports.
+fn execute(
+    args: &Args,
+    inputs: &pipeline::Inputs,
+    prepared: &pipeline::Prepared,
+    stage: StageSel,
+    target: Target,
+) -> Result<i32> {
     // kubeadm pre-flight already ran inside plan::build, before anything was written.
     let plan = &prepared.plan;
 
@@ -98,6 +138,13 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     ];
     if let Some(text) = prepared.rendered.as_ref().or(prepared.userdata.as_ref()) {
         keep.push(("userdata.txt", text.as_bytes(), 0o600));
+    }
+    // What later boots read when the platform's copy has been blanked (pipeline::restore_saved).
+    if let Some(text) = prepared.userdata.as_ref() {
+        keep.push((pipeline::SAVED_USERDATA, text.as_bytes(), 0o600));
+    }
+    if let Some(md) = inputs.raw.metadata.as_ref() {
+        keep.push((pipeline::SAVED_METADATA, md.text.as_bytes(), 0o600));
     }
     state.save_all(iid, &keep)?;
 
@@ -122,7 +169,8 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     }
     let mut plan_run = plan.clone();
     plan_run.warnings = prepared.warnings.clone();
-    let summary = apply::apply(&plan_run, &opts, &mut journal, &mut reporter)?;
+    let mut summary = apply::apply(&plan_run, &opts, &mut journal, &mut reporter)?;
+    summary.warnings.extend(net_warning);
     for w in &summary.warnings {
         eprintln!("warning: {}", crate::redact::redact_text(w));
         reporter.warning(w);
@@ -140,6 +188,21 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         if opts.exec {
             let keys =
                 report::keys_to_redact(opts.config.redact_userdata, &prepared.metadata.redact);
+            // Later boots read the saved copies once the platform's are blanked: make them
+            // durable before blanking.
+            if !keys.is_empty() {
+                for (name, data) in [
+                    (pipeline::SAVED_USERDATA, prepared.userdata.as_ref()),
+                    (
+                        pipeline::SAVED_METADATA,
+                        inputs.raw.metadata.as_ref().map(|d| &d.text),
+                    ),
+                ] {
+                    if let Some(text) = data {
+                        state.save(iid, name, text.as_bytes(), 0o600)?;
+                    }
+                }
+            }
             for failed in report::redact_guestinfo(inputs.transport.as_ref(), &keys) {
                 let w = format!("guestinfo.{failed} could not be redacted");
                 eprintln!("warning: {w}");
@@ -153,4 +216,43 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     } else {
         exit::DEGRADED
     })
+}
+
+/// The metadata's `wait-on-network`: wait (bounded, phase `waiting` with a detail) for the
+/// address before host facts feed templates and `guestinfo.local-ipv4`. Returns the warning
+/// when the deadline passed. Metadata that does not parse is reported by `prepare`.
+fn wait_on_network(inputs: &mut pipeline::Inputs, target: &Target) -> Option<String> {
+    let md = inputs
+        .raw
+        .metadata
+        .as_ref()
+        .and_then(|d| crate::metadata::parse(&d.text, "guestinfo.metadata").ok())?;
+    let want = md.wait_on_network;
+    if !(want.ipv4 || want.ipv6) {
+        return None;
+    }
+    let iid = pipeline::instance_id(inputs).unwrap_or_default();
+    let timeout = std::time::Duration::from_secs(inputs.image.wait_on_network_timeout_secs);
+    let root = inputs.root.clone();
+    let first = std::mem::take(&mut inputs.facts);
+    let mut reporter = Reporter::new(Some(inputs.transport.as_ref()), &target.root, &iid);
+    let (facts, warning) = crate::netwait::wait(
+        &want,
+        first,
+        timeout,
+        std::time::Duration::from_secs(1),
+        || crate::facts::Facts::detect(&root),
+        |detail| {
+            tracing::info!("{detail}");
+            if reporter.status().phase != Phase::Waiting {
+                reporter.phase(Phase::Waiting, Some("wait-on-network"));
+            }
+            reporter.detail(detail);
+        },
+    );
+    inputs.facts = facts;
+    if let Some(w) = &warning {
+        tracing::warn!("{w}");
+    }
+    warning
 }

@@ -74,6 +74,8 @@ const SUPPORTED: &[&str] = &[
     "create_hostname_file",
     "manage_etc_hosts",
     "final_message",
+    "growpart",
+    "resize_rootfs",
     // Multi-part merge directives: meaningless for one part, accepted and ignored.
     "merge_how",
     "merge_type",
@@ -108,7 +110,6 @@ const UNSUPPORTED: &[&str] = &[
     "disable_root_opts",
     "drivers",
     "fan",
-    "growpart",
     "grub-dpkg",
     "grub_dpkg",
     "keyboard",
@@ -131,7 +132,6 @@ const UNSUPPORTED: &[&str] = &[
     "puppet",
     "random_seed",
     "reporting",
-    "resize_rootfs",
     "resolv_conf",
     "rh_subscription",
     "rsyslog",
@@ -277,6 +277,8 @@ pub fn from_node(root: &Node, source: &str, compat: bool) -> Result<Parsed> {
     field!(create_hostname_file);
     field!(manage_etc_hosts);
     field!(final_message);
+    field!(growpart);
+    field!(resize_rootfs);
     if cfg.write_files.len() > crate::limits::MAX_WRITE_FILES {
         return Err(Error::new(
             Stage::CloudConfig,

@@ -26,6 +26,8 @@ pub struct CloudConfig {
     pub create_hostname_file: Option<Flag>,
     pub manage_etc_hosts: Option<ManageEtcHosts>,
     pub final_message: Option<String>,
+    pub growpart: Option<Growpart>,
+    pub resize_rootfs: Option<ResizeRootfs>,
 }
 
 /// A boolean as cloud-init's `translate_bool` reads it: YAML booleans, or the strings
@@ -244,6 +246,51 @@ impl<'de> Deserialize<'de> for Groups {
             }
         }
         Ok(Groups(out))
+    }
+}
+
+/// cloud-init's `growpart` module settings (cc_growpart.py, 22.4).
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Growpart {
+    /// `auto`, `growpart`, `off` (or a false value, as `util.is_false` reads it); `gpart`
+    /// is BSD's tool and is refused by the plan.
+    pub mode: Option<GrowMode>,
+    pub devices: Option<Vec<String>>,
+    pub ignore_growroot_disabled: Option<Flag>,
+}
+
+/// `growpart.mode`: a string, or a boolean where only false means anything (off).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GrowMode(pub String);
+
+impl<'de> Deserialize<'de> for GrowMode {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::String(s) => Ok(GrowMode(s)),
+            Value::Bool(false) => Ok(GrowMode("off".into())),
+            other => Err(de::Error::custom(format!(
+                "expected auto, growpart or off, found {}",
+                crate::metadata::kind(&other)
+            ))),
+        }
+    }
+}
+
+/// `resize_rootfs`: a boolean (`translate_bool`), or `noblock` (cloud-init then resizes in a
+/// forked child; nodeagent resizes in line, bounded by its deadline).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResizeRootfs(pub bool);
+
+impl<'de> Deserialize<'de> for ResizeRootfs {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = Value::deserialize(d)?;
+        match &v {
+            Value::String(s) if s == "noblock" => Ok(ResizeRootfs(true)),
+            _ => Flag::deserialize(v)
+                .map(|f| ResizeRootfs(f.0))
+                .map_err(de::Error::custom),
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! Building the plan: cloud-init's module order and semantics, as a pure function.
 //!
-//! Order follows cloud-init's stages (formats/cloud-init.md E.1, cluster-api.md a.10):
+//! Order follows cloud-init's stages (docs/formats.md E.1, a.10):
 //! local: hostname, network; main: bootcmd, write_files, disks, mounts, hostname/hosts,
 //! groups, users, ntp, deferred write_files, runcmd (with the kubeadm step).
 
@@ -129,9 +129,82 @@ pub fn build_local(instance_id: &str, md: &Metadata, facts: &Facts, compat: bool
     })
 }
 
+/// cloud-init's `growpart` and `resizefs` modules (both every boot, cc_growpart.py and
+/// cc_resizefs.py), in the local stage so the root has its full size before anything is
+/// written to it: the image config gives the defaults, cloud-config `growpart:` and
+/// `resize_rootfs:` override them as user config overrides `/etc/cloud/cloud.cfg`.
+pub fn disk_growth(image: &ImageConfig, cfg: &CloudConfig) -> Result<Vec<Step>> {
+    let mut steps = Vec::new();
+    let user = cfg.growpart.as_ref();
+    let mode = user
+        .and_then(|g| g.mode.as_ref())
+        .map(|m| (m.0.as_str(), "growpart.mode"))
+        .unwrap_or((
+            image.growpart.mode.as_str(),
+            "/etc/nodeagent/config.yaml: growpart.mode",
+        ));
+    let devices = user
+        .and_then(|g| g.devices.clone())
+        .unwrap_or_else(|| image.growpart.devices.clone());
+    // cloud-init's `util.is_false` strings turn it off.
+    let grow = match mode.0.to_ascii_lowercase().as_str() {
+        "auto" | "growpart" => true,
+        "off" | "false" | "0" | "no" => false,
+        _ => {
+            return Err(Error::new(
+                Stage::Plan,
+                mode.1,
+                format!(
+                    "{:?} is not auto, growpart or off (gpart is BSD's tool)",
+                    mode.0
+                ),
+            ));
+        }
+    };
+    for (i, d) in devices.iter().enumerate() {
+        if d.is_empty() || d.contains(|c: char| c.is_control()) || !d.starts_with('/') {
+            return Err(Error::new(
+                Stage::Plan,
+                format!("growpart.devices[{i}]"),
+                format!("{d:?} is not a mount point or device path"),
+            ));
+        }
+    }
+    if grow && !devices.is_empty() {
+        steps.push(Step {
+            id: "growpart".into(),
+            stage: RunStage::Local,
+            frequency: Frequency::PerBoot,
+            action: Action::Growpart(GrowpartSpec {
+                devices,
+                ignore_growroot_disabled: user
+                    .and_then(|g| g.ignore_growroot_disabled)
+                    .is_some_and(|f| f.0),
+                timeout_secs: image.growpart.timeout_secs.max(1),
+            }),
+        });
+    }
+    let resize = cfg
+        .resize_rootfs
+        .map(|r| r.0)
+        .unwrap_or(image.resize_rootfs);
+    if resize {
+        steps.push(Step {
+            id: "resizefs".into(),
+            stage: RunStage::Local,
+            frequency: Frequency::PerBoot,
+            action: Action::ResizeFs(ResizeFsSpec {
+                timeout_secs: image.growpart.timeout_secs.max(1),
+            }),
+        });
+    }
+    Ok(steps)
+}
+
 /// The whole plan (local and main steps). Pure: reads nothing, writes nothing.
 pub fn build(input: &PlanInput<'_>) -> Result<Plan> {
-    let local = build_local(input.instance_id, input.metadata, input.facts, input.compat)?;
+    let mut local = build_local(input.instance_id, input.metadata, input.facts, input.compat)?;
+    local.steps.extend(disk_growth(input.image, input.config)?);
     let mut b = Builder {
         input,
         steps: local.steps,
