@@ -95,6 +95,7 @@ source "vsphere-iso" "node" {
     "passwd/user-password=${var.ssh_password} passwd/user-password-again=${var.ssh_password} ",
     "debian-installer/locale=en_US.UTF-8 keyboard-configuration/xkb-keymap=us ",
     "netcfg/get_hostname=localhost netcfg/get_domain=localdomain ",
+    "mirror/http/hostname=${var.debian_mirror_host} mirror/http/directory=${var.debian_mirror_directory} ",
     "<enter>",
   ]
   remove_cdrom         = true

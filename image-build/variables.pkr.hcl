@@ -121,16 +121,27 @@ variable "disk_size_mb" {
 }
 
 # ---------------------------------------------------------------- vsphere-iso: install from ISO
+# Required, no defaults: where images and packages come from is the builder's choice (their
+# own mirror or Debian's); example.pkrvars.hcl shows the form.
 variable "iso_url" {
   type        = string
-  default     = "https://cdimage.debian.org/cdimage/archive/12.8.0/amd64/iso-cd/debian-12.8.0-amd64-netinst.iso"
-  description = "vsphere-iso: installer ISO, downloaded by Packer and uploaded to the datastore."
+  description = "vsphere-iso: Debian 12 netinst ISO (URL or local path), downloaded by Packer and uploaded to the datastore."
 }
 
 variable "iso_checksum" {
   type        = string
-  default     = "file:https://cdimage.debian.org/cdimage/archive/12.8.0/amd64/iso-cd/SHA256SUMS"
-  description = "vsphere-iso: checksum of the ISO (or file:URL of a SUMS file)."
+  description = "vsphere-iso: checksum of the ISO (sha256:HEX, or file:URL of a SUMS file)."
+}
+
+variable "debian_mirror_host" {
+  type        = string
+  description = "vsphere-iso: host name of the Debian archive mirror the installer uses (put on the installer boot line)."
+}
+
+variable "debian_mirror_directory" {
+  type        = string
+  default     = "/debian"
+  description = "vsphere-iso: directory of the Debian archive on debian_mirror_host."
 }
 
 variable "guest_os_type" {
@@ -141,13 +152,12 @@ variable "guest_os_type" {
 # ---------------------------------------------------------------- qemu: local image from a cloud image
 variable "cloud_image_url" {
   type        = string
-  default     = "https://cloud.debian.org/images/cloud/bookworm/latest/debian-12-genericcloud-amd64.qcow2"
-  description = "qemu: base disk image (Debian's genericcloud qcow2: it has cloud-init, which Packer's login needs)."
+  description = "qemu: base disk image (Debian 12's genericcloud qcow2: it has cloud-init, which Packer's login needs)."
 }
 
 variable "cloud_image_checksum" {
-  type    = string
-  default = "file:https://cloud.debian.org/images/cloud/bookworm/latest/SHA512SUMS"
+  type        = string
+  description = "qemu: checksum of the cloud image (sha512:HEX, or file:URL of a SUMS file)."
 }
 
 variable "qemu_accelerator" {

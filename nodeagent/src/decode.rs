@@ -1,6 +1,6 @@
 //! guestinfo value decoding exactly as cloud-init (rstrip, '---', base64/gzip), bounded. Owner: core-xport.
 //!
-//! cloud-init facts reproduced here (formats/cloud-init.md A.5 and C.3):
+//! cloud-init facts reproduced here (docs/formats.md A.5 and C.3):
 //! - a value is `rstrip()`-ed (Python whitespace), empty or `---` means absent;
 //! - the `.encoding` value is rstripped too and compared case-sensitively;
 //! - base64 is Python's non-validating `b64decode`: characters outside the alphabet are

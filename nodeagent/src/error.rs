@@ -63,7 +63,7 @@ impl std::error::Error for Error {}
 
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// Process exit codes (design.md section 6). Stable: scripts and units depend on them.
+/// Process exit codes (docs/formats.md N.6). Stable: scripts and units depend on them.
 pub mod exit {
     pub const OK: i32 = 0;
     pub const FAILED: i32 = 1;

@@ -80,10 +80,19 @@ impl Facts {
     /// Gather from the running system; file-based facts (os-release, hosts, image tools) come from `root`.
     pub fn detect(root: &Path) -> Facts {
         let mut f = Facts::default();
-        f.hostname = nix::unistd::gethostname()
-            .ok()
-            .and_then(|h| h.into_string().ok())
+        // Under `--root DIR` the agent never renames the host's kernel, so the target's own
+        // /etc/hostname stands for "the hostname now" (what the local stage wrote there).
+        let target_name = (root != Path::new("/"))
+            .then(|| read(root, "etc/hostname"))
+            .flatten()
+            .and_then(|s| s.lines().next().map(|l| l.trim().to_string()))
             .filter(|h| !h.is_empty());
+        f.hostname = target_name.or_else(|| {
+            nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .filter(|h| !h.is_empty())
+        });
         f.fqdn = f
             .hostname
             .as_deref()

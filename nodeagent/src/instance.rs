@@ -1,5 +1,5 @@
 //! Instance data: the cloud-init-compatible variable tree that templates and `query` see
-//! (formats/cloud-init.md B.4, B.6): `v1.*`, `ds.meta_data.*` (metadata with host facts
+//! (docs/formats.md B.4, B.6): `v1.*`, `ds.meta_data.*` (metadata with host facts
 //! merged in, metadata winning), `sys_info`, `sensitive_keys`. Written by apply as
 //! sensitive (0600) and redacted (0644) JSON in cloud-init's exact JSON style.
 
@@ -23,6 +23,29 @@ pub const SENSITIVE_KEYS: &[&str] = &[
 ];
 
 const REDACTED: &str = "redacted for non-root user";
+
+/// Which cloud-init datasource the instance data imitates: they differ in what fills
+/// `ds.meta_data` and `v1` (formats/cloud-init.md A.8, A.9; DataSourceNoCloud.py).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Datasource {
+    /// DataSourceVMware (guestinfo, also our fw_cfg and `dir:` transports): host info is
+    /// merged into the metadata, the instance-id falls back to the DMI product UUID.
+    VMware { subplatform: String },
+    /// DataSourceNoCloud: the seed's meta-data plus `instance-id: nocloud` and `dsmode: net`
+    /// defaults, no host info, cloud name `unknown`.
+    NoCloud { seed: String },
+}
+
+impl Datasource {
+    pub fn instance_id(&self, md: &Metadata, facts: &Facts) -> Result<String> {
+        match self {
+            Datasource::VMware { .. } => instance_id(md, facts),
+            Datasource::NoCloud { .. } => {
+                Ok(md.instance_id.clone().unwrap_or_else(|| "nocloud".into()))
+            }
+        }
+    }
+}
 
 /// The instance-id: metadata's, else the DMI product UUID (A.8).
 pub fn instance_id(md: &Metadata, facts: &Facts) -> Result<String> {
@@ -103,13 +126,35 @@ fn merge_missing(into: &mut Map<String, Value>, from: Map<String, Value>) {
     }
 }
 
-/// Build the full (sensitive) instance-data tree. `subplatform` names the transport.
+/// Build the full (sensitive) instance-data tree as the VMware datasource has it.
+/// `subplatform` names the transport.
 pub fn build(md: &Metadata, facts: &Facts, subplatform: &str) -> Result<Value> {
-    let iid = instance_id(md, facts)?;
+    build_for(
+        md,
+        facts,
+        &Datasource::VMware {
+            subplatform: subplatform.to_string(),
+        },
+    )
+}
+
+/// Build the full (sensitive) instance-data tree as datasource `ds` has it.
+pub fn build_for(md: &Metadata, facts: &Facts, ds: &Datasource) -> Result<Value> {
+    let iid = ds.instance_id(md, facts)?;
     let mut meta = md.tree.clone();
     meta.entry("instance-id".to_string())
         .or_insert_with(|| Value::String(iid.clone()));
-    merge_missing(&mut meta, host_info(facts));
+    let (platform, subplatform, default_cloud) = match ds {
+        Datasource::VMware { subplatform } => {
+            merge_missing(&mut meta, host_info(facts));
+            ("vmware", subplatform.clone(), "vmware")
+        }
+        Datasource::NoCloud { seed } => {
+            meta.entry("dsmode".to_string())
+                .or_insert_with(|| Value::String("net".into()));
+            ("nocloud", format!("seed-dir ({seed})"), "unknown")
+        }
+    };
 
     // v1.local_hostname is the short name; an IPv4 address becomes ip-a-b-c-d (A.8).
     let fqdn = md
@@ -128,7 +173,7 @@ pub fn build(md: &Metadata, facts: &Facts, subplatform: &str) -> Result<Value> {
         .get("cloud-name")
         .and_then(Value::as_str)
         .map(str::to_ascii_lowercase)
-        .unwrap_or_else(|| "vmware".into());
+        .unwrap_or_else(|| default_cloud.into());
     let region = md.tree.get("region").cloned().unwrap_or(Value::Null);
     let az = md
         .tree
@@ -145,13 +190,14 @@ pub fn build(md: &Metadata, facts: &Facts, subplatform: &str) -> Result<Value> {
         "_beta_keys": ["subplatform"],
         "availability-zone": az, "availability_zone": az,
         "cloud-name": cloud_name, "cloud_name": cloud_name,
-        "cloud_id": cloud_name,
+        // canonical_cloud_id: the platform when the cloud name is unknown (no region here).
+        "cloud_id": if cloud_name == "unknown" { platform.to_string() } else { cloud_name.clone() },
         "distro": facts.distro, "distro_release": facts.distro_release, "distro_version": facts.distro_version,
         "instance-id": iid, "instance_id": iid,
         "kernel_release": facts.kernel_release,
         "local-hostname": short, "local_hostname": short,
         "machine": facts.machine,
-        "platform": "vmware",
+        "platform": platform,
         "public_ssh_keys": md.public_keys,
         "python_version": Value::Null,
         "region": region,

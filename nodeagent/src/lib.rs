@@ -1,7 +1,7 @@
 //! nodeagent: a Kubernetes node bootstrap agent that replaces cloud-init on Cluster API
 //! nodes, and `mint`, which makes the cluster PKI and per-node bootstrap data.
 //!
-//! Pipeline (design.md section 2), one module per stage:
+//! Pipeline (docs/formats.md N.2), one module per stage:
 //! transport -> decode -> metadata/facts/instance -> template -> cloudconfig -> plan -> apply -> report.
 
 pub mod apply;

@@ -43,7 +43,7 @@ pub const COMMAND_OUTPUT_LOG_BYTES: u64 = 1024 * 1024;
 pub const COMMAND_TAIL_LINES: usize = 20;
 /// Longest command text shown in logs and errors (redacted first), in characters.
 pub const COMMAND_SHOWN_CHARS: usize = 200;
-/// Largest status JSON published through `guestinfo.nodeagent.status` (design.md section 4).
+/// Largest status JSON published through `guestinfo.nodeagent.status` (docs/formats.md N.4).
 pub const MAX_STATUS_BYTES: usize = 4096;
 /// kubeadm output lines kept for the failure report (status and guestinfo).
 pub const KUBEADM_TAIL_LINES: usize = 20;

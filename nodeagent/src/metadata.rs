@@ -1,4 +1,4 @@
-//! Metadata parsing exactly as cloud-init's VMware datasource does it (formats/cloud-init.md
+//! Metadata parsing exactly as cloud-init's VMware datasource does it (docs/formats.md
 //! A.6–A.8): JSON first, then YAML 1.1; `network` (a mapping, or an encoded string with
 //! `network.encoding`) moves under `network.config`; `instance-id`, `local-hostname`,
 //! `wait-on-network`, `redact`/`cleanup-guestinfo` and public keys are pulled out typed.

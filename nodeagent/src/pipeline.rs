@@ -196,14 +196,30 @@ fn subplatform(transport: &str) -> String {
     }
 }
 
+/// The cloud-init datasource whose instance data this transport's run imitates.
+fn datasource(transport: &dyn Transport) -> crate::instance::Datasource {
+    match transport.nocloud_seed() {
+        Some(seed) => crate::instance::Datasource::NoCloud {
+            seed: std::path::absolute(seed)
+                .unwrap_or_else(|_| seed.to_path_buf())
+                .display()
+                .to_string(),
+        },
+        None => crate::instance::Datasource::VMware {
+            subplatform: subplatform(transport.name()),
+        },
+    }
+}
+
 /// Metadata and instance data, shared by the local and main stages.
 fn instance(inputs: &Inputs) -> Result<(Metadata, String, Value)> {
     let md = match &inputs.raw.metadata {
         Some(d) => metadata::parse(&d.text, "guestinfo.metadata")?,
         None => Metadata::default(),
     };
-    let iid = crate::instance::instance_id(&md, &inputs.facts)?;
-    let tree = crate::instance::build(&md, &inputs.facts, &subplatform(inputs.transport.name()))?;
+    let ds = datasource(inputs.transport.as_ref());
+    let iid = ds.instance_id(&md, &inputs.facts)?;
+    let tree = crate::instance::build_for(&md, &inputs.facts, &ds)?;
     Ok((md, iid, tree))
 }
 

@@ -1,7 +1,7 @@
 //! Status reporting: status.json, guestinfo.nodeagent.status, virtio-serial, sentinel. Owner: kubeadm.
 //!
 //! Interface used by `apply` (fixed early so apply and reporting can be built in parallel).
-//! design.md section 4: at every phase change the reporter
+//! docs/formats.md N.4: at every phase change the reporter
 //! - rewrites `/run/nodeagent/status.json` (0644, redacted; what `nodeagent status` reads),
 //! - publishes the compact JSON (≤ 4 KiB) as `guestinfo.nodeagent.status` through the
 //!   transport (the fwcfg transport turns it into a line on virtio-serial),
@@ -15,7 +15,7 @@ use crate::transport::Transport;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-/// design.md section 4 phases.
+/// docs/formats.md N.4 phases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Phase {

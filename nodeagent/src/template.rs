@@ -1,6 +1,6 @@
 //! ## template: jinja detection and sandboxed, bounded minijinja rendering. Owner: core-tmpl.
 //!
-//! Reproduces cloud-init's jinja layer for user-data (formats/cloud-init.md B.1-B.5):
+//! Reproduces cloud-init's jinja layer for user-data (docs/formats.md B.1-B.5):
 //! the header rules, the variable tree with operator aliases, `trim_blocks`, the
 //! trailing-newline rule, Python-style printing of values, and (with `compat`) the
 //! `CI_MISSING_JINJA_VAR/<name>` placeholders. Deliberate differences from cloud-init:

@@ -665,7 +665,7 @@ mod tests {
 
     #[test]
     fn yaml11_scalars_resolve_like_pyyaml() {
-        // Values from formats/cloud-init.md section 0 (tested there with PyYAML 6.0.3).
+        // Values from docs/formats.md section 0 (PyYAML 6.0.3 gives the same).
         assert_eq!(plain("0644"), Value::Int(420));
         assert_eq!(plain("644"), Value::Int(644));
         assert_eq!(plain("0o644"), Value::Str("0o644".into()));

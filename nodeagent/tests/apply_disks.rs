@@ -6,16 +6,6 @@ mod apply_common;
 use apply_common::*;
 use nodeagent::plan::*;
 
-fn tool(name: &str, pkg: &str) {
-    if !std::path::Path::new(&format!("/usr/sbin/{name}")).exists() {
-        let ok = std::process::Command::new("apt-get")
-            .args(["install", "-y", pkg])
-            .status()
-            .unwrap();
-        assert!(ok.success(), "apt-get install {pkg}");
-    }
-}
-
 fn image(path: &std::path::Path, mib: u64) {
     let f = std::fs::File::create(path).unwrap();
     f.set_len(mib * 1024 * 1024).unwrap();
@@ -54,8 +44,9 @@ fn fs_plan(dev: &str, label: &str, overwrite: bool) -> Plan {
 
 #[test]
 fn partition_format_never_reformat_and_fstab() {
-    tool("sfdisk", "fdisk");
-    tool("mkfs.ext4", "e2fsprogs");
+    if !prereq::privileged(&["/usr/sbin/sfdisk", "/usr/sbin/mkfs.ext4", "/usr/sbin/blkid"]) {
+        return;
+    }
     let d = tempfile::tempdir().unwrap();
     let r = d.path().join("root");
     std::fs::create_dir(&r).unwrap();

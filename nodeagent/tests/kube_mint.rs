@@ -6,7 +6,6 @@ mod kube_common;
 use kube_common::*;
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 fn nodeagent(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_nodeagent"))
@@ -56,7 +55,7 @@ fn mint_bootstrap_data_bootstraps_every_role() {
     let pki = t.path().join("pki");
     mint_pki(&pki, "ecdsa-p256");
     let port = free_port();
-    listen_later(port, Duration::ZERO);
+    listen_now(port);
     for (role, version, cmd) in [
         ("init", "v1.31.2", "init:0"),
         ("control-plane", "v1.31.2", "join:0"),

@@ -104,7 +104,9 @@ fn check_pki(dir: &Path, key_label: &str) {
 }
 
 fn mint(alg: &str, label: &str) {
-    need_openssl();
+    if !need_openssl() {
+        return;
+    }
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("pki");
     let out = ok(&[
@@ -198,9 +200,18 @@ fn bad_algorithm_and_validity_name_the_flag() {
 
 #[test]
 fn hash_of_a_real_capi_ca_matches_openssl() {
+    if !prereq::corpus_present() {
+        return;
+    }
     // The CA inside real CABPK output: RSA, serial 0 (which strict parsers reject).
-    need_openssl();
-    let golden = std::fs::read_to_string("/work/shared/corpus/capi/cabpk/rendered/controlplane-init-v1beta3-k8s-1.26.6.cloud-config.yaml").unwrap();
+    if !need_openssl() {
+        return;
+    }
+    let golden = std::fs::read_to_string(format!(
+        "{}/capi/cabpk/rendered/controlplane-init-v1beta3-k8s-1.26.6.cloud-config.yaml",
+        prereq::CORPUS
+    ))
+    .unwrap();
     let doc: serde_yaml::Value = serde_yaml::from_str(&golden).unwrap();
     let ca = doc["write_files"][0]["content"].as_str().unwrap();
     let tmp = tempfile::tempdir().unwrap();

@@ -33,7 +33,9 @@ fn docs(yaml: &str) -> Vec<serde_yaml::Value> {
 }
 
 fn secrets_for(alg: &str) {
-    need_openssl();
+    if !need_openssl() {
+        return;
+    }
     let tmp = tempfile::tempdir().unwrap();
     let pki = tmp.path().join("pki");
     let p = pki.to_str().unwrap();
@@ -329,7 +331,9 @@ fn from_secrets_reads_stringdata_and_picks_the_cluster() {
 
 #[test]
 fn kubeconfig_for_a_user_and_group() {
-    need_openssl();
+    if !need_openssl() {
+        return;
+    }
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("pki");
     ok(&[

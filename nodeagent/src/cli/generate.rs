@@ -49,7 +49,7 @@ impl From<Shell> for clap_complete::Shell {
     }
 }
 
-/// What clap does not know: exit codes (design.md section 6), files, units. Plain roff.
+/// What clap does not know: exit codes (docs/formats.md N.6), files, units. Plain roff.
 const MAN_EXTRA: &str = r#".SH "EXIT STATUS"
 .TP
 \fB0\fR

@@ -78,15 +78,50 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     };
     let prepared = match prepared {
         Ok(p) => p,
-        Err(e) => {
-            // Bad input changes nothing on disk, but the platform still hears why.
-            // The metadata may be fine when the userdata is not: name the instance if we can.
-            let iid = pipeline::instance_id(&inputs).unwrap_or_default();
-            let mut reporter = Reporter::new(Some(inputs.transport.as_ref()), &target.root, &iid);
-            reporter.failed("read", &crate::redact::redact_text(&e.to_string()), &[]);
-            return Err(e);
-        }
+        Err(e) => return Err(report_bad_input(&inputs, &target, e)),
     };
+    if stage != StageSel::All {
+        return execute(args, &inputs, &prepared, stage, target);
+    }
+    // `--stage all` runs the two units' work in one process, in their order: cloud-init sets
+    // the hostname in init-local, and the network stage gathers host facts after that, so
+    // `{{ ds.meta_data.hostname }}` and friends see the new name. The whole plan was
+    // validated above with the first facts: bad input still stops before any write.
+    let local =
+        pipeline::prepare_local(&inputs).map_err(|e| report_bad_input(&inputs, &target, e))?;
+    let local_code = execute(args, &inputs, &local, StageSel::Local, target.clone())?;
+    let prepared = if args.data.facts.is_none() {
+        inputs.facts = crate::facts::Facts::detect(&inputs.root);
+        pipeline::prepare(&inputs).map_err(|e| report_bad_input(&inputs, &target, e))?
+    } else {
+        // `--facts FILE` stands for the host as it is; it is not detected again.
+        prepared
+    };
+    let main_code = execute(args, &inputs, &prepared, StageSel::Main, target)?;
+    Ok(local_code.max(main_code))
+}
+
+/// Bad input changes nothing on disk, but the platform still hears why. The metadata may be
+/// fine when the userdata is not: name the instance if we can.
+fn report_bad_input(
+    inputs: &pipeline::Inputs,
+    target: &Target,
+    e: crate::error::Error,
+) -> crate::error::Error {
+    let iid = pipeline::instance_id(inputs).unwrap_or_default();
+    let mut reporter = Reporter::new(Some(inputs.transport.as_ref()), &target.root, &iid);
+    reporter.failed("read", &crate::redact::redact_text(&e.to_string()), &[]);
+    e
+}
+
+/// Apply one stage of a prepared plan: state, journal, reports.
+fn execute(
+    args: &Args,
+    inputs: &pipeline::Inputs,
+    prepared: &pipeline::Prepared,
+    stage: StageSel,
+    target: Target,
+) -> Result<i32> {
     // kubeadm pre-flight already ran inside plan::build, before anything was written.
     let plan = &prepared.plan;
 

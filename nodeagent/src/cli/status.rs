@@ -1,6 +1,6 @@
 //! `nodeagent status`: the bootstrap status from `/run/nodeagent/status.json`. Owner: kubeadm.
 //!
-//! Exit codes (design.md section 6): 0 done (or still running without `--wait`, as
+//! Exit codes (docs/formats.md N.6): 0 done (or still running without `--wait`, as
 //! `cloud-init status` does), 1 failed, 2 degraded (done with warnings), 3 still running
 //! when `--wait --timeout` ran out.
 

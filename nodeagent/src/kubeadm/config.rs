@@ -2,7 +2,7 @@
 //! (InitConfiguration, ClusterConfiguration, JoinConfiguration), as CABPK writes it to
 //! `/run/kubeadm/*.yaml`. Strict like kubeadm's own decoder: unknown fields, wrong kinds or
 //! apiVersions and missing required fields are errors naming the document and field path.
-//! Field list: formats/cluster-api.md (e.2). Error messages never carry field values.
+//! Field list: docs/formats.md (e.2). Error messages never carry field values.
 
 use crate::error::{Error, Result, Stage};
 use serde::Deserialize;

@@ -1,6 +1,6 @@
 //! Recognise Cluster API's kubeadm `runcmd` line so it runs as a first-class step.
 //!
-//! CABPK writes exactly (formats/cluster-api.md a.5):
+//! CABPK writes exactly (docs/formats.md a.5):
 //! `kubeadm init|join --config /run/kubeadm/<file>.yaml <V> && echo success > /run/cluster-api/bootstrap-success.complete`
 //! where `<V>` is empty (two spaces before `&&`) or `--v N`. Anything with more shell in it
 //! (other flags, pipes, `;`, variables, a path to another kubeadm binary) stays an ordinary

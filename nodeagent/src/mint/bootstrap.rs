@@ -1,4 +1,4 @@
-//! Userdata in exactly the shape CABPK writes (cluster-api.md a.1–a.5): jinja header,
+//! Userdata in exactly the shape CABPK writes (docs/formats.md a.1–a.5): jinja header,
 //! `write_files` in CABPK's grammar (PKI for init/control-plane only, then the kubeadm config
 //! and the placeholder), `runcmd` with the kubeadm line and the success sentinel, then
 //! `users`. kubeadm configs are serialized as CABPK does (a.4, via `goyaml`).
@@ -87,7 +87,7 @@ impl KubeadmApi {
     }
 }
 
-/// `users` entry (cluster-api.md a.6), printed raw: callers validate.
+/// `users` entry (docs/formats.md a.6), printed raw: callers validate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct User {
     pub name: String,

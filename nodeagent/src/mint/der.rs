@@ -1,156 +1,102 @@
-//! Just enough DER to move private keys between the PEM flavours CAPI writes
-//! (PKCS#1 `RSA PRIVATE KEY`, SEC1 `EC PRIVATE KEY`) and the PKCS#8 that ring signs with.
+//! Moves private keys between the PEM flavours CAPI writes (PKCS#1 `RSA PRIVATE KEY`, SEC1
+//! `EC PRIVATE KEY`) and the PKCS#8 that ring signs with, through the RustCrypto `pkcs1`,
+//! `pkcs8` and `sec1` crates.
 
 use crate::error::{Error, Result, Stage};
+use pkcs8::der::asn1::AnyRef;
+pub use pkcs8::der::asn1::ObjectIdentifier;
+use pkcs8::der::{Decode, Encode};
+use pkcs8::{AlgorithmIdentifierRef, PrivateKeyInfo};
+use sec1::{EcParameters, EcPrivateKey};
 
-pub const OID_EC_PUBLIC_KEY: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01];
-pub const OID_P256: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07];
-pub const OID_P384: &[u8] = &[0x2b, 0x81, 0x04, 0x00, 0x22];
-pub const OID_RSA: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01];
+pub const OID_EC_PUBLIC_KEY: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");
+pub const OID_P256: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.3.1.7");
+pub const OID_P384: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.132.0.34");
+pub const OID_RSA: ObjectIdentifier = pkcs1::ALGORITHM_OID;
 
-const SEQUENCE: u8 = 0x30;
-const INTEGER: u8 = 0x02;
-const OCTET_STRING: u8 = 0x04;
-const OID: u8 = 0x06;
-const NULL: u8 = 0x05;
-const CTX0: u8 = 0xa0;
-
-/// Encode one TLV.
-pub fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
-    let mut out = vec![tag];
-    let n = content.len();
-    if n < 0x80 {
-        out.push(n as u8);
-    } else {
-        let bytes: Vec<u8> = n
-            .to_be_bytes()
-            .iter()
-            .copied()
-            .skip_while(|b| *b == 0)
-            .collect();
-        out.push(0x80 | bytes.len() as u8);
-        out.extend(bytes);
-    }
-    out.extend_from_slice(content);
-    out
-}
-
-/// Split the first TLV off `input`: (tag, content, rest).
-pub fn read(input: &[u8]) -> Result<(u8, &[u8], &[u8])> {
-    let bad = || Error::new(Stage::Mint, "private key", "malformed DER");
-    let (&tag, rest) = input.split_first().ok_or_else(bad)?;
-    let (&first, rest) = rest.split_first().ok_or_else(bad)?;
-    let (len, rest) = if first < 0x80 {
-        (first as usize, rest)
-    } else {
-        let k = (first & 0x7f) as usize;
-        if k == 0 || k > 4 || rest.len() < k {
-            return Err(bad());
-        }
-        let len = rest[..k]
-            .iter()
-            .fold(0usize, |acc, b| (acc << 8) | *b as usize);
-        (len, &rest[k..])
-    };
-    if rest.len() < len {
-        return Err(bad());
-    }
-    Ok((tag, &rest[..len], &rest[len..]))
-}
-
-fn expect(input: &[u8], want: u8) -> Result<(&[u8], &[u8])> {
-    let (tag, content, rest) = read(input)?;
-    if tag != want {
-        return Err(Error::new(
-            Stage::Mint,
-            "private key",
-            format!("unexpected DER tag {tag:#04x}, wanted {want:#04x}"),
-        ));
-    }
-    Ok((content, rest))
+fn bad(why: impl std::fmt::Display) -> Error {
+    Error::new(Stage::Mint, "private key", format!("malformed DER: {why}"))
 }
 
 /// (algorithm OID, curve OID for EC keys, inner private key).
-pub type Pkcs8Parts = (Vec<u8>, Option<Vec<u8>>, Vec<u8>);
+pub type Pkcs8Parts = (ObjectIdentifier, Option<ObjectIdentifier>, Vec<u8>);
 
 /// The key algorithm OID and, for EC keys, the curve OID of a PKCS#8 PrivateKeyInfo,
 /// plus the inner private key bytes (PKCS#1 or SEC1).
 pub fn pkcs8_parts(pkcs8: &[u8]) -> Result<Pkcs8Parts> {
-    let (info, _) = expect(pkcs8, SEQUENCE)?;
-    let (_version, rest) = expect(info, INTEGER)?;
-    let (alg_id, rest) = expect(rest, SEQUENCE)?;
-    let (alg, params) = expect(alg_id, OID)?;
-    let curve = match read(params) {
-        Ok((OID, c, _)) => Some(c.to_vec()),
-        _ => None,
-    };
-    let (inner, _) = expect(rest, OCTET_STRING)?;
-    Ok((alg.to_vec(), curve, inner.to_vec()))
+    let info = PrivateKeyInfo::from_der(pkcs8).map_err(bad)?;
+    let curve = info.algorithm.parameters_oid().ok();
+    Ok((info.algorithm.oid, curve, info.private_key.to_vec()))
 }
 
 /// PKCS#8 (as ring generates it, without curve parameters inside) → SEC1 ECPrivateKey
 /// with the named-curve parameters, which is what `EC PRIVATE KEY` PEM files carry.
 pub fn pkcs8_to_sec1(pkcs8: &[u8]) -> Result<Vec<u8>> {
-    let (_alg, curve, inner) = pkcs8_parts(pkcs8)?;
-    let curve =
-        curve.ok_or_else(|| Error::new(Stage::Mint, "private key", "EC key without curve"))?;
-    let (ec, _) = expect(&inner, SEQUENCE)?;
-    let (version, rest) = expect(ec, INTEGER)?;
-    let (private, rest) = expect(rest, OCTET_STRING)?;
-    // Drop any [0] parameters already present, then re-add ours before [1] publicKey.
-    let rest = match read(rest) {
-        Ok((CTX0, _, after)) => after,
-        _ => rest,
-    };
-    let mut body = tlv(INTEGER, version);
-    body.extend(tlv(OCTET_STRING, private));
-    body.extend(tlv(CTX0, &tlv(OID, &curve)));
-    body.extend_from_slice(rest);
-    Ok(tlv(SEQUENCE, &body))
+    let info = PrivateKeyInfo::from_der(pkcs8).map_err(bad)?;
+    let curve = info
+        .algorithm
+        .parameters_oid()
+        .map_err(|_| Error::new(Stage::Mint, "private key", "EC key without curve"))?;
+    let mut ec = EcPrivateKey::from_der(info.private_key).map_err(bad)?;
+    ec.parameters = Some(EcParameters::NamedCurve(curve));
+    ec.to_der().map_err(bad)
 }
 
 /// SEC1 ECPrivateKey (with named-curve parameters) → PKCS#8, plus the curve OID.
-pub fn sec1_to_pkcs8(sec1: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
-    let (ec, _) = expect(sec1, SEQUENCE)?;
-    let (_version, rest) = expect(ec, INTEGER)?;
-    let (_private, rest) = expect(rest, OCTET_STRING)?;
-    let (params, _) = expect(rest, CTX0).map_err(|_| {
+pub fn sec1_to_pkcs8(sec1: &[u8]) -> Result<(Vec<u8>, ObjectIdentifier)> {
+    let ec = EcPrivateKey::from_der(sec1).map_err(bad)?;
+    let curve = ec.parameters.and_then(|p| p.named_curve()).ok_or_else(|| {
         Error::new(
             Stage::Mint,
             "private key",
             "EC PRIVATE KEY without named-curve parameters",
         )
     })?;
-    let (curve, _) = expect(params, OID)?;
-    let mut alg = tlv(OID, OID_EC_PUBLIC_KEY);
-    alg.extend(tlv(OID, curve));
-    let mut body = tlv(INTEGER, &[0]);
-    body.extend(tlv(SEQUENCE, &alg));
-    body.extend(tlv(OCTET_STRING, sec1));
-    Ok((tlv(SEQUENCE, &body), curve.to_vec()))
+    let info = PrivateKeyInfo::new(
+        AlgorithmIdentifierRef {
+            oid: OID_EC_PUBLIC_KEY,
+            parameters: Some(AnyRef::from(&curve)),
+        },
+        sec1,
+    );
+    Ok((info.to_der().map_err(bad)?, curve))
 }
 
 /// PKCS#1 RSAPrivateKey → PKCS#8.
-pub fn pkcs1_to_pkcs8(pkcs1: &[u8]) -> Vec<u8> {
-    let mut alg = tlv(OID, OID_RSA);
-    alg.extend(tlv(NULL, &[]));
-    let mut body = tlv(INTEGER, &[0]);
-    body.extend(tlv(SEQUENCE, &alg));
-    body.extend(tlv(OCTET_STRING, pkcs1));
-    tlv(SEQUENCE, &body)
+pub fn pkcs1_to_pkcs8(pkcs1: &[u8]) -> Result<Vec<u8>> {
+    PrivateKeyInfo::new(pkcs1::ALGORITHM_ID, pkcs1)
+        .to_der()
+        .map_err(bad)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// A P-256 key as ring generates it (PKCS#8 v1, no curve inside the SEC1 part), the
+    /// same key as SEC1 with the named curve, and the PKCS#8 that SEC1 wraps into.
     #[test]
-    fn long_lengths_round_trip() {
-        let content = vec![7u8; 300];
-        let enc = tlv(OCTET_STRING, &content);
-        assert_eq!(&enc[..4], &[0x04, 0x82, 0x01, 0x2c]);
-        let (tag, c, rest) = read(&enc).unwrap();
-        assert_eq!((tag, c.len(), rest.len()), (OCTET_STRING, 300, 0));
-        assert!(read(&enc[..100]).is_err());
+    fn ec_key_round_trips_between_pkcs8_and_sec1() {
+        let pair = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let sec1 = pkcs8_to_sec1(pair.serialized_der()).unwrap();
+        let ec = EcPrivateKey::from_der(&sec1).unwrap();
+        assert_eq!(ec.parameters.unwrap().named_curve(), Some(OID_P256));
+        assert!(ec.public_key.is_some());
+        let (pkcs8, curve) = sec1_to_pkcs8(&sec1).unwrap();
+        assert_eq!(curve, OID_P256);
+        let (alg, curve, inner) = pkcs8_parts(&pkcs8).unwrap();
+        assert_eq!((alg, curve), (OID_EC_PUBLIC_KEY, Some(OID_P256)));
+        assert_eq!(inner, sec1);
+        rcgen::KeyPair::try_from(pkcs8.as_slice()).expect("ring accepts the PKCS#8");
+    }
+
+    #[test]
+    fn malformed_der_is_an_error_naming_the_key() {
+        for junk in [&[][..], &[0x30, 0x82, 0x01], &[0x04, 0x01, 0x00]] {
+            let e = pkcs8_parts(junk).unwrap_err();
+            assert_eq!(e.place, "private key");
+            assert!(sec1_to_pkcs8(junk).is_err());
+            assert!(pkcs8_to_sec1(junk).is_err());
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! A tiny YAML emitter that writes what Go's sigs.k8s.io/yaml (go-yaml v2) writes for the
 //! same data: keys in go-yaml's "natural" order, 2-space indent, sequences not indented under
 //! their key, `{}`/`[]`/`null` for empty values, and go-yaml's scalar quoting. CAPI serializes
-//! kubeadm configs and kubeconfigs this way (cluster-api.md a.4); matching it byte-for-byte
+//! kubeadm configs and kubeconfigs this way (docs/formats.md a.4); matching it byte-for-byte
 //! keeps our bundles indistinguishable from CABPK's.
 
 use std::cmp::Ordering;

@@ -1,5 +1,5 @@
 //! Kubeconfigs with an embedded client certificate, shaped like CAPI's admin kubeconfig
-//! (cluster-api.md d.2): cluster `<cluster>`, user `<cluster>-admin`, context
+//! (docs/formats.md d.2): cluster `<cluster>`, user `<cluster>-admin`, context
 //! `<cluster>-admin@<cluster>`, serialized as clientcmd (go-yaml) writes it.
 
 use super::goyaml::{Y, map, s, to_string};

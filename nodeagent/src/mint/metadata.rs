@@ -1,4 +1,4 @@
-//! `guestinfo.metadata` exactly as CAPV renders it (cluster-api.md c.2, `metadataFormat` in
+//! `guestinfo.metadata` exactly as CAPV renders it (docs/formats.md c.2, `metadataFormat` in
 //! CAPV main): a Go text template, so every byte is fixed; the document starts with an
 //! empty line. Values are printed raw inside double quotes, so callers validate them first.
 

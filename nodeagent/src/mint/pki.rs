@@ -1,4 +1,4 @@
-//! Cluster PKI as Cluster API makes it (cluster-api.md d.2): three CAs (`CN=kubernetes`,
+//! Cluster PKI as Cluster API makes it (docs/formats.md d.2): three CAs (`CN=kubernetes`,
 //! PrintableString), critical KeyUsage {digitalSignature, keyEncipherment, keyCertSign},
 //! critical BasicConstraints CA:TRUE pathlen:0, SHA-1 SubjectKeyIdentifier, no AKI/SAN,
 //! notBefore now-5m; plus the service-account key pair. Unlike CAPI, serials are random
@@ -126,14 +126,14 @@ impl Key {
             .map_err(|e| err(place, format!("bad PEM: {e}")))?;
         let (pkcs8, algorithm) = match block.label.as_str() {
             "RSA PRIVATE KEY" => {
-                let pkcs8 = der::pkcs1_to_pkcs8(&block.contents);
+                let pkcs8 = der::pkcs1_to_pkcs8(&block.contents).map_err(|e| e.within(place))?;
                 let alg = rsa_algorithm(&pkcs8, place)?;
                 (pkcs8, alg)
             }
             "EC PRIVATE KEY" => {
                 let (pkcs8, curve) =
                     der::sec1_to_pkcs8(&block.contents).map_err(|e| e.within(place))?;
-                (pkcs8, curve_algorithm(&curve, place)?)
+                (pkcs8, curve_algorithm(Some(curve), place)?)
             }
             "PRIVATE KEY" => {
                 let (alg, curve, _) =
@@ -141,7 +141,7 @@ impl Key {
                 let algorithm = if alg == der::OID_RSA {
                     rsa_algorithm(&block.contents, place)?
                 } else if alg == der::OID_EC_PUBLIC_KEY {
-                    curve_algorithm(&curve.unwrap_or_default(), place)?
+                    curve_algorithm(curve, place)?
                 } else {
                     return Err(err(place, "unsupported private key algorithm"));
                 };
@@ -189,13 +189,11 @@ fn rsa_algorithm(pkcs8: &[u8], place: &str) -> Result<Algorithm> {
     }
 }
 
-fn curve_algorithm(curve: &[u8], place: &str) -> Result<Algorithm> {
-    if curve == der::OID_P256 {
-        Ok(Algorithm::EcdsaP256)
-    } else if curve == der::OID_P384 {
-        Ok(Algorithm::EcdsaP384)
-    } else {
-        Err(err(place, "unsupported EC curve (use P-256 or P-384)"))
+fn curve_algorithm(curve: Option<der::ObjectIdentifier>, place: &str) -> Result<Algorithm> {
+    match curve {
+        Some(der::OID_P256) => Ok(Algorithm::EcdsaP256),
+        Some(der::OID_P384) => Ok(Algorithm::EcdsaP384),
+        _ => Err(err(place, "unsupported EC curve (use P-256 or P-384)")),
     }
 }
 
@@ -472,25 +470,31 @@ impl Pki {
 /// Largest PEM file `read` accepts (an RSA-4096 key is about 3.3 KB).
 pub use crate::limits::MAX_PEM_BYTES;
 
-/// `10y`, `3650d`, `87600h` → a duration (a year is 365 days, as CAPI counts).
+/// `10y`, `3650d`, `87600h` → a duration (a year is 365 days, as CAPI counts), at most 100 years.
 pub fn parse_validity(s: &str, flag: &str) -> Result<Duration> {
-    let bad = || {
-        err(
-            flag,
-            format!(
-                "bad duration {s:?}: use a number followed by y, d or h (e.g. 10y, 365d, 8760h)"
-            ),
-        )
-    };
-    let (num, unit) = s.split_at(s.len().saturating_sub(1));
-    let n: i64 = num.parse().map_err(|_| bad())?;
-    if n <= 0 || n > 100 * 365 * 24 {
-        return Err(bad());
-    }
-    match unit {
-        "y" if n <= 100 => Ok(Duration::days(365 * n)),
-        "d" if n <= 100 * 365 => Ok(Duration::days(n)),
-        "h" => Ok(Duration::hours(n)),
-        _ => Err(bad()),
-    }
+    use super::validate::DurationUnit;
+    let units = [
+        DurationUnit {
+            suffix: "y",
+            max_count: 100,
+            unit: Duration::days(365),
+        },
+        DurationUnit {
+            suffix: "d",
+            max_count: 100 * 365,
+            unit: Duration::days(1),
+        },
+        DurationUnit {
+            suffix: "h",
+            max_count: 100 * 365 * 24,
+            unit: Duration::hours(1),
+        },
+    ];
+    super::validate::duration(
+        s,
+        flag,
+        Stage::Mint,
+        &units,
+        "use a number followed by y, d or h (e.g. 10y, 365d, 8760h)",
+    )
 }

@@ -1,4 +1,4 @@
-//! Cluster API Secrets for a PKI (cluster-api.md d.1): `<cluster>-ca`, `-etcd`, `-proxy`
+//! Cluster API Secrets for a PKI (docs/formats.md d.1): `<cluster>-ca`, `-etcd`, `-proxy`
 //! (`tls.crt`/`tls.key`), `-sa` (`tls.crt` = public key, `tls.key`), `-kubeconfig` (`value`),
 //! type `cluster.x-k8s.io/secret`, label `cluster.x-k8s.io/cluster-name`, base64 `data`.
 //! And the reverse, so join bundles can be minted for a cluster CAPI already runs.

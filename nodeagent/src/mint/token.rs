@@ -47,7 +47,7 @@ pub fn parse(token: &str) -> Result<(&str, &str)> {
     }
 }
 
-/// The bootstrap-token Secret CABPK creates in the workload cluster (cluster-api.md d.6).
+/// The bootstrap-token Secret CABPK creates in the workload cluster (docs/formats.md d.6).
 pub fn secret_manifest(token: &str, ttl: Duration, now: OffsetDateTime) -> Result<String> {
     let (id, secret) = parse(token)?;
     let expiration = (now + ttl)
@@ -77,26 +77,28 @@ pub fn secret_manifest(token: &str, ttl: Duration, now: OffsetDateTime) -> Resul
     Ok(out)
 }
 
-/// `15m`, `24h`, `7d` → a duration.
+/// `15m`, `24h`, `7d` → a duration, at most a year.
 pub fn parse_ttl(s: &str) -> Result<Duration> {
-    let bad = || {
-        Error::new(
-            Stage::Mint,
-            "--ttl",
-            format!("bad duration {s:?}: use e.g. 15m, 24h or 7d"),
-        )
-    };
-    let (num, unit) = s.split_at(s.len().saturating_sub(1));
-    let n: i64 = num.parse().map_err(|_| bad())?;
-    if n <= 0 || n > 365 * 24 * 60 {
-        return Err(bad());
-    }
-    match unit {
-        "m" => Ok(Duration::minutes(n)),
-        "h" => Ok(Duration::hours(n)),
-        "d" => Ok(Duration::days(n)),
-        _ => Err(bad()),
-    }
+    use super::validate::DurationUnit;
+    const MAX_MINUTES: i64 = 365 * 24 * 60;
+    let units = [
+        DurationUnit {
+            suffix: "m",
+            max_count: MAX_MINUTES,
+            unit: Duration::minutes(1),
+        },
+        DurationUnit {
+            suffix: "h",
+            max_count: MAX_MINUTES,
+            unit: Duration::hours(1),
+        },
+        DurationUnit {
+            suffix: "d",
+            max_count: MAX_MINUTES,
+            unit: Duration::days(1),
+        },
+    ];
+    super::validate::duration(s, "--ttl", Stage::Mint, &units, "use e.g. 15m, 24h or 7d")
 }
 
 #[cfg(test)]

@@ -140,6 +140,41 @@ pub fn ip(flag: &str, v: &str) -> Result<IpAddr> {
         .map_err(|_| bad(flag, format!("bad IP address {v:?}")))
 }
 
+/// One duration unit a flag accepts: its suffix, the largest count allowed with it, and the
+/// length of one unit.
+pub struct DurationUnit {
+    pub suffix: &'static str,
+    pub max_count: i64,
+    pub unit: time::Duration,
+}
+
+/// A positive count followed by one of `units` (`10y`, `15m`): the one duration syntax of the
+/// mint flags. Errors name `flag` and say `hint` (the accepted forms); `stage` is the
+/// reporting stage the caller's errors belong to.
+pub fn duration(
+    s: &str,
+    flag: &str,
+    stage: Stage,
+    units: &[DurationUnit],
+    hint: &str,
+) -> Result<time::Duration> {
+    let bad = || Error::new(stage, flag, format!("bad duration {s:?}: {hint}"));
+    let split = s.len().saturating_sub(1);
+    let (num, suffix) = (
+        s.get(..split).ok_or_else(bad)?,
+        s.get(split..).ok_or_else(bad)?,
+    );
+    let n: i64 = num.parse().map_err(|_| bad())?;
+    let unit = units.iter().find(|u| u.suffix == suffix).ok_or_else(bad)?;
+    if n <= 0 || n > unit.max_count {
+        return Err(bad());
+    }
+    i32::try_from(n)
+        .ok()
+        .and_then(|n| unit.unit.checked_mul(n))
+        .ok_or_else(bad)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

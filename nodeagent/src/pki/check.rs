@@ -9,7 +9,7 @@ fn fail(place: &str, msg: impl Into<String>) -> Error {
 }
 
 /// kubeadm's discovery hash of one certificate: `sha256:` + hex SHA-256 of the DER
-/// SubjectPublicKeyInfo (formats/cluster-api.md d.5), computed by mint's `pki::hash`.
+/// SubjectPublicKeyInfo (docs/formats.md d.5), computed by mint's `pki::hash`.
 pub fn discovery_hash(cert: &CertInfo) -> String {
     super::hash::spki_hash(&cert.spki_der)
 }

@@ -1,6 +1,6 @@
 //! Building the plan: cloud-init's module order and semantics, as a pure function.
 //!
-//! Order follows cloud-init's stages (formats/cloud-init.md E.1, cluster-api.md a.10):
+//! Order follows cloud-init's stages (docs/formats.md E.1, a.10):
 //! local: hostname, network; main: bootcmd, write_files, disks, mounts, hostname/hosts,
 //! groups, users, ntp, deferred write_files, runcmd (with the kubeadm step).
 

@@ -3,7 +3,7 @@
 //! QEMU: values come from fw_cfg files (`-fw_cfg name=opt/guestinfo.K,file=...`), exposed
 //! by the `qemu_fw_cfg` driver as `/sys/firmware/qemu_fw_cfg/by_name/opt/guestinfo.K/raw`.
 //! fw_cfg is read-only, so values we publish go out as one compact JSON line each on the
-//! virtio-serial port `org.nodeagent.status` (design.md sections 3 and 4).
+//! virtio-serial port `org.nodeagent.status` (docs/formats.md N.3, N.4).
 
 use super::{Transport, check_key, read_file_capped};
 use crate::error::{Error, Result, Stage};
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 pub const DEFAULT_BY_NAME: &str = "/sys/firmware/qemu_fw_cfg/by_name";
 pub const DEFAULT_STATUS_PORT: &str = "/dev/virtio-ports/org.nodeagent.status";
-/// The key whose value is the status JSON itself (design.md section 4).
+/// The key whose value is the status JSON itself (docs/formats.md N.4).
 pub const STATUS_KEY: &str = "nodeagent.status";
 
 #[derive(Debug, Clone)]

@@ -11,6 +11,11 @@ pub trait Transport {
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>>;
     /// Publish a value (status reports, redaction, `local-ipv4`).
     fn set(&self, key: &str, value: &[u8]) -> Result<()>;
+    /// The seed directory of a NoCloud transport: its instance data follows cloud-init's
+    /// NoCloud datasource, not the VMware one.
+    fn nocloud_seed(&self) -> Option<&std::path::Path> {
+        None
+    }
 }
 
 pub mod dir;

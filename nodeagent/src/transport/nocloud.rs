@@ -47,6 +47,10 @@ impl Transport for NoCloudTransport {
         read_file_capped(&file, &place)
     }
 
+    fn nocloud_seed(&self) -> Option<&std::path::Path> {
+        Some(&self.dir)
+    }
+
     /// Writes `DIR/nodeagent.K` atomically (so `get` of a non-seed key reads it back).
     fn set(&self, key: &str, value: &[u8]) -> Result<()> {
         check_key(key)?;

@@ -1,6 +1,6 @@
 //! Transport vmware. Owner: core-xport.
 //!
-//! guestinfo over the VMware RPC helpers, exactly as cloud-init (formats/cloud-init.md A.4):
+//! guestinfo over the VMware RPC helpers, exactly as cloud-init (docs/formats.md A.4):
 //! `vmware-rpctool "info-get guestinfo.K"` (the RPC string is ONE argv element), and
 //! `vmtoolsd --cmd "info-get guestinfo.K"` when rpctool is missing or fails (secure RPC
 //! makes rpctool fail with `Permission denied`). A non-zero exit whose stderr is exactly

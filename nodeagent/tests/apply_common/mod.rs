@@ -1,6 +1,9 @@
 //! Helpers shared by the apply tests: hand-built plans and tree snapshots.
 #![allow(dead_code)]
 
+#[path = "../prereq/mod.rs"]
+pub mod prereq;
+
 use nodeagent::apply::{self, Options, StageSel, Target};
 use nodeagent::config::ImageConfig;
 use nodeagent::plan::*;
@@ -166,38 +169,13 @@ pub fn ids(p: &Path) -> (u32, u32) {
     (m.uid(), m.gid())
 }
 
-/// A debootstrap'd minimal Debian 12 rootfs with shadow's tools and sudo, cached under
-/// `target/apply-rootfs` (built once, ~3 minutes; needs debootstrap and apt's Debian mirror).
-pub fn rootfs() -> std::path::PathBuf {
-    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
-    let fs = target.join("apply-rootfs");
-    if fs.join("usr/sbin/useradd").exists() {
-        return fs;
-    }
-    std::fs::create_dir_all(&target).unwrap();
-    let lock = std::fs::File::create(target.join("apply-rootfs.lock")).unwrap();
-    // SAFETY: flock on an open descriptor; serialises test binaries building the rootfs.
-    unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
-    if !fs.join("usr/sbin/useradd").exists() {
-        let tmp = target.join("apply-rootfs.tmp");
-        let _ = std::fs::remove_dir_all(&tmp);
-        if !Path::new("/usr/sbin/debootstrap").exists() {
-            let ok = std::process::Command::new("apt-get")
-                .args(["install", "-y", "debootstrap"])
-                .status()
-                .unwrap();
-            assert!(ok.success(), "apt-get install debootstrap");
-        }
-        let ok = std::process::Command::new("debootstrap")
-            .args(["--variant=minbase", "--include=sudo,passwd", "bookworm"])
-            .arg(&tmp)
-            .arg(debian_mirror())
-            .status()
-            .unwrap();
-        assert!(ok.success(), "debootstrap failed");
-        std::fs::rename(&tmp, &fs).unwrap();
-    }
-    fs
+/// The debootstrap'd minimal Debian 12 rootfs with shadow's tools and sudo that
+/// `tests/apply-ci` caches under `target/apply-rootfs`; `None` (the caller skips, saying why)
+/// when not root or not built, unless `NODEAGENT_PRIVILEGED_TESTS=1` makes that a failure.
+pub fn rootfs() -> Option<std::path::PathBuf> {
+    let fs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/apply-rootfs");
+    let useradd = fs.join("usr/sbin/useradd");
+    prereq::privileged(&["/usr/bin/mount", useradd.to_str()?]).then_some(fs)
 }
 
 /// A throw-away writable copy of the rootfs: an overlay mount (changes land in `upper`).
@@ -241,18 +219,4 @@ impl Drop for Overlay {
             .arg(&self.root)
             .status();
     }
-}
-
-/// The Debian archive apt is configured with (`tests/debian-mirror`).
-fn debian_mirror() -> String {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/debian-mirror");
-    let out = std::process::Command::new(script)
-        .output()
-        .expect("tests/debian-mirror");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }

@@ -5,7 +5,12 @@
 use nodeagent::plan::{Action, Content, FileWrite, Frequency, Owner, Plan, RunStage, Step};
 use std::path::{Path, PathBuf};
 
-pub const CORPUS_INIT: &str = "/work/shared/corpus/capi/cabpk/rendered/controlplane-init-v1beta3-k8s-1.26.6.cloud-config.yaml";
+/// CABPK's control-plane init userdata in the shared corpus beside the repository (tests
+/// reading it first check `prereq::corpus_present()`).
+pub const CORPUS_INIT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../shared/corpus/capi/cabpk/rendered/controlplane-init-v1beta3-k8s-1.26.6.cloud-config.yaml"
+);
 
 /// `(path, content)` of every write_files entry and the runcmd strings of a CABPK userdata
 /// (jinja header dropped: the corpus file uses no variables).
@@ -347,6 +352,17 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// Listen on `port` now (bound before this returns, so no wait is needed) and accept in the
+/// background for the rest of the test.
+pub fn listen_now(port: u16) {
+    let l = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            drop(c);
+        }
+    });
 }
 
 /// Start accepting on `port` after `delay`, in the background, for the rest of the test.

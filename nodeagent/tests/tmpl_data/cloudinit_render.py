@@ -5,7 +5,7 @@ Reads a JSON list of cases ({"name", "userdata", "data"}) on stdin and prints a 
 of results ({"name", "text" | null, "warnings", "error" | null, "line" | null,
 "skipped" | null: why cloud-init's jinja handler would not pass the rendered part on}).
 
-Mirrors cloud-init 26.2 (formats/cloud-init.md B.1-B.5): cloudinit/templater.py
+Mirrors cloud-init 26.2 (docs/formats.md B.1-B.5): cloudinit/templater.py
 (detect_template, jinja_render, UndefinedJinjaVariable, JinjaSyntaxParsingException) and
 cloudinit/handlers/jinja_template.py (convert_jinja_instance_data,
 get_jinja_variable_alias, render_jinja_payload). Used to (re)generate golden.json:

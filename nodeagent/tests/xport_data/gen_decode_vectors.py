@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Reference vectors for nodeagent's decode::decode_value, from a Python model of
-cloud-init's VMware datasource value handling (formats/cloud-init.md A.5):
+cloud-init's VMware datasource value handling (docs/formats.md A.5):
 value and encoding are rstrip()-ed, empty/'---' is absent, the encoding is matched
 case-sensitively, base64 is base64.b64decode (non-validating), gzip+base64 gunzips
 leniently (gzip.GzipFile; any failure returns the input), and the result must be UTF-8.

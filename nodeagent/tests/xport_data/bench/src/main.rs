@@ -18,7 +18,11 @@ fn gz(d: &[u8]) -> Vec<u8> {
 
 fn main() {
     let b64 = |d: &[u8]| base64::engine::general_purpose::STANDARD.encode(d);
-    let cabpk = std::fs::read("/work/shared/corpus/capi/cabpk/rendered/controlplane-init-v1beta3-k8s-1.26.6.cloud-config.yaml").unwrap();
+    let cabpk = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../../../shared/corpus/capi/cabpk/rendered/controlplane-init-v1beta3-k8s-1.26.6.cloud-config.yaml"
+    ))
+    .expect("the shared corpus beside the repository");
     let big: Vec<u8> = (0..limits::MAX_DECODED_BYTES)
         .map(|i| b"abcdefghij\n"[i % 11])
         .collect();

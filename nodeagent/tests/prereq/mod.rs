@@ -1,0 +1,98 @@
+//! What a test needs from outside the repository, checked instead of assumed: the shared
+//! corpus beside the checkout, privileged host tools, and the seed of a randomized test.
+//!
+//! A test whose prerequisite is absent prints `SKIP <test>: <reason>` and returns, so
+//! `cargo test` passes from a clone anywhere. CI sets `NODEAGENT_REQUIRE_CORPUS=1` and
+//! `NODEAGENT_PRIVILEGED_TESTS=1` (`tests/run-all`): then a missing prerequisite fails the
+//! test loudly instead, and `tests/setup-host` / `tests/apply-ci` install them beforehand.
+#![allow(dead_code)]
+
+use std::path::Path;
+
+/// The shared corpus of real data: `../shared/corpus` beside the repository.
+pub const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/corpus");
+
+/// True when the shared corpus is there; otherwise says why the caller skips.
+pub fn corpus_present() -> bool {
+    if Path::new(CORPUS).join("capi").is_dir() {
+        return true;
+    }
+    missing(
+        "NODEAGENT_REQUIRE_CORPUS",
+        &format!("the shared corpus is absent (expected at {CORPUS}, beside the repository)"),
+    );
+    false
+}
+
+/// True when the privileged, host-changing tests may run: running as root and every
+/// `tools` path present. Otherwise says why the caller skips (or panics under CI's switch).
+pub fn privileged(tools: &[&str]) -> bool {
+    let root = is_root();
+    let absent: Vec<&str> = tools
+        .iter()
+        .copied()
+        .filter(|t| !Path::new(t).exists())
+        .collect();
+    if root && absent.is_empty() {
+        return true;
+    }
+    let why = if root {
+        format!(
+            "missing {} (tests/apply-ci installs them)",
+            absent.join(", ")
+        )
+    } else {
+        "needs root (mounts and host tools)".to_string()
+    };
+    missing("NODEAGENT_PRIVILEGED_TESTS", &why);
+    false
+}
+
+/// True when the `name` command runs (e.g. `openssl version`); otherwise says why the caller
+/// skips (or panics under `NODEAGENT_PRIVILEGED_TESTS=1`; `tests/setup-host` installs it).
+pub fn command(name: &str, probe: &[&str]) -> bool {
+    let ok = std::process::Command::new(name)
+        .args(probe)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        missing(
+            "NODEAGENT_PRIVILEGED_TESTS",
+            &format!("`{name}` not installed (tests/setup-host installs it)"),
+        );
+    }
+    ok
+}
+
+/// The seed of a randomized test: `NODEAGENT_TEST_SEED` if set, else a fresh random one.
+/// Printed either way, so a failure can be replayed.
+pub fn seed() -> u64 {
+    let seed = match std::env::var("NODEAGENT_TEST_SEED") {
+        Ok(s) => s
+            .parse()
+            .unwrap_or_else(|_| panic!("NODEAGENT_TEST_SEED={s:?} is not a u64")),
+        Err(_) => getrandom::u64().expect("getrandom"),
+    };
+    eprintln!(
+        "seed {seed} (replay: NODEAGENT_TEST_SEED={seed} cargo test -- {})",
+        test_name()
+    );
+    seed
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn test_name() -> String {
+    std::thread::current().name().unwrap_or("?").to_string()
+}
+
+/// Skip (print the reason) unless `switch` is set to 1, in which case fail.
+fn missing(switch: &str, why: &str) {
+    if std::env::var(switch).is_ok_and(|v| v == "1") {
+        panic!("{switch}=1 but {why}");
+    }
+    eprintln!("SKIP {}: {why}", test_name());
+}
