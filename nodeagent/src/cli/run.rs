@@ -70,7 +70,8 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
             return Err(e);
         }
     };
-    let net_warning = if stage != StageSel::Local && args.data.facts.is_none() {
+    // The main stage first waits for the address the metadata's wait-on-network asks for.
+    let net_warning = if stage == StageSel::Main && args.data.facts.is_none() {
         wait_on_network(&mut inputs, &target)
     } else {
         None
@@ -82,10 +83,11 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     } else {
         pipeline::prepare(&inputs)
     };
-    let prepared = match prepared {
+    let mut prepared = match prepared {
         Ok(p) => p,
         Err(e) => return Err(report_bad_input(&inputs, &target, e)),
     };
+    prepared.warnings.extend(net_warning);
     if stage != StageSel::All {
         return execute(args, &inputs, &prepared, stage, target, net_warning);
     }
@@ -98,7 +100,11 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     let local_code = execute(args, &inputs, &local, StageSel::Local, target.clone(), None)?;
     let prepared = if args.data.facts.is_none() {
         inputs.facts = crate::facts::Facts::detect(&inputs.root);
-        pipeline::prepare(&inputs).map_err(|e| report_bad_input(&inputs, &target, e))?
+        let net_warning = wait_on_network(&mut inputs, &target);
+        let mut p =
+            pipeline::prepare(&inputs).map_err(|e| report_bad_input(&inputs, &target, e))?;
+        p.warnings.extend(net_warning);
+        p
     } else {
         // `--facts FILE` stands for the host as it is; it is not detected again.
         prepared
@@ -183,8 +189,7 @@ fn execute(
     }
     let mut plan_run = plan.clone();
     plan_run.warnings = prepared.warnings.clone();
-    let mut summary = apply::apply(&plan_run, &opts, &mut journal, &mut reporter)?;
-    summary.warnings.extend(net_warning);
+    let summary = apply::apply(&plan_run, &opts, &mut journal, &mut reporter)?;
     for w in &summary.warnings {
         eprintln!("warning: {}", crate::redact::redact_text(w));
         reporter.warning(w);
