@@ -68,6 +68,14 @@ IGNORED = [
 ]
 IGNORED_RE = [(re.compile(p + r"\Z"), why) for p, why in IGNORED]
 
+# Text that names the agent itself, taken as equal (in files, before hashing): cloud-init's
+# default mount options require `cloud-init.service`, a unit a nodeagent image does not have
+# (systemd fails a mount whose required unit is missing); nodeagent requires its own
+# local-stage unit there instead.
+EQUIVALENT_TEXT = {
+    "etc/fstab": [(b"x-systemd.requires=nodeagent-local.service", b"x-systemd.requires=cloud-init.service")],
+}
+
 # What cloud-init's ssh module leaves on every boot of this root with no ssh input (no sshd
 # here, no keys given): an empty /etc/ssh and an empty /root/.ssh/authorized_keys
 # (`disable_root` with no keys). Ignored only while empty: any key written is compared.
@@ -386,12 +394,12 @@ def ignored(rel):
     return any(r.match(rel) for r, _ in IGNORED_RE)
 
 
-def file_sha(p):
-    h = hashlib.sha256()
+def file_sha(p, rel=""):
     with open(p, "rb") as f:
-        for b in iter(lambda: f.read(1 << 16), b""):
-            h.update(b)
-    return h.hexdigest()
+        data = f.read()
+    for ours, theirs in EQUIVALENT_TEXT.get(rel, []):
+        data = data.replace(ours, theirs)
+    return hashlib.sha256(data).hexdigest()
 
 
 def snapshot(root):
@@ -411,7 +419,7 @@ def snapshot(root):
                 if stat.S_ISLNK(st.st_mode):
                     kind, data = "symlink", os.readlink(p)
                 elif stat.S_ISREG(st.st_mode):
-                    kind, data = "file", file_sha(p)
+                    kind, data = "file", file_sha(p, rel)
                 elif stat.S_ISDIR(st.st_mode):
                     kind, data = "dir", ""
                 else:
