@@ -1,11 +1,13 @@
 //! kubeadm step: typed kubeadm config (v1beta3/v1beta4), detection in runcmd, endpoint wait, init/join with retries. Owner: kubeadm.
 //!
-//! - `config`: the typed kubeadm API and its strict parser;
+//! - `api`: the kubeadm configuration documents as typed structs;
+//! - `config`: their strict parser and kubeadm's validation rules;
 //! - `detect`: recognising CABPK's kubeadm runcmd line;
 //! - `preflight`: config + PKI checks on a built plan, before any write;
 //! - `endpoint`: bounded TCP wait with backoff and jitter;
 //! - `run`: kubeadm invocation, retries, output capture, sentinel.
 
+pub mod api;
 pub mod config;
 pub mod detect;
 pub mod endpoint;
