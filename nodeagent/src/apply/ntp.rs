@@ -1,4 +1,4 @@
-//! ntp: chrony or systemd-timesyncd configuration, whichever the image has. Owner: apply.
+//! ntp: chrony or systemd-timesyncd configuration, whichever the image has.
 //!
 //! `auto` picks chrony when the image has it (cloud-init's Debian preference order puts
 //! chrony first), else systemd-timesyncd. chrony gets `/etc/chrony/chrony.conf` from

@@ -1,4 +1,4 @@
-//! kubeadm step: typed kubeadm config (v1beta3/v1beta4), detection in runcmd, endpoint wait, init/join with retries. Owner: kubeadm.
+//! kubeadm step: typed kubeadm config (v1beta3/v1beta4), detection in runcmd, endpoint wait, init/join with retries.
 //!
 //! - `api`: the kubeadm configuration documents as typed structs;
 //! - `config`: their strict parser and kubeadm's validation rules;
