@@ -1,5 +1,5 @@
 //! write_files: a file gets its final owner and mode before its first byte, and appears at its
-//! path whole or not at all. Owner: apply.
+//! path whole or not at all.
 //!
 //! Sequence: temp file `.<name>.nodeagent-tmp` in the target directory, created with
 //! `O_CREAT|O_EXCL|O_NOFOLLOW` and the requested mode (umask can only narrow it), `fchown`,
