@@ -228,7 +228,9 @@ pub struct Ctx<'a> {
     plan: &'a Plan,
     pub journal: &'a mut Journal,
     db: Option<UserDb>,
-    /// Non-fatal findings of steps that never fail the run (growpart, resizefs).
+    /// Non-fatal findings of steps that never fail the run (growpart, resizefs), and what a
+    /// step let fail the way cloud-init lets a module fail (warn, carry on): the run ends
+    /// `degraded` with these reasons.
     pub warnings: Vec<String>,
 }
 
@@ -245,6 +247,11 @@ impl Ctx<'_> {
     }
     pub fn invalidate_db(&mut self) {
         self.db = None;
+    }
+    /// A problem cloud-init only warns about: logged now, reported as `degraded` at the end.
+    pub fn warn(&mut self, msg: String) {
+        tracing::warn!("{msg}");
+        self.warnings.push(msg);
     }
 }
 
@@ -468,6 +475,7 @@ fn apply_locked(
         };
         let step = steps[order[pos]];
         let ms = started.elapsed().as_secs_f64() * 1000.0;
+        summary.warnings.append(&mut ctx.warnings);
         match res {
             Ok(outcome) => {
                 // A `skipped` record (no --exec) finishes nothing, so it needs no sync.
