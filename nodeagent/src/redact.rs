@@ -69,50 +69,64 @@ pub fn redact_text(text: &str) -> String {
 }
 
 /// Redact PEM bodies, keeping the BEGIN/END markers so readers see what was there.
+/// Linear in the text: every search starts where the previous one of its kind stopped, and
+/// the END search is remembered, so many BEGIN markers without an END (adversarial text)
+/// do not rescan the rest of the text once each.
 fn redact_pem(text: &str) -> String {
     const BEGIN: &str = "-----BEGIN ";
+    const END: &str = "-----END ";
     let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(b) = rest.find(BEGIN) {
+    // The next END marker at or after `.0`, as last searched.
+    let mut end_memo: Option<(usize, Option<usize>)> = None;
+    let mut next_end = |from: usize| -> Option<usize> {
+        match end_memo {
+            Some((searched, None)) if from >= searched => return None,
+            Some((searched, Some(e))) if from >= searched && e >= from => return Some(e),
+            _ => {}
+        }
+        let found = text.get(from..).and_then(|t| t.find(END)).map(|e| from + e);
+        end_memo = Some((from, found));
+        found
+    };
+    let at = |from: usize| text.get(from..).unwrap_or_default();
+    let mut pos = 0;
+    while let Some(b) = at(pos).find(BEGIN).map(|b| pos + b) {
         // Header ends at the next "-----" after the label.
         let after_begin = b + BEGIN.len();
-        let Some(h) = rest[after_begin..].find("-----") else {
+        let Some(h) = at(after_begin).find("-----") else {
             break;
         };
         let header_end = after_begin + h + 5;
         // Keep the line break after the header (real or JSON-escaped).
         let header_end = ["\r\n", "\n", "\\n"]
             .iter()
-            .find(|nl| rest[header_end..].starts_with(**nl))
+            .find(|nl| at(header_end).starts_with(**nl))
             .map(|nl| header_end + nl.len())
             .unwrap_or(header_end);
-        out.push_str(&rest[..header_end]);
-        let body = &rest[header_end..];
-        match body.find("-----END ") {
+        out.push_str(text.get(pos..header_end).unwrap_or_default());
+        let body = at(header_end);
+        match next_end(header_end) {
             Some(e) => {
                 out.push_str(REDACTED);
                 // Keep the line break style just before END (newline or escaped \n).
-                let before_end = &body[..e];
+                let before_end = text.get(header_end..e).unwrap_or_default();
                 if before_end.ends_with("\\n") {
                     out.push_str("\\n");
                 } else if before_end.ends_with('\n') {
                     out.push('\n');
                 }
-                rest = &body[e..];
-                // Skip past the END marker's "-----END " so the loop does not see it as BEGIN.
-                let end_len = body[e + 9..]
+                // Past the END marker's label, so the loop does not see it as BEGIN.
+                let marker_end = at(e + END.len())
                     .find("-----")
-                    .map(|x| 9 + x + 5)
-                    .unwrap_or(body.len() - e);
-                out.push_str(&rest[..end_len]);
-                rest = &rest[end_len..];
+                    .map_or(text.len(), |x| e + END.len() + x + 5);
+                out.push_str(text.get(e..marker_end).unwrap_or_default());
+                pos = marker_end;
             }
             None => {
                 // Truncated PEM: swallow everything that can belong to a PEM body.
                 let mut n = 0;
                 let bytes = body.as_bytes();
-                while n < bytes.len() {
-                    let c = bytes[n];
+                while let Some(&c) = bytes.get(n) {
                     if c.is_ascii_alphanumeric()
                         || matches!(c, b'+' | b'/' | b'=' | b' ' | b'\t' | b'\r' | b'\n')
                     {
@@ -124,14 +138,14 @@ fn redact_pem(text: &str) -> String {
                     }
                 }
                 out.push_str(REDACTED);
-                if body[..n].ends_with('\n') {
+                if body.get(..n).is_some_and(|b| b.ends_with('\n')) {
                     out.push('\n');
                 }
-                rest = &body[n..];
+                pos = header_end + n;
             }
         }
     }
-    out.push_str(rest);
+    out.push_str(at(pos));
     out
 }
 
@@ -314,6 +328,35 @@ fn is_token_bytes(b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Adversarial shapes of a 2 MiB refused value (was 31 s: one END search per BEGIN).
+    #[test]
+    fn redaction_is_linear_on_adversarial_text() {
+        const SIZE: usize = 2 * 1024 * 1024;
+        let shapes = [
+            "-----BEGIN A-----\n;",
+            "-----BEGIN ",
+            "-----END -----BEGIN X-----",
+            "token=",
+            "password: '",
+            "--token ",
+            "abcdef.0123456789abcdef ",
+            "Using certificate key:\n",
+            "\\n-----BEGIN K-----\\n",
+        ];
+        for shape in shapes {
+            let text = shape.repeat(SIZE / shape.len());
+            let t = std::time::Instant::now();
+            let out = redact_text(&text);
+            let took = t.elapsed();
+            assert!(!out.is_empty());
+            assert!(
+                took < std::time::Duration::from_secs(5),
+                "{shape:?}: {took:?}"
+            );
+            eprintln!("{shape:?}: {took:?}");
+        }
+    }
 
     const TOKEN: &str = "abcdef.0123456789abcdef";
     const CERT_KEY: &str = "9f2c6e1d7a4b3c5d8e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d";
