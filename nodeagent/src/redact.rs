@@ -10,7 +10,11 @@
 //!   `--password` (as `--flag=V` or `--flag V`);
 //! - values of secret keys in YAML/JSON/`k=v` text: `token`, `certificateKey`, `password`,
 //!   `passwd`, `tlsBootstrapToken`, `token-secret`, `client-key-data`, `secret`, …;
-//! - the line after kubeadm's `Using certificate key:` (the key is printed on its own line).
+//! - the line after kubeadm's `Using certificate key:` (the key is printed on its own line);
+//! - values of `NAME=value` assignments and `--name=value` flags whose name holds
+//!   `password`, `passwd`, `secret`, `token`, `key` or `credential` (`PGPASSWORD=…`,
+//!   `--db-password=…`), and of `Authorization:` headers;
+//! - long base64 runs that look like key material printed without PEM armour.
 //!
 //! The text is otherwise unchanged (same lines, same order), so redacted logs stay readable.
 
@@ -188,10 +192,107 @@ fn is_word_byte(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_' || c == b'-'
 }
 
-/// Redact flag values, secret key values and bootstrap tokens within one line.
+/// Redact flag values, secret key values, bootstrap tokens and unarmoured key material
+/// within one line.
 fn redact_line(line: &str) -> String {
     let with_values = redact_values(line);
-    redact_bootstrap_tokens(&with_values)
+    let without_tokens = redact_bootstrap_tokens(&with_values);
+    redact_key_material(&without_tokens)
+}
+
+/// Words that make a `NAME=value` assignment or a `--name=value` flag secret
+/// (`PGPASSWORD=…`, `--db-password=…`, `AWS_SECRET_ACCESS_KEY=…`, `--api-token=…`).
+const SECRET_NAME_PARTS: &[&str] = &["password", "passwd", "secret", "token", "key", "credential"];
+
+/// A `NAME=` or `--name=` starting at `i` whose name holds a SECRET_NAME_PARTS word: the
+/// position just after `=`.
+fn secret_assignment_at(lower: &[u8], i: usize) -> Option<usize> {
+    let rest = lower.get(i..)?;
+    let name_start = if rest.starts_with(b"--") { 2 } else { 0 };
+    let name_len = rest
+        .get(name_start..)?
+        .iter()
+        .take_while(|&&c| is_word_byte(c))
+        .count();
+    let name = rest.get(name_start..name_start + name_len)?;
+    if name_len == 0 || rest.get(name_start + name_len) != Some(&b'=') {
+        return None;
+    }
+    SECRET_NAME_PARTS
+        .iter()
+        .any(|part| name.windows(part.len()).any(|w| w == part.as_bytes()))
+        .then_some(i + name_start + name_len + 1)
+}
+
+/// An HTTP `Authorization:` header at `i`: the range of its value, to the end of the line
+/// or the closing quote (`Authorization: Bearer …`, `-H 'Authorization: Basic …'`).
+fn authorization_at(line: &str, lower: &[u8], i: usize) -> Option<(usize, usize)> {
+    const NAME: &[u8] = b"authorization";
+    if !lower.get(i..)?.starts_with(NAME) {
+        return None;
+    }
+    let bytes = line.as_bytes();
+    let mut j = i + NAME.len();
+    if matches!(bytes.get(j), Some(b'"' | b'\'')) {
+        j += 1;
+    }
+    while matches!(bytes.get(j), Some(b' ' | b'\t')) {
+        j += 1;
+    }
+    if bytes.get(j) != Some(&b':') {
+        return None;
+    }
+    j += 1;
+    while matches!(bytes.get(j), Some(b' ' | b'\t' | b'"' | b'\'')) {
+        j += 1;
+    }
+    let end = line
+        .get(j..)?
+        .find(['"', '\''])
+        .map_or(line.len(), |k| j + k);
+    (end > j).then_some((j, end))
+}
+
+/// Shortest run of base64 characters that starts like DER (`MI…`, `MH…`, `MC…`: a SEQUENCE)
+/// and is redacted as unarmoured key material.
+const DER_BASE64_MIN: usize = 40;
+/// Shortest run of mixed-case base64 with digits that is redacted whatever its start.
+const BASE64_MIN: usize = 120;
+
+/// Redact long base64 runs that look like key material printed without PEM armour.
+fn redact_key_material(line: &str) -> String {
+    let is_b64 = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'=');
+    let bytes = line.as_bytes();
+    let mut out = String::with_capacity(line.len());
+    let mut copied = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        if !bytes.get(i).is_some_and(|&c| is_b64(c)) {
+            i += 1;
+            continue;
+        }
+        let len = bytes
+            .get(i..)
+            .unwrap_or_default()
+            .iter()
+            .take_while(|&&c| is_b64(c))
+            .count();
+        let run = bytes.get(i..i + len).unwrap_or_default();
+        let der_like = len >= DER_BASE64_MIN
+            && (run.starts_with(b"MI") || run.starts_with(b"MH") || run.starts_with(b"MC"));
+        let mixed = len >= BASE64_MIN
+            && run.iter().any(u8::is_ascii_uppercase)
+            && run.iter().any(u8::is_ascii_lowercase)
+            && run.iter().any(u8::is_ascii_digit);
+        if der_like || mixed {
+            out.push_str(line.get(copied..i).unwrap_or_default());
+            out.push_str(REDACTED);
+            copied = i + len;
+        }
+        i += len;
+    }
+    out.push_str(line.get(copied..).unwrap_or_default());
+    out
 }
 
 fn redact_values(line: &str) -> String {
@@ -223,7 +324,8 @@ fn redact_values(line: &str) -> String {
 /// If a secret flag or key starts at `i`, the byte range of its value.
 fn secret_value_at(line: &str, lower: &str, i: usize) -> Option<(usize, usize)> {
     let bytes = line.as_bytes();
-    let lower = &lower.as_bytes()[i..];
+    let whole_lower = lower.as_bytes();
+    let lower = whole_lower.get(i..)?;
     for flag in SECRET_FLAGS {
         if lower.starts_with(flag.as_bytes()) {
             let mut j = i + flag.len();
@@ -258,7 +360,10 @@ fn secret_value_at(line: &str, lower: &str, i: usize) -> Option<(usize, usize)> 
             return value_range(line, j);
         }
     }
-    None
+    if let Some(range) = authorization_at(line, whole_lower, i) {
+        return Some(range);
+    }
+    secret_assignment_at(whole_lower, i).and_then(|j| value_range(line, j))
 }
 
 /// A value starting at `j`: quoted (up to the closing quote) or a bare word.
@@ -328,6 +433,40 @@ fn is_token_bytes(b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn command_lines_lose_env_secrets_secret_flags_auth_headers_and_bare_keys() {
+        let der = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj";
+        let line = format!(
+            "PGPASSWORD=hunter2 psql --db-password=s3cret --api-token=tok123 \
+             -H 'Authorization: Bearer eyJhbGciOi.payload' AWS_SECRET_ACCESS_KEY=wJalr key {der} end"
+        );
+        let red = redact_text(&line);
+        for secret in [
+            "hunter2",
+            "s3cret",
+            "tok123",
+            "eyJhbGciOi",
+            "wJalr",
+            "MIIEvQ",
+        ] {
+            assert!(!red.contains(secret), "{secret} in {red}");
+        }
+        // What is not secret stays, word for word.
+        for kept in [
+            "PGPASSWORD=",
+            "psql",
+            "--db-password=",
+            "-H 'Authorization: ",
+            "key ",
+            " end",
+        ] {
+            assert!(red.contains(kept), "{kept:?} lost: {red}");
+        }
+        // Hashes, paths and ordinary assignments are not key material.
+        let plain = "caCertHashes=sha256:0123abcd HOME=/root PATH=/usr/bin:/bin mode=0644";
+        assert_eq!(redact_text(plain), plain);
+    }
 
     /// Adversarial shapes of a 2 MiB refused value (was 31 s: one END search per BEGIN).
     #[test]
