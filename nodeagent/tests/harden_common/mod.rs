@@ -1,6 +1,8 @@
 //! Shared by the harden_* tests: run the agent as a child with a deadline, so a hostile input
 //! that hangs it fails the test instead of the suite, and measure its peak memory.
 
+#![allow(dead_code)] // each test binary uses its own part of this module
+
 use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ExitStatus, Output};
