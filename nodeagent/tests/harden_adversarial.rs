@@ -940,3 +940,25 @@ fn secrets_in_a_failing_command_line_stay_out_of_every_report() {
     }
     eprintln!("{:?}, peak {} KiB", out.elapsed, out.max_rss_kib);
 }
+
+/// Fuel counts instructions, not work: a short template calling a costly filter on a large
+/// string a few hundred times ran for 47 s (and could run for hours within the fuel). The
+/// renderer's CPU time is now capped (TEMPLATE_CPU_SECS).
+#[test]
+fn template_costly_filter_repeated_runs_out_of_cpu_time() {
+    let ud = "## template: jinja\n#cloud-config\n\
+              {% set s = \"ab\" * 4000000 %}{% for i in range(100000) %}{{ (s|replace(\"a\", \"cd\"))|length }}{% endfor %}\n";
+    refused(
+        ud.as_bytes(),
+        None,
+        Expect::new(
+            Stage::Template,
+            "userdata",
+            &format!(
+                "rendering used more than {TEMPLATE_CPU_SECS} s of CPU time (TEMPLATE_CPU_SECS)"
+            ),
+        )
+        .within(120)
+        .out_of_process_only(),
+    );
+}
