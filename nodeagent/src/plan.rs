@@ -253,8 +253,12 @@ pub struct FsSpec {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MountsSpec {
-    /// Full 6-field fstab entries after defaults were filled in.
-    pub entries: Vec<[String; 6]>,
+    /// fstab entries after defaults were filled in (6 fields unless `mount_default_fields`
+    /// has fewer); the device as given: apply resolves it on the host as cloud-init does.
+    pub entries: Vec<Vec<String>>,
+    /// `device_aliases`, applied to the device names.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub device_aliases: std::collections::BTreeMap<String, String>,
 }
 
 /// cloud-init's `growpart` (every boot): grow the partition under each entry to its disk's end.

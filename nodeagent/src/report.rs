@@ -36,6 +36,18 @@ impl Phase {
 pub const STATUS_JSON: &str = "run/nodeagent/status.json";
 pub const EVENTS: &str = "var/log/nodeagent/events.jsonl";
 pub const STATUS_KEY: &str = "nodeagent.status";
+/// VM Operator turns this guestinfo key into the VirtualMachine's `GuestBootstrap` condition
+/// (vm-operator `pkg/util/bootstrap_condition.go` `GetBootstrapConditionValues`: the value is
+/// split at the first two commas into `<bool>,<reason>,<message>`, each trimmed, the bool read
+/// with Go's `strconv.ParseBool`; true sets the condition True with the reason, false sets it
+/// False with reason and message).
+pub const BOOTSTRAP_CONDITION_KEY: &str = "vmservice.bootstrap.condition";
+/// `true` once the node is bootstrapped, `false` before and on failure: for a VM Operator
+/// readiness probe `readinessProbe: {guestInfo: [{key: nodeagent.ready, value: "^true$"}]}`
+/// (VM Operator prefixes the key with `guestinfo.` and matches the value as an RE2 regex).
+pub const READY_KEY: &str = "nodeagent.ready";
+/// Longest condition message published (the rest is cut).
+const MAX_CONDITION_MESSAGE: usize = 1024;
 /// Most kubeadm output lines kept for a failure report.
 pub const TAIL_LINES: usize = crate::limits::KUBEADM_TAIL_LINES;
 
@@ -129,6 +141,70 @@ impl Status {
         json_min(self)
     }
 
+    /// The value of `guestinfo.vmservice.bootstrap.condition`: `<bool>,<reason>,<message>`.
+    /// The reason is one CamelCase word per phase (a valid Kubernetes condition reason, no
+    /// comma); the message is one line, redacted, at most `MAX_CONDITION_MESSAGE` bytes.
+    pub fn bootstrap_condition(&self) -> String {
+        let step = self.step.as_deref().unwrap_or("");
+        let with_step = |what: &str| {
+            if step.is_empty() {
+                what.to_string()
+            } else {
+                format!("{what}: {step}")
+            }
+        };
+        let (ok, reason, mut message) = match self.phase {
+            Phase::Reading => (false, "Reading", "reading the bootstrap data".to_string()),
+            Phase::Applying => (false, "Applying", with_step("applying")),
+            Phase::Waiting => (
+                false,
+                "Waiting",
+                self.detail.clone().unwrap_or_else(|| with_step("waiting")),
+            ),
+            Phase::Kubeadm => (
+                false,
+                "Kubeadm",
+                self.detail
+                    .clone()
+                    .unwrap_or_else(|| with_step("running kubeadm")),
+            ),
+            Phase::Done if self.degraded() => (
+                true,
+                "DoneWithWarnings",
+                format!(
+                    "bootstrapped with {} warning(s): {}",
+                    self.warnings.len(),
+                    self.warnings[0]
+                ),
+            ),
+            Phase::Done => (true, "Done", "bootstrapped".to_string()),
+            Phase::Failed => (
+                false,
+                "Failed",
+                self.error.clone().unwrap_or_else(|| with_step("failed")),
+            ),
+        };
+        message = redact_text(&message).replace(['\n', '\r'], " ");
+        if message.len() > MAX_CONDITION_MESSAGE {
+            let mut cut = MAX_CONDITION_MESSAGE;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+            message.push('…');
+        }
+        format!("{ok},{reason},{message}")
+    }
+
+    /// The value of `guestinfo.nodeagent.ready`.
+    pub fn ready(&self) -> &'static str {
+        if self.phase == Phase::Done {
+            "true"
+        } else {
+            "false"
+        }
+    }
+
     /// `done` with warnings is "degraded" (exit 2 of `nodeagent status`).
     pub fn degraded(&self) -> bool {
         self.phase == Phase::Done && !self.warnings.is_empty()
@@ -184,6 +260,9 @@ pub struct Reporter<'t> {
     /// nobody reads): progress is no longer sent there, only terminal phases, so a dead
     /// platform channel costs at most two RPC_TIMEOUT_MS per run instead of one per phase.
     platform_unreachable: bool,
+    /// Last values of the VM Operator keys, published again only when they change.
+    published_condition: Option<String>,
+    published_ready: Option<&'static str>,
 }
 
 impl<'t> Reporter<'t> {
@@ -208,6 +287,8 @@ impl<'t> Reporter<'t> {
             instance_id: instance_id.to_string(),
             status,
             platform_unreachable: false,
+            published_condition: None,
+            published_ready: None,
         }
     }
 
@@ -291,7 +372,11 @@ impl<'t> Reporter<'t> {
             } else {
                 let json = self.status.compact_json();
                 match t.set(STATUS_KEY, json.as_bytes()) {
-                    Ok(()) => self.platform_unreachable = false,
+                    Ok(()) => {
+                        self.platform_unreachable = false;
+                        // Only through a channel that answers: a dead one costs no more RPCs.
+                        self.publish_vm_operator(t);
+                    }
                     Err(e) => {
                         self.platform_unreachable = true;
                         tracing::warn!(
@@ -303,6 +388,30 @@ impl<'t> Reporter<'t> {
             }
         }
         tracing::info!(phase = ?self.status.phase, step = ?self.status.step, detail = ?self.status.detail, "status");
+    }
+
+    /// VM Operator's condition key and the readiness key, when their value changed.
+    fn publish_vm_operator(&mut self, t: &dyn Transport) {
+        let condition = self.status.bootstrap_condition();
+        if self.published_condition.as_ref() != Some(&condition) {
+            match t.set(BOOTSTRAP_CONDITION_KEY, condition.as_bytes()) {
+                Ok(()) => self.published_condition = Some(condition),
+                Err(e) => tracing::warn!(
+                    "guestinfo.{BOOTSTRAP_CONDITION_KEY} not published through {}: {e}",
+                    t.name()
+                ),
+            }
+        }
+        let ready = self.status.ready();
+        if self.published_ready != Some(ready) {
+            match t.set(READY_KEY, ready.as_bytes()) {
+                Ok(()) => self.published_ready = Some(ready),
+                Err(e) => tracing::warn!(
+                    "guestinfo.{READY_KEY} not published through {}: {e}",
+                    t.name()
+                ),
+            }
+        }
     }
 
     fn write_status_json(&self) -> std::io::Result<()> {

@@ -119,7 +119,7 @@ fn partition_format_never_reformat_and_fstab() {
                 RunStage::Main,
                 Frequency::PerInstance,
                 Action::Mounts(MountsSpec {
-                    entries: vec![[
+                    entries: vec![vec![
                         "LABEL=third".into(),
                         dir.into(),
                         "ext4".into(),
@@ -127,6 +127,7 @@ fn partition_format_never_reformat_and_fstab() {
                         "0".into(),
                         "2".into(),
                     ]],
+                    device_aliases: Default::default(),
                 }),
             )],
         )

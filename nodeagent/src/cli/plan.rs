@@ -129,7 +129,7 @@ fn describe(a: &Action) -> String {
             "fstab {}",
             m.entries
                 .iter()
-                .map(|e| e[1].as_str())
+                .map(|e| format!("{} on {}", e[0], e.get(1).map_or("", String::as_str)))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),

@@ -35,10 +35,6 @@ pub fn logs_to_journal(data: &super::common::DataArgs) -> bool {
 }
 
 pub fn run(args: Args) -> i32 {
-    // No external program of this run outlives RUN_DEADLINE_SECS (TimeoutStartSec=infinity).
-    crate::process::set_run_deadline(std::time::Duration::from_secs(
-        crate::limits::RUN_DEADLINE_SECS,
-    ));
     let target = Target::new(&args.data.root);
     match run_inner(&args, target) {
         Ok(code) => code,
@@ -53,6 +49,10 @@ pub fn run(args: Args) -> i32 {
 }
 
 fn run_inner(args: &Args, target: Target) -> Result<i32> {
+    // No external program of this run outlives RUN_DEADLINE_SECS (TimeoutStartSec=infinity).
+    crate::process::set_run_deadline(std::time::Duration::from_secs(
+        crate::limits::RUN_DEADLINE_SECS,
+    ));
     let stage = match args.stage {
         StageArg::Local => StageSel::Local,
         StageArg::Main => StageSel::Main,
@@ -70,8 +70,12 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
             return Err(e);
         }
     };
-    let net_warning = if stage != StageSel::Local && args.data.facts.is_none() {
-        wait_on_network(&mut inputs, &target)
+    // The main unit waits for the network before host facts feed the templates; `--stage
+    // all` waits after its local half (below), once the network configuration is written.
+    let net_warning = if stage == StageSel::Main && args.data.facts.is_none() {
+        let (facts, warning) = wait_on_network(&inputs, &target);
+        inputs.facts = facts;
+        warning
     } else {
         None
     };
@@ -87,7 +91,12 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         Err(e) => return Err(report_bad_input(&inputs, &target, e)),
     };
     if stage != StageSel::All {
-        return execute(args, &inputs, &prepared, stage, target, net_warning);
+        let earlier = Earlier {
+            ran: 0,
+            already: 0,
+            warnings: net_warning.into_iter().collect(),
+        };
+        return execute(args, &inputs, &prepared, stage, target, Some(earlier)).map(|e| e.code);
     }
     // `--stage all` runs the two units' work in one process, in their order: cloud-init sets
     // the hostname in init-local, and the network stage gathers host facts after that, so
@@ -95,23 +104,34 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     // validated above with the first facts: bad input still stops before any write.
     let local =
         pipeline::prepare_local(&inputs).map_err(|e| report_bad_input(&inputs, &target, e))?;
-    let local_code = execute(args, &inputs, &local, StageSel::Local, target.clone(), None)?;
+    let mut earlier =
+        execute(args, &inputs, &local, StageSel::Local, target.clone(), None)?.earlier;
     let prepared = if args.data.facts.is_none() {
         inputs.facts = crate::facts::Facts::detect(&inputs.root);
+        let (facts, warning) = wait_on_network(&inputs, &target);
+        inputs.facts = facts;
+        earlier.warnings.extend(warning);
         pipeline::prepare(&inputs).map_err(|e| report_bad_input(&inputs, &target, e))?
     } else {
         // `--facts FILE` stands for the host as it is; it is not detected again.
         prepared
     };
-    let main_code = execute(
+    execute(
         args,
         &inputs,
         &prepared,
         StageSel::Main,
         target,
-        net_warning,
-    )?;
-    Ok(local_code.max(main_code))
+        Some(earlier),
+    )
+    .map(|e| e.code)
+}
+
+/// What the local half of `--stage all` hands to the main half, which reports for both.
+struct Earlier {
+    ran: usize,
+    already: usize,
+    warnings: Vec<String>,
 }
 
 /// Bad input changes nothing on disk, but the platform still hears why. The metadata may be
@@ -127,15 +147,16 @@ fn report_bad_input(
     e
 }
 
-/// Apply one stage of a prepared plan: state, journal, reports.
+/// Apply one stage of a prepared plan: state, journal, reports. With `earlier` (the local
+/// half of `--stage all`), its counts and warnings are reported together with this stage's.
 fn execute(
     args: &Args,
     inputs: &pipeline::Inputs,
     prepared: &pipeline::Prepared,
     stage: StageSel,
     target: Target,
-    net_warning: Option<String>,
-) -> Result<i32> {
+    earlier: Option<Earlier>,
+) -> Result<Executed> {
     // kubeadm pre-flight already ran inside plan::build, before anything was written.
     let plan = &prepared.plan;
 
@@ -184,15 +205,35 @@ fn execute(
     let mut plan_run = plan.clone();
     plan_run.warnings = prepared.warnings.clone();
     let mut summary = apply::apply(&plan_run, &opts, &mut journal, &mut reporter)?;
-    summary.warnings.extend(net_warning);
+    if stage == StageSel::Local && args.stage == StageArg::All {
+        // The main half reports for both.
+        return Ok(Executed {
+            code: exit::OK,
+            earlier: Earlier {
+                ran: summary.ran.len(),
+                already: summary.already.len(),
+                warnings: summary.warnings,
+            },
+        });
+    }
+    let (mut ran, mut already) = (summary.ran.len(), summary.already.len());
+    if let Some(e) = earlier {
+        ran += e.ran;
+        already += e.already;
+        let mine = std::mem::take(&mut summary.warnings);
+        summary.warnings = e.warnings;
+        for w in mine {
+            if !summary.warnings.contains(&w) {
+                summary.warnings.push(w);
+            }
+        }
+    }
     for w in &summary.warnings {
         eprintln!("warning: {}", crate::redact::redact_text(w));
         reporter.warning(w);
     }
     eprintln!(
-        "nodeagent run: {} steps done, {} already finished earlier (instance {iid})",
-        summary.ran.len(),
-        summary.already.len(),
+        "nodeagent run: {ran} steps done, {already} already finished earlier (instance {iid})",
     );
     if stage != StageSel::Local {
         // After success: the image config's `redact_userdata` and the metadata's `redact:`
@@ -225,30 +266,51 @@ fn execute(
         }
         reporter.done();
     }
-    Ok(if summary.warnings.is_empty() {
+    let code = if summary.warnings.is_empty() {
         exit::OK
     } else {
         exit::DEGRADED
+    };
+    Ok(Executed {
+        code,
+        earlier: Earlier {
+            ran,
+            already,
+            warnings: summary.warnings,
+        },
     })
+}
+
+/// The exit code of one stage, and what the next stage of `--stage all` carries on with.
+struct Executed {
+    code: i32,
+    earlier: Earlier,
 }
 
 /// The metadata's `wait-on-network`: wait (bounded, phase `waiting` with a detail) for the
 /// address before host facts feed templates and `guestinfo.local-ipv4`. Returns the warning
 /// when the deadline passed. Metadata that does not parse is reported by `prepare`.
-fn wait_on_network(inputs: &mut pipeline::Inputs, target: &Target) -> Option<String> {
-    let md = inputs
+/// The host facts once the metadata's `wait-on-network` is met (or its deadline passed, with
+/// the warning); the facts as gathered when nothing is asked. Takes `inputs` shared: the
+/// panic channel borrows its transport for the whole run.
+fn wait_on_network(
+    inputs: &pipeline::Inputs,
+    target: &Target,
+) -> (crate::facts::Facts, Option<String>) {
+    let want = inputs
         .raw
         .metadata
         .as_ref()
-        .and_then(|d| crate::metadata::parse(&d.text, "guestinfo.metadata").ok())?;
-    let want = md.wait_on_network;
-    if !(want.ipv4 || want.ipv6) {
-        return None;
-    }
+        .and_then(|d| crate::metadata::parse(&d.text, "guestinfo.metadata").ok())
+        .map(|md| md.wait_on_network)
+        .filter(|w| w.ipv4 || w.ipv6);
+    let Some(want) = want else {
+        return (inputs.facts.clone(), None);
+    };
     let iid = pipeline::instance_id(inputs).unwrap_or_default();
     let timeout = std::time::Duration::from_secs(inputs.image.wait_on_network_timeout_secs);
     let root = inputs.root.clone();
-    let first = std::mem::take(&mut inputs.facts);
+    let first = inputs.facts.clone();
     let mut reporter = Reporter::new(Some(inputs.transport.as_ref()), &target.root, &iid);
     let (facts, warning) = crate::netwait::wait(
         &want,
@@ -264,9 +326,8 @@ fn wait_on_network(inputs: &mut pipeline::Inputs, target: &Target) -> Option<Str
             reporter.detail(detail);
         },
     );
-    inputs.facts = facts;
     if let Some(w) = &warning {
         tracing::warn!("{w}");
     }
-    warning
+    (facts, warning)
 }

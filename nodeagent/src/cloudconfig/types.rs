@@ -146,6 +146,40 @@ impl<'de> Deserialize<'de> for StrList {
     }
 }
 
+/// `ssh_authorized_keys` of a user as cloud-init's `create_user` takes it: a list, one key
+/// as a string (never split: a key has no commas to split at, but it has spaces), or a
+/// mapping whose values are the keys.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct KeyList(pub Vec<String>);
+
+impl<'de> Deserialize<'de> for KeyList {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let items = match Value::deserialize(d)? {
+            Value::Null => return Ok(KeyList(Vec::new())),
+            Value::String(s) => return Ok(KeyList(vec![s])),
+            Value::Array(items) => items,
+            Value::Object(m) => m.into_iter().map(|(_, v)| v).collect(),
+            other => {
+                return Err(de::Error::custom(format!(
+                    "expected a key, a list of keys or a mapping of keys, found {}",
+                    crate::metadata::kind(&other)
+                )));
+            }
+        };
+        items
+            .into_iter()
+            .map(|v| match v {
+                Value::String(s) => Ok(s),
+                other => Err(de::Error::custom(format!(
+                    "an SSH key is a string, found {}",
+                    crate::metadata::kind(&other)
+                ))),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(KeyList)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum UserItem {
     /// The image's default user (`default`).
@@ -187,7 +221,7 @@ pub struct UserEntry {
     pub shell: Option<String>,
     pub sudo: Option<Value>,
     #[serde(default)]
-    pub ssh_authorized_keys: Vec<String>,
+    pub ssh_authorized_keys: KeyList,
     #[serde(default)]
     pub system: Flag,
     #[serde(default)]

@@ -1,6 +1,7 @@
 //! Running kubeadm: endpoint wait before a join, a deadline per invocation, output into
 //! the journal and `/var/log/nodeagent/kubeadm.log` with secrets redacted, `kubeadm reset -f`
-//! between join attempts, the CAPI sentinel only after success.
+//! between join attempts followed by a restore of the bootstrap files it deleted, the CAPI
+//! sentinel only after success.
 
 use super::detect::SENTINEL;
 use super::endpoint;
@@ -57,6 +58,20 @@ pub fn execute_with(
     root: &Path,
     reporter: &mut Reporter<'_>,
     runner: &Runner,
+) -> Result<()> {
+    execute_restoring(spec, settings, root, reporter, runner, &|| Ok(()))
+}
+
+/// `execute_with`, calling `restore` after each `kubeadm reset -f` and before the next join
+/// attempt: it writes again the bootstrap files reset deleted (see `reset.rs`). A failed
+/// restore ends the retries: an attempt without the node's CA cannot succeed.
+pub fn execute_restoring(
+    spec: &KubeadmSpec,
+    settings: &KubeadmSettings,
+    root: &Path,
+    reporter: &mut Reporter<'_>,
+    runner: &Runner,
+    restore: &dyn Fn() -> Result<()>,
 ) -> Result<()> {
     let sentinel = under_root(root, SENTINEL);
     if sentinel.exists() {
@@ -182,6 +197,14 @@ pub fn execute_with(
                 );
                 if !reset.success {
                     tracing::warn!("kubeadm reset -f failed: {}", reset.reason);
+                }
+                if let Err(e) = restore() {
+                    let tail = last.map(|o| o.tail).unwrap_or_default();
+                    return fail(
+                        reporter,
+                        format!("cannot restore the bootstrap files after kubeadm reset: {e}"),
+                        &tail,
+                    );
                 }
                 let pause = endpoint::backoff(
                     attempt - 1,

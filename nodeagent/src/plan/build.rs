@@ -672,14 +672,39 @@ pub fn etc_hosts_template(hostname: &str, fqdn: &str) -> String {
     )
 }
 
+/// A group in the target's database, or made by a group or user step planned so far.
+fn group_exists_before(b: &Builder<'_>, g: &str) -> bool {
+    b.input.users.groups.iter().any(|x| x == g)
+        || b.steps.iter().any(|s| match &s.action {
+            Action::Group(x) => x.name == g,
+            Action::User(u) => {
+                u.groups.iter().any(|x| x == g)
+                    || (!u.groups.is_empty() && u.primary_group.as_deref() == Some(g))
+                    || (u.name == g && u.primary_group.is_none() && !u.no_user_group)
+            }
+            _ => false,
+        })
+}
+
 fn user(b: &mut Builder<'_>, i: usize, u: &crate::cloudconfig::UserEntry) -> Result<UserSpec> {
     let place = format!("users[{i}]");
     check_name(&u.name, format!("{place}.name"))?;
-    if let Some(g) = &u.primary_group {
-        check_name(g, format!("{place}.primary_group"))?;
-    }
     for g in &u.groups.0 {
         check_name(g, format!("{place}.groups"))?;
+    }
+    if let Some(g) = &u.primary_group {
+        check_name(g, format!("{place}.primary_group"))?;
+        // cloud-init's add_user creates a missing primary group only when `groups` is given
+        // too; alone, useradd fails and the user is never made. Refused here, before any write.
+        if u.groups.0.is_empty() && b.input.users.known && !group_exists_before(b, g) {
+            return Err(Error::new(
+                Stage::Plan,
+                format!("{place}.primary_group"),
+                format!(
+                    "group '{g}' does not exist and is not created before this user (cloud-init creates a primary group only together with groups:); add it to groups: or to the top-level groups:"
+                ),
+            ));
+        }
     }
     if u.plain_text_passwd.is_some() {
         b.lenient(
@@ -720,7 +745,7 @@ fn user(b: &mut Builder<'_>, i: usize, u: &crate::cloudconfig::UserEntry) -> Res
         Some(Value::Number(n)) => Some(n.to_string()),
         _ => None,
     };
-    if (u.no_create_home.0 || u.system.0) && !u.ssh_authorized_keys.is_empty() {
+    if (u.no_create_home.0 || u.system.0) && !u.ssh_authorized_keys.0.is_empty() {
         return Err(Error::new(
             Stage::Plan,
             format!("{place}.ssh_authorized_keys"),
@@ -737,7 +762,7 @@ fn user(b: &mut Builder<'_>, i: usize, u: &crate::cloudconfig::UserEntry) -> Res
         passwd: u.passwd.clone().or_else(|| u.hashed_passwd.clone()),
         lock_passwd: u.lock_passwd.map(|f| f.0).unwrap_or(true),
         sudo,
-        ssh_authorized_keys: u.ssh_authorized_keys.clone(),
+        ssh_authorized_keys: u.ssh_authorized_keys.0.clone(),
         system: u.system.0,
         no_create_home: u.no_create_home.0,
         no_user_group: u.no_user_group.0,
@@ -843,63 +868,104 @@ fn disks(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
         );
     }
     if !cfg.mounts.is_empty() {
-        let defaults: Vec<Option<String>> = match &cfg.mount_default_fields {
-            Some(d) => d.iter().map(|f| f.0.clone()).collect(),
-            None => vec![
-                None,
-                None,
-                Some("auto".into()),
-                Some("defaults,nofail".into()),
-                Some("0".into()),
-                Some("2".into()),
-            ],
+        mounts(b, cfg)?;
+    }
+    Ok(())
+}
+
+/// cloud-init's default `mount_default_fields` on systemd distros, with its
+/// `x-systemd.requires=cloud-init.service` pointing at our local-stage unit instead: a
+/// requirement on a unit that is absent or masked (cloud-init on a nodeagent image) makes
+/// systemd fail the mount at every later boot.
+pub const MOUNT_DEFAULT_OPTIONS: &str =
+    "defaults,nofail,x-systemd.requires=nodeagent-local.service,_netdev";
+
+/// cc_mounts' handling of the `mounts` list that needs no host: fields `str()`-ed, defaults
+/// filled in (`mount_default_fields` replaces them whole), and an entry whose mount point is
+/// null cancels itself and every earlier entry of the same device. Which devices exist is
+/// decided at apply time (`apply::disks::mounts`), as cloud-init decides it on the host.
+fn mounts(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
+    let defaults: Vec<Option<String>> = match &cfg.mount_default_fields {
+        Some(d) => d.iter().map(|f| f.0.clone()).collect(),
+        None => vec![
+            None,
+            None,
+            Some("auto".into()),
+            Some(MOUNT_DEFAULT_OPTIONS.into()),
+            Some("0".into()),
+            Some("2".into()),
+        ],
+    };
+    let mut entries: Vec<Vec<Option<String>>> = Vec::new();
+    for (i, m) in cfg.mounts.iter().enumerate() {
+        let place = format!("mounts[{i}]");
+        if m.len() > 6 {
+            return Err(Error::new(
+                Stage::Plan,
+                place,
+                "an fstab entry has at most 6 fields",
+            ));
+        }
+        let mut e: Vec<Option<String>> = m.iter().map(|f| f.0.clone()).collect();
+        if e.first().cloned().flatten().is_none() {
+            return Err(Error::new(
+                Stage::Plan,
+                place,
+                "the first field (the device) is missing",
+            ));
+        }
+        for (j, d) in defaults.iter().enumerate() {
+            match e.get_mut(j) {
+                None => e.push(d.clone()),
+                Some(f) if f.is_none() => *f = d.clone(),
+                Some(_) => {}
+            }
+        }
+        if e.get(1).cloned().flatten().is_none() {
+            for earlier in entries.iter_mut().filter(|x| x[0] == e[0]) {
+                earlier[1] = None;
+            }
+        }
+        entries.push(e);
+    }
+    let mut out = Vec::new();
+    for (i, e) in entries.into_iter().enumerate() {
+        if e.get(1).cloned().flatten().is_none() {
+            b.warnings.push(format!(
+                "mounts[{i}]: no mount point (or cancelled by a later entry): nothing to mount"
+            ));
+            continue;
+        }
+        let Some(fields) = e.into_iter().collect::<Option<Vec<String>>>() else {
+            return Err(Error::new(
+                Stage::Plan,
+                format!("mounts[{i}]"),
+                "a field is null and mount_default_fields has no value for it",
+            ));
         };
-        let mut entries = Vec::new();
-        for (i, m) in cfg.mounts.iter().enumerate() {
-            if m.len() > 6 {
-                return Err(Error::new(
-                    Stage::Plan,
-                    format!("mounts[{i}]"),
-                    "an fstab entry has at most 6 fields",
-                ));
-            }
-            if m.len() < 2 || m[1].0.is_none() {
-                b.warnings.push(format!(
-                    "mounts[{i}]: entry without a mount point: nothing to mount"
-                ));
-                continue;
-            }
-            let mut fields: [String; 6] = Default::default();
-            for (j, f) in fields.iter_mut().enumerate() {
-                let v = m
-                    .get(j)
-                    .and_then(|f| f.0.clone())
-                    .or_else(|| defaults.get(j).cloned().flatten());
-                *f = v.unwrap_or_else(|| "none".into());
-            }
-            if !fields[0].starts_with('/') && !fields[0].contains('=') && fields[0] != "none" {
-                fields[0] = format!("/dev/{}", alias(&fields[0]).trim_start_matches("/dev/"));
-            }
-            if fields
-                .iter()
-                .any(|f| f.is_empty() || f.contains(['\n', '\t']))
-            {
-                return Err(Error::new(
-                    Stage::Plan,
-                    format!("mounts[{i}]"),
-                    "fstab fields must be non-empty and free of tabs and newlines",
-                ));
-            }
-            entries.push(fields);
+        // cloud-init joins the fields with tabs unescaped: whitespace would shift the fields.
+        if fields
+            .iter()
+            .any(|f| f.is_empty() || f.contains(char::is_whitespace))
+        {
+            return Err(Error::new(
+                Stage::Plan,
+                format!("mounts[{i}]"),
+                "fstab fields must be non-empty and free of spaces, tabs and newlines",
+            ));
         }
-        if !entries.is_empty() {
-            b.push(
-                "mounts".into(),
-                RunStage::Main,
-                Frequency::PerInstance,
-                Action::Mounts(MountsSpec { entries }),
-            );
-        }
+        out.push(fields);
+    }
+    if !out.is_empty() {
+        b.push(
+            "mounts".into(),
+            RunStage::Main,
+            Frequency::PerInstance,
+            Action::Mounts(MountsSpec {
+                entries: out,
+                device_aliases: cfg.device_aliases.clone(),
+            }),
+        );
     }
     Ok(())
 }
