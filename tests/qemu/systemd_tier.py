@@ -465,7 +465,7 @@ def sc_systemd_reboot_clone(s):
     c.ok("guestinfo.userdata is blank: using instance sd-life-1's saved copy" in journal,
          "second boot did not say it used the saved userdata")
     # The clone: same disk, new instance-id, the platform's (new) bootstrap data.
-    fw3 = q.fwcfg_guestinfo(metadata=sc.capv_metadata("sd-life-2", "sd-life-2"), userdata=userdata)
+    fw3 = q.fwcfg_guestinfo(metadata=sc.capv_metadata("sd-life-2", "sd-life-2"), userdata=sc.clone_userdata(userdata))
     vm3 = t.vm("systemd-life-clone", disk, fw3)
     c.ok(s.boot(vm3, 240), "clone boot did not power off")
     files = vm3.report_tar()
