@@ -21,6 +21,7 @@ pub mod network;
 pub mod pipeline;
 pub mod pki;
 pub mod plan;
+pub mod process;
 pub mod redact;
 pub mod report;
 pub mod sandbox;

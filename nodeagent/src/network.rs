@@ -22,6 +22,9 @@
 //!   with a warning. A device whose MAC cannot match is still rendered, so a typo shows up in
 //!   `networkctl`, never as a silently different match.
 
+// Parses untrusted input: no byte-index slicing or indexing that could panic.
+#![deny(clippy::string_slice, clippy::indexing_slicing)]
+
 use crate::error::{Error, Result, Stage};
 use crate::plan::FileWrite;
 use serde_json::{Map, Value};
@@ -174,10 +177,13 @@ fn parse(config: &Value, ctx: &mut Ctx) -> Result<Vec<Device>> {
     }
     let mut names: Vec<&str> = out.iter().map(|d| d.name.as_str()).collect();
     names.sort_unstable();
-    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+    if let Some([first, _]) = names
+        .windows(2)
+        .find_map(|w| <&[_; 2]>::try_from(w).ok().filter(|[a, b]| a == b))
+    {
         return Err(err(
             "network.ethernets",
-            format!("two devices are named {:?}", w[0]),
+            format!("two devices are named {:?}", first),
         ));
     }
     Ok(out)
@@ -650,6 +656,7 @@ fn netplan_file(devices: &[Device]) -> FileWrite {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::string_slice)]
 mod tests {
     use super::*;
     use serde_json::json;

@@ -224,6 +224,8 @@ pub struct Summary {
 /// Execution context shared by the executors.
 pub struct Ctx<'a> {
     pub opts: &'a Options,
+    /// The whole plan: the kubeadm step writes its files again after a `kubeadm reset`.
+    plan: &'a Plan,
     pub journal: &'a mut Journal,
     db: Option<UserDb>,
     /// Non-fatal findings of steps that never fail the run (growpart, resizefs), and what a
@@ -418,6 +420,7 @@ fn apply_locked(
     reporter.phase(Phase::Applying, None);
     let mut ctx = Ctx {
         opts,
+        plan,
         journal,
         db: None,
         warnings: Vec::new(),
@@ -658,7 +661,12 @@ fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Resu
             begin(ctx, step, None)?;
             reporter.phase(Phase::Kubeadm, Some(&step.id));
             let root = ctx.target().root.clone();
-            crate::kubeadm::execute(k, &ctx.opts.config.kubeadm, &root, reporter)?;
+            // What `kubeadm reset -f` deletes between join attempts, written again from the plan.
+            let restore_files = crate::kubeadm::reset::restore_set(ctx.plan, k);
+            let t = ctx.target().clone();
+            let db = ctx.db()?.clone();
+            let restore = || files::write_all(&t, &restore_files, &db);
+            crate::kubeadm::execute(k, &ctx.opts.config.kubeadm, &root, reporter, &restore)?;
             Ok(Outcome::Ok)
         }
     }

@@ -7,20 +7,20 @@
 //! of the shell + `timeout` + `sync` + `mv` + `sync` it replaces (about 20 ms a command here),
 //! and no dependency on coreutils in the image.
 
+use crate::process;
 use std::ffi::OsString;
 use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The first argument that selects the supervisor (not a user-facing subcommand).
 pub const ARG: &str = "__supervise";
 /// Exit status of a command stopped by its timeout (as coreutils `timeout`).
 pub const TIMED_OUT: i32 = 124;
 /// Between SIGTERM and SIGKILL of a command that overran its timeout.
-const KILL_AFTER: Duration = Duration::from_secs(10);
+pub const KILL_AFTER: Duration = Duration::from_secs(10);
 /// The lock descriptor the agent passes in.
 const LOCK_FD: i32 = 9;
 
@@ -54,68 +54,29 @@ pub fn main(args: &[OsString]) -> i32 {
     rc
 }
 
-/// Run the command in its own process group; its exit status as a shell reports it.
+/// Run the command in its own process group (process.rs); its exit status as a shell reports
+/// it. Over the timeout: SIGTERM to the group, SIGKILL KILL_AFTER later, status TIMED_OUT.
 fn run(program: &OsString, args: &[OsString], timeout: Duration) -> i32 {
-    let mut child = match Command::new(program).args(args).process_group(0).spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{}: {e}", program.to_string_lossy());
-            return match e.kind() {
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    // 0 = no timeout, as for coreutils `timeout` (the agent always passes one).
+    let limits = process::Limits {
+        deadline: (!timeout.is_zero()).then_some(timeout),
+        ..process::Limits::new(timeout).kill_grace(KILL_AFTER)
+    };
+    match process::run_inherited(cmd, &limits) {
+        Ok(s) => s.code().or(s.signal().map(|sig| 128 + sig)).unwrap_or(1),
+        Err(process::ProcessError::TimedOut { .. }) => TIMED_OUT,
+        Err(process::ProcessError::Spawn { source, .. }) => {
+            eprintln!("{}: {source}", program.to_string_lossy());
+            match source.kind() {
                 std::io::ErrorKind::PermissionDenied => 126,
                 _ => 127,
-            };
+            }
         }
-    };
-    let pid = child.id() as libc::pid_t;
-    // 0 = no timeout, as for coreutils `timeout`.
-    let timed_out = !timeout.is_zero() && !exits_within(pid, timeout);
-    if timed_out {
-        // SAFETY: signals the command's own process group (made by process_group(0)).
-        unsafe { libc::kill(-pid, libc::SIGTERM) };
-        if !exits_within(pid, KILL_AFTER) {
-            // SAFETY: as above.
-            unsafe { libc::kill(-pid, libc::SIGKILL) };
-        }
-    }
-    let status = loop {
-        match child.wait() {
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            other => break other,
-        }
-    };
-    match status {
-        _ if timed_out => TIMED_OUT,
-        Ok(s) => s.code().or(s.signal().map(|sig| 128 + sig)).unwrap_or(1),
-        Err(_) => 1,
-    }
-}
-
-/// Wait up to `limit` for `pid` to exit, without reaping it (a pidfd becomes readable).
-fn exits_within(pid: libc::pid_t, limit: Duration) -> bool {
-    // SAFETY: pidfd_open returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        // No pidfd (kernel < 5.3): wait without a timeout rather than not at all.
-        return true;
-    }
-    // SAFETY: fd is a fresh descriptor we own.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-    let deadline = Instant::now() + limit;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let ms = left.as_millis().min(i32::MAX as u128) as i32;
-        let mut p = libc::pollfd {
-            fd: pidfd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        match unsafe { libc::poll(&mut p, 1, ms) } {
-            n if n > 0 => return true,
-            0 if left.is_zero() || ms == 0 => return false,
-            0 => continue,
-            _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
-            _ => return true,
+        Err(e) => {
+            eprintln!("{e}");
+            1
         }
     }
 }
@@ -134,6 +95,7 @@ fn record(path: &Path, rc: i32) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     fn os(v: &[&str]) -> Vec<OsString> {
         v.iter().map(OsString::from).collect()

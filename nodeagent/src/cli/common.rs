@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct DataArgs {
-    /// Where to read bootstrap data: vmware, fwcfg, dir:PATH or nocloud:PATH (default: detect).
+    /// Where to read bootstrap data: vmware, ovf, fwcfg, dir:PATH or nocloud:PATH (default: detect).
     #[arg(long, value_name = "T")]
     pub transport: Option<String>,
     /// Host facts (YAML or JSON) replacing detection, for reproducible renders.

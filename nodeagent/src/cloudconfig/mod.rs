@@ -4,6 +4,9 @@
 //! mean to cloud-init. Strict by default: an unknown or unsupported top-level key is an
 //! error naming the key and its line; with `compat` it is a warning and ignored.
 
+// Parses untrusted input: no byte-index slicing or indexing that could panic.
+#![deny(clippy::string_slice, clippy::indexing_slicing)]
+
 mod types;
 
 pub use types::*;
@@ -35,7 +38,10 @@ pub fn payload_kind(text: &str) -> PayloadKind {
     // Only the head decides; a prefix cut on a char boundary (fuzz: a cut inside a
     // multi-byte char at byte 4096 panicked).
     let trimmed = text.trim_start();
-    let head = trimmed[..trimmed.floor_char_boundary(4096)].to_ascii_lowercase();
+    let head = trimmed
+        .get(..trimmed.floor_char_boundary(4096))
+        .unwrap_or_default()
+        .to_ascii_lowercase();
     if head.starts_with("#cloud-config-archive") {
         PayloadKind::CloudConfigArchive
     } else if head.starts_with("#cloud-config") {
@@ -385,4 +391,5 @@ fn check_permissions(
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::string_slice)]
 mod tests;

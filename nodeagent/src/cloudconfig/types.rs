@@ -1,5 +1,8 @@
 //! Field types of the cloud-config modules, accepting exactly the shapes cloud-init accepts.
 
+// Parses untrusted input: no byte-index slicing or indexing that could panic.
+#![deny(clippy::string_slice, clippy::indexing_slicing)]
+
 use serde::Deserialize;
 use serde::de::{self, Deserializer};
 use serde_json::Value;

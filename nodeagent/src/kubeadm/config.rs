@@ -4,6 +4,9 @@
 //! apiVersions and missing required fields are errors naming the document and field path.
 //! Field list: docs/formats.md (e.2). Error messages never carry field values.
 
+// Parses untrusted input: no byte-index slicing or indexing that could panic.
+#![deny(clippy::string_slice, clippy::indexing_slicing)]
+
 use crate::error::{Error, Result, Stage};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -777,9 +780,12 @@ fn validate(cfg: &KubeadmConfig, source: &str) -> Result<()> {
 
 /// `sha256:` + 64 hex digits; kubeadm accepts the prefix and the hex in any case.
 pub fn is_ca_cert_hash(h: &str) -> bool {
+    // `get`, not `[..7]`: a multi-byte character across byte 7 must not panic.
     h.len() == 71
-        && h[..7].eq_ignore_ascii_case("sha256:")
-        && h[7..].bytes().all(|c| c.is_ascii_hexdigit())
+        && h.get(..7)
+            .is_some_and(|p| p.eq_ignore_ascii_case("sha256:"))
+        && h.get(7..)
+            .is_some_and(|x| x.bytes().all(|c| c.is_ascii_hexdigit()))
 }
 
 fn is_certificate_key(k: &str) -> bool {
@@ -841,17 +847,16 @@ pub fn is_go_duration(s: &str) -> bool {
         let num_len = rest
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
             .unwrap_or(rest.len());
-        let num = &rest[..num_len];
+        let (num, after) = rest.split_at_checked(num_len).unwrap_or((rest, ""));
         if num.is_empty() || num.starts_with('.') && num.len() == 1 || num.matches('.').count() > 1
         {
             return false;
         }
-        rest = &rest[num_len..];
         let unit = ["ns", "us", "µs", "ms", "s", "m", "h"]
             .iter()
-            .find(|u| rest.starts_with(**u) && !(**u == "m" && rest.starts_with("ms")));
-        match unit {
-            Some(u) => rest = &rest[u.len()..],
+            .find(|u| after.starts_with(**u) && !(**u == "m" && after.starts_with("ms")));
+        match unit.and_then(|u| after.strip_prefix(*u)) {
+            Some(r) => rest = r,
             None => return false,
         }
     }
@@ -859,7 +864,22 @@ pub fn is_go_duration(s: &str) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::string_slice)]
 mod tests {
+    #[test]
+    fn a_ca_cert_hash_with_a_multi_byte_character_is_refused_not_a_panic() {
+        // 71 bytes with 'é' across byte 7, and one across the hex part.
+        let across_prefix = format!("sha256é{}", "0".repeat(63));
+        assert_eq!(across_prefix.len(), 71);
+        assert!(!is_ca_cert_hash(&across_prefix));
+        let in_hex = format!("sha256:é{}", "0".repeat(62));
+        assert_eq!(in_hex.len(), 71);
+        assert!(!is_ca_cert_hash(&in_hex));
+        assert!(is_ca_cert_hash(&format!("SHA256:{}", "aB".repeat(32))));
+        assert!(!is_go_duration("1é"));
+        assert!(is_go_duration("1h30m"));
+    }
+
     use super::*;
 
     const CORPUS_INIT: &str = "---\napiServer: {}\napiVersion: kubeadm.k8s.io/v1beta3\nclusterName: test\ncontrolPlaneEndpoint: 127.0.0.1:6443\ncontrollerManager: {}\ndns: {}\netcd: {}\nkind: ClusterConfiguration\nkubernetesVersion: v1.26.6\nnetworking:\n  dnsDomain: cluster.local\n  podSubnet: 192.168.0.0/16\nscheduler: {}\n\n---\napiVersion: kubeadm.k8s.io/v1beta3\nkind: InitConfiguration\nlocalAPIEndpoint: {}\nnodeRegistration:\n  imagePullPolicy: IfNotPresent\n  taints: null\n";
