@@ -76,6 +76,7 @@ impl Default for ImageConfig {
             compat: false,
             transports: vec![
                 "vmware".into(),
+                "ovf".into(),
                 "fwcfg".into(),
                 "nocloud:/var/lib/cloud/seed/nocloud".into(),
             ],

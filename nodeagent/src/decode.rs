@@ -1,4 +1,4 @@
-//! guestinfo value decoding exactly as cloud-init (rstrip, '---', base64/gzip), bounded. Owner: core-xport.
+//! guestinfo value decoding exactly as cloud-init (rstrip, '---', base64/gzip), bounded.
 //!
 //! cloud-init facts reproduced here (docs/formats.md A.5 and C.3):
 //! - a value is `rstrip()`-ed (Python whitespace), empty or `---` means absent;
@@ -11,6 +11,9 @@
 //! offset (cloud-init substitutes U+FFFD), unknown encodings produce a warning naming
 //! the key (cloud-init is silent), and every size is bounded (`crate::limits`).
 //! All functions are bytes → Result and never panic (property-tested).
+
+// Parses untrusted input: no byte-index slicing or indexing that could panic.
+#![deny(clippy::string_slice, clippy::indexing_slicing)]
 
 use crate::error::{Error, Result, Stage};
 use crate::limits::{MAX_DECODED_BYTES, MAX_GUNZIP_BYTES};
@@ -307,7 +310,12 @@ pub fn py_b64decode(input: &[u8], limit: usize) -> std::result::Result<Vec<u8>, 
     }
     if terminated {
         // Python rejects non-ASCII anywhere in a str, even after the pad sequence.
-        if let Some(off) = input[end..].iter().position(|c| !c.is_ascii()) {
+        if let Some(off) = input
+            .get(end..)
+            .unwrap_or_default()
+            .iter()
+            .position(|c| !c.is_ascii())
+        {
             return Err(B64Error::NonAscii { offset: end + off });
         }
     } else if quad == 1 {
@@ -315,13 +323,20 @@ pub fn py_b64decode(input: &[u8], limit: usize) -> std::result::Result<Vec<u8>, 
     } else if quad != 0 {
         return Err(B64Error::Padding { data_chars });
     }
-    let size = data_chars / 4 * 3 + [0, 0, 1, 2][data_chars % 4];
+    let size = data_chars / 4 * 3 + [0, 0, 1, 2].get(data_chars % 4).copied().unwrap_or(0);
     if size > limit {
         return Err(B64Error::TooLarge { size, limit });
     }
     // Pass 2: keep only the data characters and let the `base64` crate decode them.
     let mut chars = Vec::with_capacity(data_chars);
-    chars.extend(input[..end].iter().copied().filter(|&c| is_b64_char(c)));
+    chars.extend(
+        input
+            .get(..end)
+            .unwrap_or_default()
+            .iter()
+            .copied()
+            .filter(|&c| is_b64_char(c)),
+    );
     let mut out = Vec::with_capacity(size);
     use base64::Engine as _;
     LENIENT
@@ -377,12 +392,12 @@ fn gunzip_strict(data: &[u8], limit: usize) -> std::result::Result<Vec<u8>, GzEr
     loop {
         if !first {
             let zeros = rest.iter().take_while(|&&b| b == 0).count();
-            rest = &rest[zeros..];
+            rest = rest.get(zeros..).unwrap_or_default();
         }
         if rest.is_empty() {
             return Ok(out);
         }
-        if rest.len() < 2 || rest[..2] != GZIP_MAGIC {
+        if !rest.starts_with(&GZIP_MAGIC) {
             let what = if first {
                 "not gzip data (no gzip magic)"
             } else {
@@ -422,11 +437,12 @@ fn read_capped<R: Read>(
                 .min(limit);
             out.reserve_exact(want - out.len());
         }
-        out.extend_from_slice(&buf[..n]);
+        out.extend_from_slice(buf.get(..n).unwrap_or_default());
     }
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::string_slice)]
 mod tests {
     use super::*;
 

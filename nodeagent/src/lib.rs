@@ -22,6 +22,7 @@ pub mod pipeline;
 pub mod pki;
 pub mod plan;
 pub mod probe;
+pub mod process;
 pub mod redact;
 pub mod report;
 pub mod sandbox;

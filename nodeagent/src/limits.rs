@@ -61,3 +61,19 @@ pub const MAX_SECRETS_BYTES: usize = 1024 * 1024;
 pub const MAX_SSH_KEY_BYTES: u64 = 16 * 1024;
 /// Most bundles one `mint bootstrap --nodes N` makes.
 pub const MAX_MINT_NODES: u32 = 100_000;
+/// Output kept from one external program by default (stdout and stderr each); the rest is
+/// read and dropped so the program never blocks on a full pipe.
+pub const PROCESS_OUTPUT_CAP_BYTES: usize = 1024 * 1024;
+/// Deadline of one system tool call (`useradd`, `chpasswd`, `mkfs.*`, `sfdisk`, `mount -a`,
+/// `systemctl`, `netplan`, `blkid`...), seconds; the tool's process group is killed after it.
+pub const TOOL_TIMEOUT_SECS: u64 = 300;
+/// Total deadline of one `nodeagent run`, seconds: no external program (command, kubeadm,
+/// tool, RPC) outlives it, so `TimeoutStartSec=infinity` can never mean forever. Longer than
+/// the default kubeadm join deadline plus init and a few hundred commands.
+pub const RUN_DEADLINE_SECS: u64 = 3 * 60 * 60;
+/// Largest existing file a `write_files` entry with `append: true` extends (it is read
+/// whole to write the result atomically).
+pub const MAX_APPEND_BASE_BYTES: usize = 64 * 1024 * 1024;
+/// CPU time (`RLIMIT_CPU`) of the child process that renders a template, seconds: fuel counts
+/// instructions, not the work of one filter call on a large string.
+pub const TEMPLATE_CPU_SECS: u64 = 10;

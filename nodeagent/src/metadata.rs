@@ -4,6 +4,9 @@
 //! `wait-on-network`, `redact`/`cleanup-guestinfo` and public keys are pulled out typed.
 //! Unlike cloud-init, unparsable metadata is an error naming the line, not "empty metadata".
 
+// Parses untrusted input: no byte-index slicing or indexing that could panic.
+#![deny(clippy::string_slice, clippy::indexing_slicing)]
+
 use crate::error::{Error, Result, Stage};
 use crate::yaml;
 use serde_json::{Map, Value};
@@ -215,6 +218,7 @@ pub fn kind(v: &Value) -> &'static str {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::string_slice)]
 mod tests {
     use super::*;
 

@@ -1,4 +1,4 @@
-//! netplan-v2 metadata -> systemd-networkd / netplan files (pure rendering). Owner: apply.
+//! netplan-v2 metadata -> systemd-networkd / netplan files (pure rendering).
 //!
 //! Input: the metadata's `network` document as CAPV writes it (`version: 2`, `ethernets:` keyed by
 //! `id<N>`, each with `match.macaddress`, `set-name`, `wakeonlan`, `dhcp4`, `dhcp6`, `accept-ra`,
@@ -21,6 +21,9 @@
 //!   override is dropped, and a malformed MAC is written verbatim as cloud-init passes it on; each
 //!   with a warning. A device whose MAC cannot match is still rendered, so a typo shows up in
 //!   `networkctl`, never as a silently different match.
+
+// Parses untrusted input: no byte-index slicing or indexing that could panic.
+#![deny(clippy::string_slice, clippy::indexing_slicing)]
 
 use crate::error::{Error, Result, Stage};
 use crate::plan::FileWrite;
@@ -174,10 +177,13 @@ fn parse(config: &Value, ctx: &mut Ctx) -> Result<Vec<Device>> {
     }
     let mut names: Vec<&str> = out.iter().map(|d| d.name.as_str()).collect();
     names.sort_unstable();
-    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+    if let Some([first, _]) = names
+        .windows(2)
+        .find_map(|w| <&[_; 2]>::try_from(w).ok().filter(|[a, b]| a == b))
+    {
         return Err(err(
             "network.ethernets",
-            format!("two devices are named {:?}", w[0]),
+            format!("two devices are named {:?}", first),
         ));
     }
     Ok(out)
@@ -200,6 +206,15 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
                     match mk.as_str() {
                         "macaddress" => {
                             let s = string(mv, &mp)?.to_ascii_lowercase();
+                            // Written verbatim into `[Match]` (and netplan): a newline or
+                            // space would add directives, so it is refused even in compat
+                            // mode, where other malformed MACs are only warned about.
+                            if s.contains(|c: char| c.is_whitespace() || c.is_control()) {
+                                return Err(err(
+                                    &mp,
+                                    "contains a space or control character (a newline would inject networkd directives); refused",
+                                ));
+                            }
                             if !is_mac(&s) {
                                 ctx.bad(&mp, format!("{s:?} is not a MAC address (six hex octets, colon separated)"))?;
                             }
@@ -650,6 +665,7 @@ fn netplan_file(devices: &[Device]) -> FileWrite {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::string_slice)]
 mod tests {
     use super::*;
     use serde_json::json;
@@ -665,6 +681,18 @@ mod tests {
             "addresses": ["10.20.30.21/24", "fd00::5/64"], "gateway4": "10.20.30.1", "mtu": 9000,
             "routes": [{"to": "192.168.5.0/24", "via": "10.20.30.254", "metric": 3}],
             "nameservers": {"addresses": ["10.20.0.53"], "search": ["corp.example"]}}}})
+    }
+
+    #[test]
+    fn a_newline_in_a_mac_is_refused_even_in_compat_mode() {
+        let cfg = json!({"version": 2, "ethernets": {"id0": {
+            "match": {"macaddress": "00:50:56:00:00:01\n[Network]\nDNS=6.6.6.6"},
+            "dhcp4": true}}});
+        for compat in [false, true] {
+            let e = render_with(&cfg, "networkd", compat).unwrap_err();
+            assert_eq!(e.place, "network.ethernets.id0.match.macaddress");
+            assert!(e.message.contains("control character"), "{e}");
+        }
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Status reporting: status.json, guestinfo.nodeagent.status, virtio-serial, sentinel. Owner: kubeadm.
+//! Status reporting: status.json, guestinfo.nodeagent.status, virtio-serial, sentinel.
 //!
 //! Interface used by `apply` (fixed early so apply and reporting can be built in parallel).
 //! docs/formats.md N.4: at every phase change the reporter
@@ -36,6 +36,18 @@ impl Phase {
 pub const STATUS_JSON: &str = "run/nodeagent/status.json";
 pub const EVENTS: &str = "var/log/nodeagent/events.jsonl";
 pub const STATUS_KEY: &str = "nodeagent.status";
+/// VM Operator turns this guestinfo key into the VirtualMachine's `GuestBootstrap` condition
+/// (vm-operator `pkg/util/bootstrap_condition.go` `GetBootstrapConditionValues`: the value is
+/// split at the first two commas into `<bool>,<reason>,<message>`, each trimmed, the bool read
+/// with Go's `strconv.ParseBool`; true sets the condition True with the reason, false sets it
+/// False with reason and message).
+pub const BOOTSTRAP_CONDITION_KEY: &str = "vmservice.bootstrap.condition";
+/// `true` once the node is bootstrapped, `false` before and on failure: for a VM Operator
+/// readiness probe `readinessProbe: {guestInfo: [{key: nodeagent.ready, value: "^true$"}]}`
+/// (VM Operator prefixes the key with `guestinfo.` and matches the value as an RE2 regex).
+pub const READY_KEY: &str = "nodeagent.ready";
+/// Longest condition message published (the rest is cut).
+const MAX_CONDITION_MESSAGE: usize = 1024;
 /// Most kubeadm output lines kept for a failure report.
 pub const TAIL_LINES: usize = crate::limits::KUBEADM_TAIL_LINES;
 
@@ -71,13 +83,13 @@ impl Status {
             v: u32,
             instance_id: &'a str,
             phase: Phase,
-            step: &'a Option<String>,
-            error: Option<String>,
+            step: Option<&'a str>,
+            error: Option<&'a str>,
             started: &'a str,
             updated: &'a str,
             boot: &'a str,
             #[serde(skip_serializing_if = "Option::is_none")]
-            detail: &'a Option<String>,
+            detail: Option<&'a str>,
         }
         let max = crate::limits::MAX_STATUS_BYTES;
         let mut error = self.error.clone();
@@ -87,42 +99,129 @@ impl Status {
             e.push_str(" | last output: ");
             e.push_str(&self.output_tail.join(" / "));
         }
-        loop {
-            let c = Compact {
+        // Every field but the error is cut to a fixed share first, so the error always gets
+        // room; then the error is cut to what is left. A fixed number of passes: JSON
+        // escaping can make the serialised text longer than the cut (a control character
+        // becomes six bytes), so each pass cuts by what is still over, at least by half.
+        let instance_id = cut_chars(&self.instance_id, STATUS_FIELD_CHARS);
+        let step = self
+            .step
+            .as_deref()
+            .map(|s| cut_chars(s, STATUS_FIELD_CHARS));
+        let detail = self
+            .detail
+            .as_deref()
+            .map(|s| cut_chars(s, STATUS_FIELD_CHARS));
+        let mut error = error.map(|e| cut_chars(&e, max));
+        for _ in 0..STATUS_FIT_PASSES {
+            let json = serde_json::to_string(&Compact {
                 v: self.v,
-                instance_id: &self.instance_id,
+                instance_id: &instance_id,
                 phase: self.phase,
-                step: &self.step,
-                error: error.clone(),
+                step: step.as_deref(),
+                error: error.as_deref(),
                 started: &self.started,
                 updated: &self.updated,
                 boot: &self.boot,
-                detail: &self.detail,
-            };
-            let json = serde_json::to_string(&c).unwrap_or_default();
+                detail: detail.as_deref(),
+            })
+            .unwrap_or_default();
             if json.len() <= max {
                 return json;
             }
-            // Cut the error by what is over plus a margin; keep its start (step and reason).
-            match &mut error {
-                Some(e) if !e.is_empty() => {
-                    let over = json.len() - max + 8;
-                    let keep = e.len().saturating_sub(over.max(e.len() / 8));
-                    let mut cut = keep;
-                    while !e.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    e.truncate(cut);
-                    e.push('…');
+            let over = json.len() - max;
+            error = match error {
+                Some(e) if e.chars().count() > 1 => {
+                    let len = e.chars().count();
+                    Some(cut_chars(&e, len.saturating_sub(over.max(len / 2)).max(1)))
                 }
-                _ => return json_min(self),
+                _ => break,
+            };
+        }
+        json_min(self)
+    }
+
+    /// The value of `guestinfo.vmservice.bootstrap.condition`: `<bool>,<reason>,<message>`.
+    /// The reason is one CamelCase word per phase (a valid Kubernetes condition reason, no
+    /// comma); the message is one line, redacted, at most `MAX_CONDITION_MESSAGE` bytes.
+    pub fn bootstrap_condition(&self) -> String {
+        let step = self.step.as_deref().unwrap_or("");
+        let with_step = |what: &str| {
+            if step.is_empty() {
+                what.to_string()
+            } else {
+                format!("{what}: {step}")
             }
+        };
+        let (ok, reason, mut message) = match self.phase {
+            Phase::Reading => (false, "Reading", "reading the bootstrap data".to_string()),
+            Phase::Applying => (false, "Applying", with_step("applying")),
+            Phase::Waiting => (
+                false,
+                "Waiting",
+                self.detail.clone().unwrap_or_else(|| with_step("waiting")),
+            ),
+            Phase::Kubeadm => (
+                false,
+                "Kubeadm",
+                self.detail
+                    .clone()
+                    .unwrap_or_else(|| with_step("running kubeadm")),
+            ),
+            Phase::Done if self.degraded() => (
+                true,
+                "DoneWithWarnings",
+                format!(
+                    "bootstrapped with {} warning(s): {}",
+                    self.warnings.len(),
+                    self.warnings[0]
+                ),
+            ),
+            Phase::Done => (true, "Done", "bootstrapped".to_string()),
+            Phase::Failed => (
+                false,
+                "Failed",
+                self.error.clone().unwrap_or_else(|| with_step("failed")),
+            ),
+        };
+        message = redact_text(&message).replace(['\n', '\r'], " ");
+        if message.len() > MAX_CONDITION_MESSAGE {
+            let mut cut = MAX_CONDITION_MESSAGE;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+            message.push('…');
+        }
+        format!("{ok},{reason},{message}")
+    }
+
+    /// The value of `guestinfo.nodeagent.ready`.
+    pub fn ready(&self) -> &'static str {
+        if self.phase == Phase::Done {
+            "true"
+        } else {
+            "false"
         }
     }
 
     /// `done` with warnings is "degraded" (exit 2 of `nodeagent status`).
     pub fn degraded(&self) -> bool {
         self.phase == Phase::Done && !self.warnings.is_empty()
+    }
+}
+
+/// Longest instance id, step and detail in the compact status, in characters: together
+/// well under MAX_STATUS_BYTES even when every character escapes to six bytes.
+const STATUS_FIELD_CHARS: usize = 160;
+/// Passes that cut the error until the compact status fits; then only the phase is sent.
+const STATUS_FIT_PASSES: usize = 12;
+
+/// `s` cut to `max` characters, with `…` when cut.
+fn cut_chars(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", s.get(..i).unwrap_or_default()),
+        None => s.to_string(),
     }
 }
 
@@ -157,6 +256,13 @@ pub struct Reporter<'t> {
     pub root: std::path::PathBuf,
     pub instance_id: String,
     status: Status,
+    /// The last publish through the transport failed (a hung `info-set`, a serial port
+    /// nobody reads): progress is no longer sent there, only terminal phases, so a dead
+    /// platform channel costs at most two RPC_TIMEOUT_MS per run instead of one per phase.
+    platform_unreachable: bool,
+    /// Last values of the VM Operator keys, published again only when they change.
+    published_condition: Option<String>,
+    published_ready: Option<&'static str>,
 }
 
 impl<'t> Reporter<'t> {
@@ -180,6 +286,9 @@ impl<'t> Reporter<'t> {
             root: root.to_path_buf(),
             instance_id: instance_id.to_string(),
             status,
+            platform_unreachable: false,
+            published_condition: None,
+            published_ready: None,
         }
     }
 
@@ -250,6 +359,7 @@ impl<'t> Reporter<'t> {
 
     fn publish(&mut self) {
         self.status.updated = now_rfc3339();
+        remember_for_panic(&self.root, &self.status);
         if let Err(e) = self.write_status_json() {
             tracing::warn!("status.json not written: {e}");
         }
@@ -257,15 +367,51 @@ impl<'t> Reporter<'t> {
             tracing::warn!("status event not recorded: {e}");
         }
         if let Some(t) = self.transport {
-            let json = self.status.compact_json();
-            if let Err(e) = t.set(STATUS_KEY, json.as_bytes()) {
-                tracing::warn!(
-                    "guestinfo.{STATUS_KEY} not published through {}: {e}",
-                    t.name()
-                );
+            if self.platform_unreachable && !self.status.phase.is_terminal() {
+                tracing::debug!("guestinfo.{STATUS_KEY} unreachable; progress not sent");
+            } else {
+                let json = self.status.compact_json();
+                match t.set(STATUS_KEY, json.as_bytes()) {
+                    Ok(()) => {
+                        self.platform_unreachable = false;
+                        // Only through a channel that answers: a dead one costs no more RPCs.
+                        self.publish_vm_operator(t);
+                    }
+                    Err(e) => {
+                        self.platform_unreachable = true;
+                        tracing::warn!(
+                            "guestinfo.{STATUS_KEY} not published through {}: {e}",
+                            t.name()
+                        );
+                    }
+                }
             }
         }
         tracing::info!(phase = ?self.status.phase, step = ?self.status.step, detail = ?self.status.detail, "status");
+    }
+
+    /// VM Operator's condition key and the readiness key, when their value changed.
+    fn publish_vm_operator(&mut self, t: &dyn Transport) {
+        let condition = self.status.bootstrap_condition();
+        if self.published_condition.as_ref() != Some(&condition) {
+            match t.set(BOOTSTRAP_CONDITION_KEY, condition.as_bytes()) {
+                Ok(()) => self.published_condition = Some(condition),
+                Err(e) => tracing::warn!(
+                    "guestinfo.{BOOTSTRAP_CONDITION_KEY} not published through {}: {e}",
+                    t.name()
+                ),
+            }
+        }
+        let ready = self.status.ready();
+        if self.published_ready != Some(ready) {
+            match t.set(READY_KEY, ready.as_bytes()) {
+                Ok(()) => self.published_ready = Some(ready),
+                Err(e) => tracing::warn!(
+                    "guestinfo.{READY_KEY} not published through {}: {e}",
+                    t.name()
+                ),
+            }
+        }
     }
 
     fn write_status_json(&self) -> std::io::Result<()> {
@@ -397,6 +543,113 @@ pub fn status_path(root: &Path) -> PathBuf {
     root.join(STATUS_JSON)
 }
 
+// ---- a panic is reported, not silent ---------------------------------------------------
+
+/// The last published status and its root: what the panic hook turns into `failed`.
+static LAST_STATUS: std::sync::Mutex<Option<(PathBuf, Status)>> = std::sync::Mutex::new(None);
+
+thread_local! {
+    /// The run's platform channel, only on the thread that armed it (transports are not
+    /// `Sync`); see [`arm_panic_channel`].
+    static PANIC_TRANSPORT: std::cell::Cell<Option<*const (dyn Transport + 'static)>> =
+        const { std::cell::Cell::new(None) };
+}
+
+fn remember_for_panic(root: &Path, status: &Status) {
+    if let Ok(mut last) = LAST_STATUS.try_lock() {
+        *last = Some((root.to_path_buf(), status.clone()));
+    }
+}
+
+/// While this guard lives, a panic on this thread also publishes `failed` through `t`.
+pub struct PanicChannel<'t> {
+    _transport: std::marker::PhantomData<&'t dyn Transport>,
+}
+
+/// Let the panic hook publish through `t` until the returned guard is dropped.
+pub fn arm_panic_channel(t: &dyn Transport) -> PanicChannel<'_> {
+    let p: *const (dyn Transport + '_) = t;
+    // SAFETY: only the lifetime is erased. The pointer is cleared when the guard, which
+    // borrows `t`, is dropped; it is read only by the panic hook on this same thread, while
+    // the guard (and so `t`) is alive: the hook runs before any unwinding, and under
+    // panic=abort nothing is ever unwound.
+    let p: *const (dyn Transport + 'static) = unsafe { std::mem::transmute(p) };
+    PANIC_TRANSPORT.with(|c| c.set(Some(p)));
+    PanicChannel {
+        _transport: std::marker::PhantomData,
+    }
+}
+
+impl Drop for PanicChannel<'_> {
+    fn drop(&mut self) {
+        PANIC_TRANSPORT.with(|c| c.set(None));
+    }
+}
+
+/// Longest panic text kept in a report (after the cut at the first quoted input).
+const PANIC_TEXT_CHARS: usize = 120;
+
+/// Install the hook that reports a panic as `failed` (status.json, guestinfo status, the
+/// serial port through the armed transport) before the process ends, and prints one
+/// redacted line instead of Rust's default message (which may quote input).
+pub fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let reason = panic_reason(info);
+        eprintln!("nodeagent: {reason}");
+        publish_panic(&reason);
+    }));
+}
+
+/// `internal error at FILE:LINE: TEXT`, where TEXT stops before the first quoted value
+/// (std's slicing messages quote the string) and is redacted.
+fn panic_reason(info: &std::panic::PanicHookInfo<'_>) -> String {
+    let payload = info
+        .payload()
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| info.payload().downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    let text: String = payload
+        .split(['`', '"', '\''])
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .take(PANIC_TEXT_CHARS)
+        .collect();
+    let place = info
+        .location()
+        .map(|l| format!("{}:{}", l.file(), l.line()))
+        .unwrap_or_else(|| "unknown place".into());
+    redact_text(&format!("internal error at {place}: {}", text.trim_end()))
+}
+
+/// Turn the last published status into `failed` with `reason`, everywhere it goes.
+fn publish_panic(reason: &str) {
+    // try_lock: a panic while the lock is held must not deadlock the hook.
+    let Ok(mut last) = LAST_STATUS.try_lock() else {
+        return;
+    };
+    let Some((root, status)) = last.as_mut() else {
+        return;
+    };
+    status.phase = Phase::Failed;
+    status.detail = None;
+    status.error = Some(reason.to_string());
+    status.updated = now_rfc3339();
+    if let Ok(json) = serde_json::to_string_pretty(status) {
+        let _ = write_run_file(&root.join(STATUS_JSON), json.as_bytes(), 0o644);
+    }
+    let compact = status.compact_json();
+    PANIC_TRANSPORT.with(|c| {
+        if let Some(p) = c.get() {
+            // SAFETY: see arm_panic_channel: set only while the transport is borrowed by the
+            // live guard, read only on its own thread.
+            let t = unsafe { &*p };
+            let _ = t.set(STATUS_KEY, compact.as_bytes());
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -420,6 +673,70 @@ mod tests {
                 .push(v.to_vec());
             Ok(())
         }
+    }
+
+    /// A platform channel that fails every call (a hung `info-set` after its timeout).
+    #[derive(Default)]
+    struct Dead(RefCell<usize>);
+    impl Transport for Dead {
+        fn name(&self) -> &'static str {
+            "dead"
+        }
+        fn get(&self, _k: &str) -> crate::error::Result<Option<Vec<u8>>> {
+            Ok(None)
+        }
+        fn set(&self, k: &str, _v: &[u8]) -> crate::error::Result<()> {
+            *self.0.borrow_mut() += 1;
+            Err(crate::error::Error::new(
+                crate::error::Stage::Report,
+                k,
+                "timed out",
+            ))
+        }
+    }
+
+    #[test]
+    fn a_dead_platform_channel_is_tried_once_for_progress_and_once_at_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = Dead::default();
+        let mut r = Reporter::new(Some(&t), dir.path(), "i-1");
+        r.phase(Phase::Reading, None);
+        for i in 0..50 {
+            r.phase(Phase::Applying, Some(&format!("step{i}")));
+        }
+        r.done();
+        assert_eq!(*t.0.borrow(), 2);
+        // The local status file still follows every phase.
+        let st = read_status(dir.path()).unwrap();
+        assert_eq!(st.phase, Phase::Done);
+    }
+
+    #[test]
+    fn a_panic_publishes_failed_to_status_json_and_the_platform() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = Mem::default();
+        install_panic_hook();
+        let mut r = Reporter::new(Some(&t), dir.path(), "i-1");
+        r.phase(Phase::Applying, Some("write_files[0]:/etc/x"));
+        let guard = arm_panic_channel(&t);
+        let secret = "sha256:é0123 --token abcdef.0123456789abcdef";
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = &secret[..8]; // byte 8 is inside 'é': the std message quotes the input
+        }));
+        drop(guard);
+        assert!(caught.is_err());
+        let st = read_status(dir.path()).unwrap();
+        assert_eq!(st.phase, Phase::Failed);
+        let error = st.error.unwrap();
+        assert!(error.starts_with("internal error at "), "{error}");
+        assert!(
+            !error.contains("0123456789abcdef") && !error.contains('é'),
+            "{error}"
+        );
+        let sent = t.0.borrow()["nodeagent.status"].clone();
+        let last: serde_json::Value = serde_json::from_slice(sent.last().unwrap()).unwrap();
+        assert_eq!(last["phase"], "failed");
+        assert_eq!(last["step"], "write_files[0]:/etc/x");
     }
 
     #[test]
@@ -500,6 +817,34 @@ mod tests {
         assert_eq!(t.0.borrow()["nodeagent.status"].len(), 5);
         let events = std::fs::read_to_string(dir.path().join(EVENTS)).unwrap();
         assert_eq!(events.lines().count(), 5);
+    }
+
+    #[test]
+    fn compact_status_fits_whatever_the_fields_and_always_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        // A very long instance id, a step naming a write_files path over 4 KiB, and an
+        // error of control characters (each escapes to six bytes): this looped forever.
+        let iid = "i".repeat(10_000);
+        let mut r = Reporter::new(None, dir.path(), &iid);
+        let step = format!("write_files[0]:/{}", "p".repeat(5000));
+        r.failed(&step, &"\u{1}\u{2}é".repeat(5000), &["\u{7}".repeat(3000)]);
+        let t = std::time::Instant::now();
+        let json = r.status().compact_json();
+        assert!(t.elapsed() < std::time::Duration::from_secs(2));
+        assert!(
+            json.len() <= crate::limits::MAX_STATUS_BYTES,
+            "{}",
+            json.len()
+        );
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["phase"], "failed");
+        assert!(
+            v["step"]
+                .as_str()
+                .unwrap()
+                .starts_with("write_files[0]:/ppp")
+        );
+        assert!(v["error"].as_str().unwrap().ends_with('…'));
     }
 
     #[test]

@@ -7,6 +7,9 @@
 //! `!!binary`, duplicate-key detection and the bounds in `limits` (depth, alias
 //! expansions, node count) so hostile input fails fast with a clear place.
 
+// Parses untrusted input: no byte-index slicing or indexing that could panic.
+#![deny(clippy::string_slice, clippy::indexing_slicing)]
+
 use crate::error::{Error, Result, Stage};
 use crate::limits;
 use serde_json::Value as Json;
@@ -132,10 +135,10 @@ pub fn load(text: &str, opts: LoadOptions) -> Result<Node> {
         }),
         1 => Ok(docs.remove(0)),
         _ => {
-            let second = &docs[1];
+            let place = docs.get(1).map(Node::place).unwrap_or_default();
             Err(Error::new(
                 Stage::CloudConfig,
-                second.place(),
+                place,
                 "expected a single YAML document, found several",
             ))
         }
@@ -147,8 +150,9 @@ pub fn load_all(text: &str, opts: LoadOptions) -> Result<Vec<Node>> {
     // yaml-rust2 takes NUL as end of input and would silently drop the rest; PyYAML refuses
     // it ("unacceptable character #x0000"), and so do we, naming the place.
     if let Some(at) = text.find('\0') {
-        let line = text[..at].matches('\n').count() + 1;
-        let col = at - text[..at].rfind('\n').map(|p| p + 1).unwrap_or(0) + 1;
+        let before = text.get(..at).unwrap_or_default();
+        let line = before.matches('\n').count() + 1;
+        let col = at - before.rfind('\n').map(|p| p + 1).unwrap_or(0) + 1;
         return Err(Error::new(
             Stage::CloudConfig,
             format!("line {line} column {col}"),
@@ -417,14 +421,14 @@ fn insert_entry(
     }
     let text = key.key_text();
     if let Some(pos) = entries.iter().position(|(k, _)| k.key_text() == text) {
-        if !allow_dup && !entries[pos].0.merged {
+        if let Some((first, _)) = entries.get(pos)
+            && !allow_dup
+            && !first.merged
+        {
             return Err(Error::new(
                 Stage::CloudConfig,
                 key.place(),
-                format!(
-                    "duplicate key '{}' (first at line {})",
-                    text, entries[pos].0.line
-                ),
+                format!("duplicate key '{}' (first at line {})", text, first.line),
             ));
         }
         entries.remove(pos);
@@ -540,10 +544,10 @@ pub fn resolve_plain(s: &str) -> Value {
 }
 
 fn split_sign(s: &str) -> (i64, &str) {
-    match s.as_bytes().first() {
-        Some(b'-') => (-1, &s[1..]),
-        Some(b'+') => (1, &s[1..]),
-        _ => (1, s),
+    if let Some(rest) = s.strip_prefix('-') {
+        (-1, rest)
+    } else {
+        (1, s.strip_prefix('+').unwrap_or(s))
     }
 }
 
@@ -597,7 +601,7 @@ fn resolve_int(s: &str) -> Option<i64> {
             if p.is_empty()
                 || p.len() > 2
                 || !p.chars().all(|c| c.is_ascii_digit())
-                || (p.len() == 2 && p.as_bytes()[0] > b'5')
+                || (p.len() == 2 && p.as_bytes().first().is_some_and(|&d| d > b'5'))
             {
                 return None;
             }
@@ -622,16 +626,13 @@ fn resolve_float(s: &str) -> Option<f64> {
     }
     // [0-9][0-9_]*(\.[0-9_]*)?([eE][-+][0-9]+)?  or  \.[0-9_]+([eE][-+][0-9]+)?
     let cleaned: String = body.chars().filter(|c| *c != '_').collect();
-    let (mantissa, exp) = match cleaned.find(['e', 'E']) {
-        Some(i) => (&cleaned[..i], Some(&cleaned[i + 1..])),
+    let (mantissa, exp) = match cleaned.split_once(['e', 'E']) {
+        Some((m, e)) => (m, Some(e)),
         None => (cleaned.as_str(), None),
     };
     if let Some(e) = exp {
-        let b = e.as_bytes();
-        if b.len() < 2
-            || !(b[0] == b'+' || b[0] == b'-')
-            || !e[1..].chars().all(|c| c.is_ascii_digit())
-        {
+        let digits = e.strip_prefix(['+', '-']);
+        if !digits.is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit())) {
             return None;
         }
     }
@@ -656,6 +657,7 @@ fn resolve_float(s: &str) -> Option<f64> {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::string_slice)]
 mod tests {
     use super::*;
 

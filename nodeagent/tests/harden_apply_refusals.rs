@@ -279,12 +279,16 @@ fn image_without_shadow_tools() {
 // ---- NTP ----
 
 #[test]
-fn image_without_an_ntp_client() {
+fn unsupported_ntp_client() {
+    // An image without any NTP client is not refused since main's parity work: cloud-init
+    // configures chrony anyway (it would install it) and nodeagent writes the file and warns
+    // (parity_ntp `no_client_installed_writes_chrony_conf_and_warns`), so apply cannot fail
+    // there. A client apply cannot configure is refused before any write.
     refused(
-        "ntp:\n  enabled: true\n",
-        "ntp",
-        Some("enabled: true"),
-        "neither chrony nor systemd-timesyncd",
+        "ntp:\n  ntp_client: ntpd\n",
+        "ntp.ntp_client",
+        Some("ntp_client: ntpd"),
+        "is not supported",
     );
 }
 

@@ -244,6 +244,7 @@ fn fwcfg_set_reaches_a_fifo_reader_and_times_out_without_one() {
 fn from_spec_parses_every_form_and_rejects_others() {
     assert_eq!(from_spec("vmware").unwrap().name(), "vmware");
     assert_eq!(from_spec("fwcfg").unwrap().name(), "fwcfg");
+    assert_eq!(from_spec("ovf").unwrap().name(), "ovf");
     assert_eq!(from_spec("dir:/tmp/x").unwrap().name(), "dir");
     assert_eq!(
         from_spec("nocloud:/var/lib/cloud/seed/nocloud")
@@ -252,7 +253,7 @@ fn from_spec_parses_every_form_and_rejects_others() {
         "nocloud"
     );
     for bad in [
-        "", "vmware:", "dir", "dir:", "nocloud:", "ovf", "VMWARE", "fwcfg:/x", "envvar",
+        "", "vmware:", "dir", "dir:", "nocloud:", "ovf:", "OVF", "VMWARE", "fwcfg:/x", "envvar",
     ] {
         let e = from_spec(bad)
             .err()

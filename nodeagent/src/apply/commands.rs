@@ -1,4 +1,4 @@
-//! bootcmd/runcmd items and the system tools other steps call. Owner: apply.
+//! bootcmd/runcmd items and the system tools other steps call.
 //!
 //! A string item runs as `/bin/sh -c ITEM`, a list item as argv. Without `--exec` a command is
 //! recorded as `skipped` (and runs on a later `--exec` run). Under `--root DIR` commands run on
@@ -26,15 +26,22 @@
 
 use super::{Ctx, Outcome, Target};
 use crate::error::{Error, Result, Stage};
-use crate::limits::{COMMAND_OUTPUT_LOG_BYTES, COMMAND_SHOWN_CHARS, COMMAND_TAIL_LINES};
+use crate::limits::{
+    COMMAND_OUTPUT_LOG_BYTES, COMMAND_SHOWN_CHARS, COMMAND_TAIL_LINES, TOOL_TIMEOUT_SECS,
+};
 use crate::plan::{CommandSpec, Frequency, Run, Step};
+use crate::process;
 use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// How much longer than a command's own timeout (plus the supervisor's SIGTERM grace) the
+/// agent waits for the supervisor before killing it.
+const SUPERVISOR_SLACK: Duration = Duration::from_secs(30);
 
 fn err(place: &str, msg: impl std::fmt::Display) -> Error {
     Error::new(Stage::Apply, place, msg.to_string())
@@ -189,6 +196,11 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
     } else {
         ctx.opts.config.command_timeout_secs
     };
+    // Never past the run's total deadline, and never "no timeout" (0) under a run deadline.
+    let timeout = match process::run_time_left() {
+        Some(left) if timeout == 0 || left.as_secs() < timeout => left.as_secs().max(1),
+        _ => timeout,
+    };
     let argv: Vec<String> = match &c.run {
         Run::Shell(s) => vec!["/bin/sh".into(), "-c".into(), s.clone()],
         Run::Argv(a) => a.clone(),
@@ -235,9 +247,16 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
         });
     }
     tracing::info!(step = %step.id, command = %shown(&c.run), "command start");
-    let status = cmd
-        .status()
-        .map_err(|e| err(place, format!("{}: cannot start: {e}", shown(&c.run))))?;
+    // The supervisor enforces `timeout` itself (and keeps doing so if the agent dies); this
+    // bound is the backstop should the supervisor itself hang.
+    let backstop = Duration::from_secs(timeout) + super::supervise::KILL_AFTER + SUPERVISOR_SLACK;
+    let status =
+        process::run_inherited(cmd, &process::Limits::new(backstop)).map_err(|e| match e {
+            process::ProcessError::Spawn { source, .. } => {
+                err(place, format!("{}: cannot start: {source}", shown(&c.run)))
+            }
+            e => err(place, format!("{}: {e}", shown(&c.run))),
+        })?;
     drop(lock);
     let tail = log_output(&fl.out, &step.id);
     let rc = read_rc(&fl.rc).or(status.code()).unwrap_or(-1);
@@ -341,33 +360,24 @@ pub fn run_host(argv: &[&str], stdin: Option<&[u8]>) -> Result<String> {
             });
         }
     }
-    cmd.args(&argv[1..])
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+    cmd.args(argv.get(1..).unwrap_or_default())
         .env("LC_ALL", "C");
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| err(name, format!("cannot run: {e}")))?;
-    if let Some(input) = stdin {
-        let mut w = child.stdin.take().expect("piped stdin");
-        w.write_all(input).map_err(|e| err(name, e))?;
-    }
-    let out = child.wait_with_output().map_err(|e| err(name, e))?;
+    let limits = process::Limits::new(Duration::from_secs(TOOL_TIMEOUT_SECS));
+    let shown_argv = || {
+        argv.iter()
+            .map(|a| crate::redact::redact_text(a))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let out = process::run(cmd, &limits, stdin).map_err(|e| match e {
+        process::ProcessError::Spawn { source, .. } => err(name, format!("cannot run: {source}")),
+        e => err(name, format!("`{}`: {e}", shown_argv())),
+    })?;
     if !out.status.success() {
         let stderr = crate::redact::redact_text(String::from_utf8_lossy(&out.stderr).trim());
-        let shown_argv: Vec<String> = argv.iter().map(|a| crate::redact::redact_text(a)).collect();
         return Err(err(
             name,
-            format!(
-                "`{}` failed ({}): {stderr}",
-                shown_argv.join(" "),
-                out.status
-            ),
+            format!("`{}` failed ({}): {stderr}", shown_argv(), out.status),
         ));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())

@@ -1,4 +1,4 @@
-//! Executes a Plan step by step with the journal. Owner: apply.
+//! Executes a Plan step by step with the journal.
 //!
 //! One loop (`apply`) walks the plan's steps of the chosen stage in order, skips what the
 //! instance journal says is finished, runs the rest through one executor per `Action`, and
@@ -224,6 +224,8 @@ pub struct Summary {
 /// Execution context shared by the executors.
 pub struct Ctx<'a> {
     pub opts: &'a Options,
+    /// The whole plan: the kubeadm step writes its files again after a `kubeadm reset`.
+    plan: &'a Plan,
     pub journal: &'a mut Journal,
     db: Option<UserDb>,
     /// Non-fatal findings of steps that never fail the run (growpart, resizefs), and what a
@@ -429,6 +431,7 @@ fn apply_locked(
     reporter.phase(Phase::Applying, None);
     let mut ctx = Ctx {
         opts,
+        plan,
         journal,
         db: None,
         warnings: Vec::new(),
@@ -700,6 +703,11 @@ fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Resu
             let _ = std::fs::remove_file(&fl.rc);
             begin(ctx, step, None)?;
             reporter.phase(Phase::Kubeadm, Some(&step.id));
+            // What `kubeadm reset -f` deletes between join attempts, written again from the plan.
+            let restore_files = crate::kubeadm::reset::restore_set(ctx.plan, k);
+            let t = ctx.target().clone();
+            let db = ctx.db()?.clone();
+            let restore = || files::write_all(&t, &restore_files, &db);
             let sup = crate::kubeadm::run::Supervise {
                 exe: ctx.opts.supervisor.clone(),
                 rc: fl.rc.clone(),
@@ -707,7 +715,7 @@ fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Resu
             };
             let settings = &ctx.opts.config.kubeadm;
             crate::kubeadm::run::supervised(sup, || {
-                crate::kubeadm::execute(k, settings, &root, reporter)
+                crate::kubeadm::execute(k, settings, &root, reporter, &restore)
             })?;
             drop(lock);
             Ok(Outcome::Ok)

@@ -1,10 +1,10 @@
-//! ntp: chrony or systemd-timesyncd configuration, whichever the image has. Owner: apply.
+//! ntp: chrony or systemd-timesyncd configuration, whichever the image has.
 //!
-//! `auto` picks chrony when the image has it (cloud-init's Debian preference order puts
-//! chrony first), else systemd-timesyncd. chrony gets `/etc/chrony/chrony.conf` from
-//! cloud-init's Debian template (pools/servers replace the image defaults); timesyncd gets
-//! `/etc/systemd/timesyncd.conf.d/nodeagent.conf`. The service is restarted only with `--exec`
-//! on a real node (never under `--root`).
+//! As cloud-init 22.4's cc_ntp on Debian: `auto` picks chrony when `chronyd` is installed,
+//! else systemd-timesyncd (else chrony, which cloud-init would install). The file is the
+//! output of cloud-init's template (`/etc/chrony/chrony.conf`,
+//! `/etc/systemd/timesyncd.conf.d/cloud-init.conf`), the previous one kept as `.dist`. The
+//! service is reloaded only with `--exec` on a real node (never under `--root`).
 
 use super::{Ctx, Outcome, Target, commands, files};
 use crate::error::{Error, Result, Stage};
@@ -20,11 +20,18 @@ fn exists(t: &Target, p: &str) -> bool {
     t.path(p).map(|p| p.exists()).unwrap_or(false)
 }
 
-/// Which clients the image has installed: (chrony, systemd-timesyncd).
+/// Which clients the image has installed, as cloud-init's check_exe finds them: (chrony,
+/// systemd-timesyncd). The plan's target probe reads the same paths.
 pub fn installed(t: &Target) -> (bool, bool) {
-    let chrony = ["/usr/sbin/chronyd", "/usr/bin/chronyd", "/etc/chrony"]
-        .iter()
-        .any(|p| exists(t, p));
+    // cloud-init's check_exe: `chronyd` on the PATH, the timesyncd binary.
+    let chrony = [
+        "/usr/sbin/chronyd",
+        "/usr/bin/chronyd",
+        "/sbin/chronyd",
+        "/bin/chronyd",
+    ]
+    .iter()
+    .any(|p| exists(t, p));
     let timesyncd = [
         "/lib/systemd/systemd-timesyncd",
         "/usr/lib/systemd/systemd-timesyncd",
@@ -40,7 +47,7 @@ pub fn detect(t: &Target, wanted: &str) -> Result<Client> {
     choose(wanted, chrony, timesyncd)
 }
 
-/// `detect` without the probe: the plan checks the same choice against what `gather` found.
+/// `detect` without the probe: an error when the wanted client is not installed.
 pub fn choose(wanted: &str, chrony: bool, timesyncd: bool) -> Result<Client> {
     let missing = |c: &str| {
         Error::new(
@@ -69,15 +76,28 @@ pub fn choose(wanted: &str, chrony: bool, timesyncd: bool) -> Result<Client> {
     }
 }
 
-/// The file `render` writes for a client.
-pub fn config_path(client: Client) -> &'static str {
-    match client {
-        Client::Chrony => "/etc/chrony/chrony.conf",
-        Client::Timesyncd => "/etc/systemd/timesyncd.conf.d/nodeagent.conf",
+/// The client whose file `apply` writes and whether it is installed: a client that is not
+/// installed is still configured (cloud-init would install it; `apply` warns), so only an
+/// unsupported name is an error. The plan's target check uses the same choice.
+pub fn pick(wanted: &str, chrony: bool, timesyncd: bool) -> Result<(Client, bool)> {
+    match choose(wanted, chrony, timesyncd) {
+        Ok(c) => Ok((c, true)),
+        // auto with nothing installed: cloud-init picks its first preference, chrony.
+        Err(_) if matches!(wanted, "auto" | "" | "chrony") => Ok((Client::Chrony, false)),
+        Err(_) if wanted == "systemd-timesyncd" => Ok((Client::Timesyncd, false)),
+        Err(e) => Err(e),
     }
 }
 
-/// cloud-init's defaults when neither servers nor pools are given.
+/// The file `render` writes for a client (cloud-init's paths on Debian).
+pub fn config_path(client: Client) -> &'static str {
+    match client {
+        Client::Chrony => "/etc/chrony/chrony.conf",
+        Client::Timesyncd => "/etc/systemd/timesyncd.conf.d/cloud-init.conf",
+    }
+}
+
+/// cloud-init's defaults when neither servers nor pools are given: Debian's pool names.
 fn sources(n: &NtpSpec) -> (Vec<String>, Vec<String>) {
     if n.servers.is_empty() && n.pools.is_empty() {
         (
@@ -89,11 +109,45 @@ fn sources(n: &NtpSpec) -> (Vec<String>, Vec<String>) {
     }
 }
 
+/// `templates/chrony.conf.debian.tmpl` of cloud-init 22.4 after the source lists: only the
+/// servers and pools given (no `sourcedir`, so DHCP-offered servers do not win over them).
+const CHRONY_TAIL: &str = "\n\
+# This directive specify the location of the file containing ID/key pairs for\n\
+# NTP authentication.\n\
+keyfile /etc/chrony/chrony.keys\n\
+\n\
+# This directive specify the file into which chronyd will store the rate\n\
+# information.\n\
+driftfile /var/lib/chrony/chrony.drift\n\
+\n\
+# Uncomment the following line to turn logging on.\n\
+#log tracking measurements statistics\n\
+\n\
+# Log files location.\n\
+logdir /var/log/chrony\n\
+\n\
+# Stop bad estimates upsetting machine clock.\n\
+maxupdateskew 100.0\n\
+\n\
+# This directive enables kernel synchronisation (every 11 minutes) of the\n\
+# real-time clock. Note that it can’t be used along with the 'rtcfile' directive.\n\
+rtcsync\n\
+\n\
+# Step the system clock instead of slewing it if the adjustment is larger than\n\
+# one second, but only in the first three clock updates.\n\
+makestep 1 3\n\
+\n\
+";
+
+/// The file cloud-init's cc_ntp renders for `client`, byte for byte (its Debian templates).
 pub fn render(client: Client, n: &NtpSpec) -> (&'static str, String) {
     let (pools, servers) = sources(n);
     match client {
         Client::Chrony => {
-            let mut s = String::from("# Written by nodeagent (ntp).\n");
+            let mut s = String::from(
+                "# Welcome to the chrony configuration file. See chrony.conf(5) for more\n\
+                 # information about usuable directives.\n",
+            );
             if !pools.is_empty() {
                 s.push_str("# pools\n");
             }
@@ -106,31 +160,30 @@ pub fn render(client: Client, n: &NtpSpec) -> (&'static str, String) {
             for p in &servers {
                 s.push_str(&format!("server {p} iburst\n"));
             }
-            s.push_str(
-                "\n# Use time sources from DHCP.\nsourcedir /run/chrony-dhcp\n\n# Use NTP sources found in /etc/chrony/sources.d.\nsourcedir /etc/chrony/sources.d\n\n\
-                 # This directive specify the location of the file containing ID/key pairs for\n# NTP authentication.\nkeyfile /etc/chrony/chrony.keys\n\n\
-                 # This directive specify the file into which chronyd will store the rate\n# information.\ndriftfile /var/lib/chrony/chrony.drift\n\n\
-                 # Save NTS keys and cookies.\nntsdumpdir /var/lib/chrony\n\n# Log files location.\nlogdir /var/log/chrony\n\n\
-                 # Stop bad estimates upsetting machine clock.\nmaxupdateskew 100.0\n\n\
-                 # This directive enables kernel synchronisation (every 11 minutes) of the\n# real-time clock.\nrtcsync\n\n\
-                 # Step the system clock instead of slewing it if the adjustment is larger than\n# one second, but only in the first three clock updates.\nmakestep 1 3\n\n\
-                 # Get TAI-UTC offset and leap seconds from the system tz database.\nleapsectz right/UTC\n",
-            );
+            s.push_str(CHRONY_TAIL);
             (config_path(client), s)
         }
         Client::Timesyncd => {
-            let all: Vec<String> = servers.into_iter().chain(pools).collect();
+            // timesyncd.conf.tmpl: servers first, each followed by a space.
+            let hosts: String = servers
+                .iter()
+                .chain(&pools)
+                .map(|h| format!("{h} "))
+                .collect();
             (
                 config_path(client),
                 format!(
-                    "# Written by nodeagent (ntp).\n[Time]\nNTP={}\n",
-                    all.join(" ")
+                    "# cloud-init generated file\n# See timesyncd.conf(5) for details.\n\n[Time]\nNTP={hosts}\n"
                 ),
             )
         }
     }
 }
 
+/// cc_ntp: the image's file is kept as `<file>.dist`, the template output written, the
+/// service reloaded (`systemctl reload-or-restart`, with `--exec` on a real node). A client
+/// that is not installed (cloud-init would try to install it) or a failing reload is a
+/// warning: cloud-init lets the module fail and carries on.
 pub fn apply(ctx: &mut Ctx<'_>, n: &NtpSpec) -> Result<Outcome> {
     if !n.enabled {
         return Ok(Outcome::Skipped);
@@ -145,17 +198,32 @@ pub fn apply(ctx: &mut Ctx<'_>, n: &NtpSpec) -> Result<Outcome> {
         }
     }
     let t = ctx.target().clone();
-    let client = detect(&t, &n.client)?;
+    let (chrony, timesyncd) = installed(&t);
+    let (client, installed) = pick(&n.client, chrony, timesyncd)?;
     let (path, text) = render(client, n);
+    let host = t.path(path)?;
+    if host.exists() {
+        let dist = t.path(&format!("{path}.dist"))?;
+        std::fs::rename(&host, &dist).map_err(|e| Error::new(Stage::Apply, path, e.to_string()))?;
+    }
     let f = FileWrite::root_owned(path, text.clone().into_bytes(), 0o644);
     let db = ctx.db()?.clone();
     files::write_bytes(&t, &f, text.as_bytes(), &db)?;
-    if ctx.opts.exec && t.is_host() {
-        let unit = match client {
-            Client::Chrony => "chrony",
-            Client::Timesyncd => "systemd-timesyncd",
-        };
-        commands::run_host(&["systemctl", "restart", unit], None)?;
+    let unit = match client {
+        Client::Chrony => "chrony",
+        Client::Timesyncd => "systemd-timesyncd",
+    };
+    if !installed {
+        ctx.warn(format!(
+            "ntp: {unit} is not installed in the image (cloud-init would try to install it); {path} is written"
+        ));
+        return Ok(Outcome::Ok);
+    }
+    if ctx.opts.exec
+        && t.is_host()
+        && let Err(e) = commands::run_host(&["systemctl", "reload-or-restart", unit], None)
+    {
+        ctx.warn(format!("ntp: reloading {unit} failed: {}", e.message));
     }
     Ok(Outcome::Ok)
 }
@@ -174,6 +242,13 @@ mod tests {
         assert_eq!(detect(&t, "auto").unwrap(), Client::Timesyncd);
         assert!(detect(&t, "chrony").is_err());
         std::fs::create_dir_all(d.path().join("etc/chrony")).unwrap();
+        assert_eq!(
+            detect(&t, "auto").unwrap(),
+            Client::Timesyncd,
+            "a leftover /etc/chrony is not chrony"
+        );
+        std::fs::create_dir_all(d.path().join("usr/sbin")).unwrap();
+        std::fs::write(d.path().join("usr/sbin/chronyd"), "").unwrap();
         assert_eq!(detect(&t, "auto").unwrap(), Client::Chrony);
     }
 
@@ -191,8 +266,8 @@ mod tests {
             "{c}"
         );
         let (p, t) = render(Client::Timesyncd, &n);
-        assert_eq!(p, "/etc/systemd/timesyncd.conf.d/nodeagent.conf");
-        assert!(t.ends_with("NTP=10.0.0.1 pool.example\n"));
+        assert_eq!(p, "/etc/systemd/timesyncd.conf.d/cloud-init.conf");
+        assert!(t.ends_with("NTP=10.0.0.1 pool.example \n"));
         let (_, d) = render(
             Client::Timesyncd,
             &NtpSpec {

@@ -7,25 +7,26 @@
 //! of the shell + `timeout` + `sync` + `mv` + `sync` it replaces (about 20 ms a command here),
 //! and no dependency on coreutils in the image.
 
+use crate::process;
 use std::ffi::OsString;
 use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The first argument that selects the supervisor (not a user-facing subcommand).
 pub const ARG: &str = "__supervise";
 /// The same for kubeadm (`kubeadm/run.rs`): the program's output is relayed to the
 /// supervisor's own stdout/stderr (the agent's pipes, read live) and kept flowing when the
-/// agent is gone (write errors are ignored, never a SIGPIPE for kubeadm); the program stays
-/// in the supervisor's process group, which the agent kills at its deadline.
+/// agent is gone (write errors are ignored, never a SIGPIPE for kubeadm). The supervisor
+/// enforces kubeadm's deadline (process.rs, kubeadm's own process group); the agent bounds
+/// the supervisor by that deadline plus the kill grace.
 pub const ARG_PIPED: &str = "__supervise-piped";
 /// Exit status of a command stopped by its timeout (as coreutils `timeout`).
 pub const TIMED_OUT: i32 = 124;
 /// Between SIGTERM and SIGKILL of a command that overran its timeout.
-const KILL_AFTER: Duration = Duration::from_secs(10);
+pub const KILL_AFTER: Duration = Duration::from_secs(10);
 /// The lock descriptor the agent passes in.
 const LOCK_FD: i32 = 9;
 
@@ -68,106 +69,53 @@ fn main_with(args: &[OsString], piped: bool) -> i32 {
     rc
 }
 
-/// Run the command in its own process group; its exit status as a shell reports it.
+/// Run the command in its own process group (process.rs); its exit status as a shell reports
+/// it. Over the timeout: SIGTERM to the group, SIGKILL KILL_AFTER later, status TIMED_OUT.
+/// The program's group is its own in both modes, so the deadline kills what it started.
+/// Piped ([`ARG_PIPED`]): the output is read through process.rs and copied to ours as it
+/// arrives; once our reader is gone (the agent was killed) it is still read and dropped, so
+/// the program never blocks on a full pipe or gets a SIGPIPE.
 fn run(program: &OsString, args: &[OsString], timeout: Duration, piped: bool) -> i32 {
     let mut cmd = Command::new(program);
     cmd.args(args);
-    if piped {
-        cmd.stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
+    // 0 = no timeout, as for coreutils `timeout` (the agent always passes one).
+    let limits = process::Limits {
+        deadline: (!timeout.is_zero()).then_some(timeout),
+        ..process::Limits::new(timeout).kill_grace(KILL_AFTER)
+    };
+    let result = if piped {
+        let (mut out, mut err) = (Some(std::io::stdout()), Some(std::io::stderr()));
+        process::run_streaming(cmd, &limits, None, &mut |stream, chunk| match stream {
+            process::Stream::Stdout => relay(&mut out, chunk),
+            process::Stream::Stderr => relay(&mut err, chunk),
+        })
     } else {
-        cmd.process_group(0);
-    }
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{}: {e}", program.to_string_lossy());
-            return match e.kind() {
+        process::run_inherited(cmd, &limits)
+    };
+    match result {
+        Ok(s) => s.code().or(s.signal().map(|sig| 128 + sig)).unwrap_or(1),
+        Err(process::ProcessError::TimedOut { .. }) => TIMED_OUT,
+        Err(process::ProcessError::Spawn { source, .. }) => {
+            eprintln!("{}: {source}", program.to_string_lossy());
+            match source.kind() {
                 std::io::ErrorKind::PermissionDenied => 126,
                 _ => 127,
-            };
-        }
-    };
-    let pid = child.id() as libc::pid_t;
-    if let Some(out) = child.stdout.take() {
-        std::thread::spawn(move || relay(out, std::io::stdout()));
-    }
-    if let Some(err) = child.stderr.take() {
-        std::thread::spawn(move || relay(err, std::io::stderr()));
-    }
-    // Its own group, or (piped) only the program: the supervisor shares its group.
-    let target = if piped { pid } else { -pid };
-    // 0 = no timeout, as for coreutils `timeout`.
-    let timed_out = !timeout.is_zero() && !exits_within(pid, timeout);
-    if timed_out {
-        // SAFETY: signals the command's own process group (made by process_group(0)), or
-        // the piped program itself.
-        unsafe { libc::kill(target, libc::SIGTERM) };
-        if !exits_within(pid, KILL_AFTER) {
-            // SAFETY: as above.
-            unsafe { libc::kill(target, libc::SIGKILL) };
-        }
-    }
-    let status = loop {
-        match child.wait() {
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            other => break other,
-        }
-    };
-    match status {
-        _ if timed_out => TIMED_OUT,
-        Ok(s) => s.code().or(s.signal().map(|sig| 128 + sig)).unwrap_or(1),
-        Err(_) => 1,
-    }
-}
-
-/// Copy the program's output to ours until it closes; once our reader is gone (the agent
-/// was killed), keep draining so the program never blocks or gets a SIGPIPE. Threads that a
-/// daemon's inherited pipe keeps alive end with the supervisor, which does not wait for them.
-fn relay(mut from: impl std::io::Read, mut to: impl Write) {
-    let mut buf = [0u8; 8192];
-    let mut sink_ok = true;
-    loop {
-        match from.read(&mut buf) {
-            Ok(0) => return,
-            Ok(n) => {
-                if sink_ok {
-                    sink_ok = to.write_all(&buf[..n]).and_then(|()| to.flush()).is_ok();
-                }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return,
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            1
         }
     }
 }
 
-/// Wait up to `limit` for `pid` to exit, without reaping it (a pidfd becomes readable).
-fn exits_within(pid: libc::pid_t, limit: Duration) -> bool {
-    // SAFETY: pidfd_open returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        // No pidfd (kernel < 5.3): wait without a timeout rather than not at all.
-        return true;
-    }
-    // SAFETY: fd is a fresh descriptor we own.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-    let deadline = Instant::now() + limit;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let ms = left.as_millis().min(i32::MAX as u128) as i32;
-        let mut p = libc::pollfd {
-            fd: pidfd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        match unsafe { libc::poll(&mut p, 1, ms) } {
-            n if n > 0 => return true,
-            0 if left.is_zero() || ms == 0 => return false,
-            0 => continue,
-            _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
-            _ => return true,
-        }
+/// Copy `chunk` to `sink`; after the first write error (the agent's end is closed) the
+/// sink is dropped and the rest is discarded.
+fn relay<W: Write>(sink: &mut Option<W>, chunk: &[u8]) {
+    if let Some(w) = sink
+        && w.write_all(chunk).and_then(|()| w.flush()).is_err()
+    {
+        *sink = None;
     }
 }
 
@@ -185,6 +133,7 @@ fn record(path: &Path, rc: i32) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     fn os(v: &[&str]) -> Vec<OsString> {
         v.iter().map(OsString::from).collect()

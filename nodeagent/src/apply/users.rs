@@ -1,4 +1,4 @@
-//! users, groups, sudo rules, ssh authorized keys. Owner: apply.
+//! users, groups, sudo rules, ssh authorized keys.
 //!
 //! The image's own shadow tools do the work (`groupadd`, `useradd`, `usermod`, `chpasswd`),
 //! run via `chroot DIR` under `--root`. Every step first reads the target's user database, so
@@ -220,10 +220,14 @@ pub fn user(ctx: &mut Ctx<'_>, u: &UserSpec, new_user: Option<&str>) -> Result<O
     }
     let db = ctx.db()?.clone();
     if !db.users.contains_key(&u.name) {
-        // Missing supplementary groups are created first, as cloud-init does.
-        for g in &u.groups {
-            if !db.groups.contains_key(g) {
+        // Missing groups are created first, in cloud-init's order: the supplementary groups,
+        // then the primary group, which add_user creates only when `groups` is given too.
+        let primary = u.primary_group.iter().filter(|_| !u.groups.is_empty());
+        let mut made: Vec<&str> = Vec::new();
+        for g in u.groups.iter().chain(primary) {
+            if !db.groups.contains_key(g) && !made.contains(&g.as_str()) {
                 commands::run_tool(&t, &["groupadd", g], None).map_err(|e| e.within(&place))?;
+                made.push(g);
             }
         }
         let args = useradd_args(u);

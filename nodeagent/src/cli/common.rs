@@ -1,10 +1,10 @@
-//! Flags shared by every command that reads bootstrap data. Owner: core.
+//! Flags shared by every command that reads bootstrap data.
 
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct DataArgs {
-    /// Where to read bootstrap data: vmware, fwcfg, dir:PATH or nocloud:PATH (default: detect).
+    /// Where to read bootstrap data: vmware, ovf, fwcfg, dir:PATH or nocloud:PATH (default: detect).
     #[arg(long, value_name = "T")]
     pub transport: Option<String>,
     /// Host facts (YAML or JSON) replacing detection, for reproducible renders.

@@ -74,6 +74,8 @@ pub fn main() -> i32 {
         return crate::apply::supervise::main_piped(&args[2..]);
     }
     let cli = Cli::parse();
+    // A panic (a bug: input must never cause one) is reported as `failed`, never silent.
+    crate::report::install_panic_hook();
     let under_systemd =
         std::env::var_os("JOURNAL_STREAM").is_some() || std::env::var_os("INVOCATION_ID").is_some();
     match &cli.command {

@@ -1,4 +1,4 @@
-//! `nodeagent run`: read, plan, apply (stage local, main or all), journaled. Owner: apply.
+//! `nodeagent run`: read, plan, apply (stage local, main or all), journaled.
 
 use crate::apply::{self, Options, StageSel, Target};
 use crate::error::{Result, exit};
@@ -49,6 +49,10 @@ pub fn run(args: Args) -> i32 {
 }
 
 fn run_inner(args: &Args, target: Target) -> Result<i32> {
+    // No external program of this run outlives RUN_DEADLINE_SECS (TimeoutStartSec=infinity).
+    crate::process::set_run_deadline(std::time::Duration::from_secs(
+        crate::limits::RUN_DEADLINE_SECS,
+    ));
     let stage = match args.stage {
         StageArg::Local => StageSel::Local,
         StageArg::Main => StageSel::Main,
@@ -69,10 +73,14 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     // The main unit waits for the network before host facts feed the templates; `--stage
     // all` waits after its local half (below), once the network configuration is written.
     let net_warning = if stage == StageSel::Main && args.data.facts.is_none() {
-        wait_on_network(&mut inputs, &target)
+        let (facts, warning) = wait_on_network(&inputs, &target);
+        inputs.facts = facts;
+        warning
     } else {
         None
     };
+    // From here a panic on this thread also reaches the platform (report::install_panic_hook).
+    let _panic_channel = report::arm_panic_channel(inputs.transport.as_ref());
     let prepared = if stage == StageSel::Local {
         pipeline::prepare_local(&inputs)
     } else {
@@ -82,6 +90,16 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         Ok(p) => p,
         Err(e) => return Err(report_bad_input(&inputs, &target, e)),
     };
+    // A document the main stage will refuse is refused by the local stage too, so that a
+    // refusal changes nothing on disk with the two units as with `--stage all` (no hostname,
+    // no network written). Template errors are left to the main stage: before the network
+    // is up, host facts a template uses (an address) may not exist yet.
+    if stage == StageSel::Local
+        && let Err(e) = pipeline::prepare(&inputs)
+        && e.stage != crate::error::Stage::Template
+    {
+        return Err(report_bad_input(&inputs, &target, e));
+    }
     if stage != StageSel::All {
         let earlier = Earlier {
             ran: 0,
@@ -100,9 +118,9 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         execute(args, &inputs, &local, StageSel::Local, target.clone(), None)?.earlier;
     let prepared = if args.data.facts.is_none() {
         inputs.facts = crate::facts::Facts::detect(&inputs.root);
-        earlier
-            .warnings
-            .extend(wait_on_network(&mut inputs, &target));
+        let (facts, warning) = wait_on_network(&inputs, &target);
+        inputs.facts = facts;
+        earlier.warnings.extend(warning);
         pipeline::prepare(&inputs).map_err(|e| report_bad_input(&inputs, &target, e))?
     } else {
         // `--facts FILE` stands for the host as it is; it is not detected again.
@@ -296,20 +314,27 @@ struct Executed {
 /// The metadata's `wait-on-network`: wait (bounded, phase `waiting` with a detail) for the
 /// address before host facts feed templates and `guestinfo.local-ipv4`. Returns the warning
 /// when the deadline passed. Metadata that does not parse is reported by `prepare`.
-fn wait_on_network(inputs: &mut pipeline::Inputs, target: &Target) -> Option<String> {
-    let md = inputs
+/// The host facts once the metadata's `wait-on-network` is met (or its deadline passed, with
+/// the warning); the facts as gathered when nothing is asked. Takes `inputs` shared: the
+/// panic channel borrows its transport for the whole run.
+fn wait_on_network(
+    inputs: &pipeline::Inputs,
+    target: &Target,
+) -> (crate::facts::Facts, Option<String>) {
+    let want = inputs
         .raw
         .metadata
         .as_ref()
-        .and_then(|d| crate::metadata::parse(&d.text, "guestinfo.metadata").ok())?;
-    let want = md.wait_on_network;
-    if !(want.ipv4 || want.ipv6) {
-        return None;
-    }
+        .and_then(|d| crate::metadata::parse(&d.text, "guestinfo.metadata").ok())
+        .map(|md| md.wait_on_network)
+        .filter(|w| w.ipv4 || w.ipv6);
+    let Some(want) = want else {
+        return (inputs.facts.clone(), None);
+    };
     let iid = pipeline::instance_id(inputs).unwrap_or_default();
     let timeout = std::time::Duration::from_secs(inputs.image.wait_on_network_timeout_secs);
     let root = inputs.root.clone();
-    let first = std::mem::take(&mut inputs.facts);
+    let first = inputs.facts.clone();
     let mut reporter = Reporter::new(Some(inputs.transport.as_ref()), &target.root, &iid);
     let (facts, warning) = crate::netwait::wait(
         &want,
@@ -325,9 +350,8 @@ fn wait_on_network(inputs: &mut pipeline::Inputs, target: &Target) -> Option<Str
             reporter.detail(detail);
         },
     );
-    inputs.facts = facts;
     if let Some(w) = &warning {
         tracing::warn!("{w}");
     }
-    warning
+    (facts, warning)
 }

@@ -4,6 +4,9 @@
 //! mean to cloud-init. Strict by default: an unknown or unsupported top-level key is an
 //! error naming the key and its line; with `compat` it is a warning and ignored.
 
+// Parses untrusted input: no byte-index slicing or indexing that could panic.
+#![deny(clippy::string_slice, clippy::indexing_slicing)]
+
 mod types;
 
 pub use types::*;
@@ -35,7 +38,10 @@ pub fn payload_kind(text: &str) -> PayloadKind {
     // Only the head decides; a prefix cut on a char boundary (fuzz: a cut inside a
     // multi-byte char at byte 4096 panicked).
     let trimmed = text.trim_start();
-    let head = trimmed[..trimmed.floor_char_boundary(4096)].to_ascii_lowercase();
+    let head = trimmed
+        .get(..trimmed.floor_char_boundary(4096))
+        .unwrap_or_default()
+        .to_ascii_lowercase();
     if head.starts_with("#cloud-config-archive") {
         PayloadKind::CloudConfigArchive
     } else if head.starts_with("#cloud-config") {
@@ -76,6 +82,7 @@ const SUPPORTED: &[&str] = &[
     "final_message",
     "growpart",
     "resize_rootfs",
+    "vendor_data",
     // Multi-part merge directives: meaningless for one part, accepted and ignored.
     "merge_how",
     "merge_type",
@@ -157,7 +164,6 @@ const UNSUPPORTED: &[&str] = &[
     "ubuntu_pro",
     "updates",
     "user",
-    "vendor_data",
     "wireguard",
     "yum_repo_dir",
     "yum_repos",
@@ -279,6 +285,7 @@ pub fn from_node(root: &Node, source: &str, compat: bool) -> Result<Parsed> {
     field!(final_message);
     field!(growpart);
     field!(resize_rootfs);
+    field!(vendor_data);
     if cfg.write_files.len() > crate::limits::MAX_WRITE_FILES {
         return Err(Error::new(
             Stage::CloudConfig,
@@ -384,4 +391,5 @@ fn check_permissions(
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::string_slice)]
 mod tests;

@@ -1,5 +1,8 @@
 //! Field types of the cloud-config modules, accepting exactly the shapes cloud-init accepts.
 
+// Parses untrusted input: no byte-index slicing or indexing that could panic.
+#![deny(clippy::string_slice, clippy::indexing_slicing)]
+
 use serde::Deserialize;
 use serde::de::{self, Deserializer};
 use serde_json::Value;
@@ -28,6 +31,16 @@ pub struct CloudConfig {
     pub final_message: Option<String>,
     pub growpart: Option<Growpart>,
     pub resize_rootfs: Option<ResizeRootfs>,
+    pub vendor_data: Option<VendorData>,
+}
+
+/// `vendor_data:` in user-data: whether the platform's vendordata applies (stages.py
+/// `_consume_vendordata`: `enabled` false turns it off; `prefix` only affects vendor scripts).
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VendorData {
+    pub enabled: Option<Flag>,
+    pub prefix: Option<Value>,
 }
 
 /// A boolean as cloud-init's `translate_bool` reads it: YAML booleans, or the strings
@@ -143,6 +156,40 @@ impl<'de> Deserialize<'de> for StrList {
     }
 }
 
+/// `ssh_authorized_keys` of a user as cloud-init's `create_user` takes it: a list, one key
+/// as a string (never split: a key has no commas to split at, but it has spaces), or a
+/// mapping whose values are the keys.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct KeyList(pub Vec<String>);
+
+impl<'de> Deserialize<'de> for KeyList {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let items = match Value::deserialize(d)? {
+            Value::Null => return Ok(KeyList(Vec::new())),
+            Value::String(s) => return Ok(KeyList(vec![s])),
+            Value::Array(items) => items,
+            Value::Object(m) => m.into_iter().map(|(_, v)| v).collect(),
+            other => {
+                return Err(de::Error::custom(format!(
+                    "expected a key, a list of keys or a mapping of keys, found {}",
+                    crate::metadata::kind(&other)
+                )));
+            }
+        };
+        items
+            .into_iter()
+            .map(|v| match v {
+                Value::String(s) => Ok(s),
+                other => Err(de::Error::custom(format!(
+                    "an SSH key is a string, found {}",
+                    crate::metadata::kind(&other)
+                ))),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(KeyList)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum UserItem {
     /// The image's default user (`default`).
@@ -184,7 +231,7 @@ pub struct UserEntry {
     pub shell: Option<String>,
     pub sudo: Option<Value>,
     #[serde(default)]
-    pub ssh_authorized_keys: Vec<String>,
+    pub ssh_authorized_keys: KeyList,
     #[serde(default)]
     pub system: Flag,
     #[serde(default)]

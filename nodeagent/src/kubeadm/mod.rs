@@ -1,15 +1,19 @@
-//! kubeadm step: typed kubeadm config (v1beta3/v1beta4), detection in runcmd, endpoint wait, init/join with retries. Owner: kubeadm.
+//! kubeadm step: typed kubeadm config (v1beta3/v1beta4), detection in runcmd, endpoint wait, init/join with retries.
 //!
-//! - `config`: the typed kubeadm API and its strict parser;
+//! - `api`: the kubeadm configuration documents as typed structs;
+//! - `config`: their strict parser and kubeadm's validation rules;
 //! - `detect`: recognising CABPK's kubeadm runcmd line;
 //! - `preflight`: config + PKI checks on a built plan, before any write;
 //! - `endpoint`: bounded TCP wait with backoff and jitter;
+//! - `reset`: what `kubeadm reset -f` deletes and what to write again before a retry;
 //! - `run`: kubeadm invocation, retries, output capture, sentinel.
 
+pub mod api;
 pub mod config;
 pub mod detect;
 pub mod endpoint;
 pub mod preflight;
+pub mod reset;
 pub mod run;
 
 use crate::error::Result;
@@ -29,7 +33,8 @@ pub fn preflight(plan: &Plan, root: &std::path::Path) -> Result<()> {
 }
 
 /// Execute the kubeadm step: wait for the endpoint (join), run kubeadm (from PATH) with a
-/// deadline, retry joins with `kubeadm reset -f` in between, write the sentinel on success.
+/// deadline, retry joins with `kubeadm reset -f` in between (then `restore` writes again the
+/// bootstrap files reset deleted), write the sentinel on success.
 /// On failure it reports `failed` with kubeadm's last output lines before returning the error.
 /// `root` is the `--root`.
 pub fn execute(
@@ -37,6 +42,14 @@ pub fn execute(
     settings: &crate::config::KubeadmSettings,
     root: &std::path::Path,
     reporter: &mut crate::report::Reporter<'_>,
+    restore: &dyn Fn() -> Result<()>,
 ) -> Result<()> {
-    run::execute_with(spec, settings, root, reporter, &run::Runner::default())
+    run::execute_restoring(
+        spec,
+        settings,
+        root,
+        reporter,
+        &run::Runner::default(),
+        restore,
+    )
 }

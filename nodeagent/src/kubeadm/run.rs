@@ -1,6 +1,7 @@
 //! Running kubeadm: endpoint wait before a join, a deadline per invocation, output into
 //! the journal and `/var/log/nodeagent/kubeadm.log` with secrets redacted, `kubeadm reset -f`
-//! between join attempts, the CAPI sentinel only after success.
+//! between join attempts followed by a restore of the bootstrap files it deleted, the CAPI
+//! sentinel only after success.
 
 use super::detect::SENTINEL;
 use super::endpoint;
@@ -8,12 +9,14 @@ use super::preflight::under_root;
 use crate::config::KubeadmSettings;
 use crate::error::{Error, Result, Stage};
 use crate::plan::{KubeadmMode, KubeadmSpec};
+use crate::process;
 use crate::redact::StreamRedactor;
 use crate::report::{Phase, Reporter, TAIL_LINES};
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 pub const OUTPUT_LOG: &str = "var/log/nodeagent/kubeadm.log";
@@ -21,6 +24,9 @@ pub const OUTPUT_LOG: &str = "var/log/nodeagent/kubeadm.log";
 pub const STEP: &str = "kubeadm";
 /// Longest output line kept (after redaction); the rest is cut.
 const MAX_LINE: usize = crate::limits::KUBEADM_MAX_LINE;
+/// How much longer than the supervisor's kill grace the agent waits for a supervisor whose
+/// kubeadm overran its deadline (it records the status and exits right after the kill).
+const SUPERVISOR_SLACK: Duration = Duration::from_secs(5);
 /// Deadline of one `kubeadm reset -f`.
 const RESET_TIMEOUT: Duration = Duration::from_secs(crate::limits::KUBEADM_RESET_TIMEOUT_SECS);
 
@@ -83,6 +89,20 @@ pub fn execute_with(
     root: &Path,
     reporter: &mut Reporter<'_>,
     runner: &Runner,
+) -> Result<()> {
+    execute_restoring(spec, settings, root, reporter, runner, &|| Ok(()))
+}
+
+/// `execute_with`, calling `restore` after each `kubeadm reset -f` and before the next join
+/// attempt: it writes again the bootstrap files reset deleted (see `reset.rs`). A failed
+/// restore ends the retries: an attempt without the node's CA cannot succeed.
+pub fn execute_restoring(
+    spec: &KubeadmSpec,
+    settings: &KubeadmSettings,
+    root: &Path,
+    reporter: &mut Reporter<'_>,
+    runner: &Runner,
+    restore: &dyn Fn() -> Result<()>,
 ) -> Result<()> {
     let sentinel = under_root(root, SENTINEL);
     if sentinel.exists() {
@@ -209,6 +229,14 @@ pub fn execute_with(
                 if !reset.success {
                     tracing::warn!("kubeadm reset -f failed: {}", reset.reason);
                 }
+                if let Err(e) = restore() {
+                    let tail = last.map(|o| o.tail).unwrap_or_default();
+                    return fail(
+                        reporter,
+                        format!("cannot restore the bootstrap files after kubeadm reset: {e}"),
+                        &tail,
+                    );
+                }
                 let pause = endpoint::backoff(
                     attempt - 1,
                     settings.backoff_initial_secs,
@@ -314,14 +342,14 @@ impl OutputLog {
     }
 }
 
-/// Run `runner.program args…` with a deadline, streaming redacted output to `log`.
+/// Run `runner.program args…` with a deadline (process.rs: the whole group is killed when it
+/// passes), streaming redacted output lines to `log`.
 pub fn run_kubeadm(
     runner: &Runner,
     args: &[String],
     timeout: Duration,
     log: &mut OutputLog,
 ) -> Outcome {
-    use std::os::unix::process::CommandExt;
     let shown =
         crate::redact::redact_text(&format!("{} {}", runner.program.display(), args.join(" ")));
     log.line(&format!("$ {shown}"));
@@ -334,14 +362,23 @@ pub fn run_kubeadm(
             .filter(|_| main_call)
             .map(|s| (s.exe.clone(), s.rc.clone(), s.lock_fd))
     });
-    let mut cmd = match &sup {
-        None => Command::new(&runner.program),
+    // Supervised, kubeadm's own deadline is the supervisor's (it kills kubeadm's group and
+    // records the timeout); the agent's bound on the supervisor is that plus the kill grace,
+    // so it only fires if the supervisor itself hangs. Both are cut to the run's deadline.
+    let margin = crate::apply::supervise::KILL_AFTER + SUPERVISOR_SLACK;
+    let own = match process::run_time_left() {
+        Some(left) if sup.is_some() => timeout.min(left.saturating_sub(margin)),
+        Some(left) => timeout.min(left),
+        None => timeout,
+    };
+    let (mut cmd, limits) = match &sup {
+        None => (Command::new(&runner.program), process::Limits::new(timeout)),
         Some((exe, rc, lock_fd)) => {
             let mut c = Command::new(exe);
             c.arg0("nodeagent")
                 .arg(crate::apply::supervise::ARG_PIPED)
                 .arg(rc)
-                .arg(timeout.as_secs().max(1).to_string())
+                .arg(own.as_secs().max(1).to_string())
                 .arg(&runner.program);
             let fd = *lock_fd;
             // SAFETY: only async-signal-safe calls (fcntl, dup2) between fork and exec.
@@ -356,114 +393,45 @@ pub fn run_kubeadm(
                     Ok(())
                 });
             }
-            c
+            (
+                c,
+                process::Limits::new(own.max(Duration::from_secs(1)) + margin),
+            )
         }
     };
-    cmd.args(args)
-        .envs(runner.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    cmd.process_group(0);
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            let reason = format!("cannot start {}: {e}", runner.program.display());
-            log.line(&reason);
-            return Outcome {
-                success: false,
-                reason,
-                tail: vec![],
-            };
-        }
-    };
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    let readers: Vec<_> = [
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
-        child.stderr.take().map(|s| Box::new(s) as _),
-    ]
-    .into_iter()
-    .flatten()
-    .map(|stream| {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            let mut r = BufReader::new(stream);
-            let mut red = StreamRedactor::default();
-            let mut buf = Vec::new();
-            while r
-                .read_until(b'\n', &mut buf)
-                .map(|n| n > 0)
-                .unwrap_or(false)
-            {
-                let text = String::from_utf8_lossy(&buf);
-                let mut line = red.line(text.trim_end_matches(['\n', '\r']));
-                if line.len() > MAX_LINE {
-                    let mut cut = MAX_LINE;
-                    while !line.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    line.truncate(cut);
-                    line.push('…');
-                }
-                if tx.send(line).is_err() {
-                    break;
-                }
-                buf.clear();
-            }
-        })
-    })
-    .collect();
-    drop(tx);
-    let deadline = Instant::now() + timeout;
+    cmd.args(args).envs(runner.env.iter().map(|(k, v)| (k, v)));
+    let mut lines = [LineSplitter::default(), LineSplitter::default()];
     let mut tail: VecDeque<String> = VecDeque::with_capacity(TAIL_LINES + 1);
-    let mut timed_out = false;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left.min(Duration::from_millis(200))) {
-            Ok(line) => {
-                log.line(&line);
-                tail.push_back(line);
-                if tail.len() > TAIL_LINES {
-                    tail.pop_front();
-                }
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                if Instant::now() >= deadline {
-                    timed_out = true;
-                    // The whole process group: kubeadm's children must not outlive the deadline.
-                    let _ = nix::sys::signal::killpg(
-                        nix::unistd::Pid::from_raw(child.id() as i32),
-                        nix::sys::signal::Signal::SIGKILL,
-                    );
-                    break;
-                }
-            }
-        }
-    }
-    let status = child.wait();
-    // Drain what the readers still hold, without blocking on a grandchild keeping a pipe open.
-    while let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
+    let mut keep = |line: String, log: &mut OutputLog| {
         log.line(&line);
         tail.push_back(line);
         if tail.len() > TAIL_LINES {
             tail.pop_front();
         }
+    };
+    let result = process::run_streaming(cmd, &limits, None, &mut |stream, chunk| {
+        let splitter = &mut lines[stream as usize];
+        splitter.push(chunk, &mut |l| keep(l, log));
+    });
+    for splitter in &mut lines {
+        splitter.finish(&mut |l| keep(l, log));
     }
-    if !timed_out {
-        for r in readers {
-            let _ = r.join();
-        }
-    }
-    let tail: Vec<String> = tail.into();
-    let (success, reason) = match status {
-        _ if timed_out => (false, format!("timed out after {}s", timeout.as_secs())),
+    let (success, reason) = match result {
         Ok(s) if s.success() => (true, String::new()),
+        // The supervisor stopped kubeadm at its deadline (as coreutils `timeout` says it).
+        Ok(s) if sup.is_some() && s.code() == Some(crate::apply::supervise::TIMED_OUT) => (
+            false,
+            format!(
+                "timed out after {}",
+                process::show_duration(own.max(Duration::from_secs(1)))
+            ),
+        ),
         Ok(s) => (false, s.to_string()),
-        Err(e) => (false, format!("wait failed: {e}")),
+        Err(process::ProcessError::TimedOut { after, .. }) => (
+            false,
+            format!("timed out after {}", process::show_duration(after)),
+        ),
+        Err(e) => (false, e.to_string()),
     };
     log.line(&format!(
         "# {} {}",
@@ -473,6 +441,72 @@ pub fn run_kubeadm(
     Outcome {
         success,
         reason,
-        tail,
+        tail: tail.into(),
+    }
+}
+
+/// Raw bytes of one line kept for redaction: more than MAX_LINE, so that a secret which
+/// straddles the MAX_LINE cut is still whole when the redactor sees it.
+const RAW_LINE: usize = 4 * MAX_LINE;
+
+/// Splits one output stream into redacted lines of at most MAX_LINE bytes. A line longer
+/// than that is cut and the rest of it dropped, so memory stays bounded whatever is printed.
+#[derive(Default)]
+struct LineSplitter {
+    buf: Vec<u8>,
+    /// The current line was already emitted (cut); skip until its end.
+    skipping: bool,
+    redactor: StreamRedactor,
+}
+
+impl LineSplitter {
+    fn push(&mut self, mut chunk: &[u8], emit: &mut dyn FnMut(String)) {
+        while !chunk.is_empty() {
+            let (part, rest, ended) = match chunk.iter().position(|&b| b == b'\n') {
+                Some(i) => (
+                    chunk.get(..i).unwrap_or_default(),
+                    chunk.get(i + 1..).unwrap_or_default(),
+                    true,
+                ),
+                None => (chunk, &[][..], false),
+            };
+            chunk = rest;
+            if !self.skipping {
+                let room = RAW_LINE.saturating_sub(self.buf.len());
+                self.buf
+                    .extend_from_slice(part.get(..room.min(part.len())).unwrap_or_default());
+                if self.buf.len() >= RAW_LINE {
+                    self.flush(emit);
+                    self.skipping = true;
+                }
+            }
+            if ended {
+                if !self.skipping {
+                    self.flush(emit);
+                }
+                self.skipping = false;
+            }
+        }
+    }
+
+    fn finish(&mut self, emit: &mut dyn FnMut(String)) {
+        if !self.buf.is_empty() && !self.skipping {
+            self.flush(emit);
+        }
+    }
+
+    fn flush(&mut self, emit: &mut dyn FnMut(String)) {
+        let text = String::from_utf8_lossy(&self.buf);
+        let mut line = self.redactor.line(text.trim_end_matches('\r'));
+        if line.len() > MAX_LINE {
+            let mut cut = MAX_LINE;
+            while !line.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            line.truncate(cut);
+            line.push('…');
+        }
+        self.buf.clear();
+        emit(line);
     }
 }

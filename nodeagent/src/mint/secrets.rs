@@ -3,6 +3,9 @@
 //! type `cluster.x-k8s.io/secret`, label `cluster.x-k8s.io/cluster-name`, base64 `data`.
 //! And the reverse, so join bundles can be minted for a cluster CAPI already runs.
 
+// Parses untrusted input: no byte-index slicing or indexing that could panic.
+#![deny(clippy::string_slice, clippy::indexing_slicing)]
+
 use super::goyaml::{map, s, to_string};
 use super::pki::{CaPair, Pki};
 use crate::error::{Error, Result, Stage};

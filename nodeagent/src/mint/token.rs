@@ -1,6 +1,9 @@
 //! kubeadm bootstrap tokens (`[a-z0-9]{6}.[a-z0-9]{16}` from the OS CSPRNG, rejection
 //! sampled as cluster-bootstrap does) and their `kube-system/bootstrap-token-<id>` Secret.
 
+// Parses untrusted input: no byte-index slicing or indexing that could panic.
+#![deny(clippy::string_slice, clippy::indexing_slicing)]
+
 use crate::error::{Error, Result, Stage};
 use base64::Engine;
 use time::{Duration, OffsetDateTime};
@@ -24,7 +27,7 @@ fn random_chars(n: usize) -> Result<String> {
             if out.len() == n {
                 break;
             }
-            out.push(ALPHABET[(b % 36) as usize] as char);
+            out.extend(ALPHABET.get((b % 36) as usize).map(|&c| c as char));
         }
     }
     Ok(out)
@@ -102,8 +105,20 @@ pub fn parse_ttl(s: &str) -> Result<Duration> {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::string_slice)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_multi_byte_unit_is_refused_not_a_panic() {
+        for bad in ["1é", "é", "24ĥ", "€"] {
+            let e = parse_ttl(bad).unwrap_err();
+            assert_eq!(e.place, "--ttl", "{bad}");
+            let e = crate::mint::pki::parse_validity(bad, "--validity").unwrap_err();
+            assert_eq!(e.place, "--validity", "{bad}");
+        }
+        assert_eq!(parse_ttl("24h").unwrap(), Duration::hours(24));
+    }
 
     #[test]
     fn tokens_match_the_kubeadm_format_and_differ() {

@@ -1,5 +1,8 @@
 //! kubeadm discovery CA hashes (`sha256:<hex>` of each certificate's DER SubjectPublicKeyInfo),
-//! as CAPI's `hashCert` and kubeadm's `pubkeypin.Hash` compute them. Owner: mint.
+//! as CAPI's `hashCert` and kubeadm's `pubkeypin.Hash` compute them.
+
+// Parses untrusted input: no byte-index slicing or indexing that could panic.
+#![deny(clippy::string_slice, clippy::indexing_slicing)]
 
 use crate::error::{Error, Result, Stage};
 use sha2::{Digest, Sha256};
@@ -33,6 +36,7 @@ fn err(message: String) -> Error {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::string_slice)]
 mod tests {
     use super::*;
 

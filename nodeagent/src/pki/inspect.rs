@@ -2,6 +2,9 @@
 //! walker for private keys. Serial number 0 (what Cluster API's CAs carry) is fine here.
 //! Nothing returned or reported ever contains private key material.
 
+// Parses untrusted input: no byte-index slicing or indexing that could panic.
+#![deny(clippy::string_slice, clippy::indexing_slicing)]
+
 use x509_parser::extensions::GeneralName;
 use x509_parser::pem::Pem;
 use x509_parser::x509::SubjectPublicKeyInfo;
@@ -153,7 +156,7 @@ fn spki_public(spki: &SubjectPublicKeyInfo) -> PubKey {
 /// A `PUBLIC KEY` (PKIX) PEM, as in `sa.pub`.
 pub fn parse_public_key(data: &[u8]) -> Result<PubKey, String> {
     let blocks = pem_blocks(data)?;
-    let (label, der) = &blocks[0];
+    let (label, der) = blocks.first().ok_or("no PEM block found")?;
     if label != "PUBLIC KEY" {
         return Err(format!(
             "PEM block `{label}` where a PUBLIC KEY was expected"
@@ -172,7 +175,7 @@ pub fn parse_private_key(data: &[u8]) -> Result<KeyPublic, String> {
         return Err("encrypted private key (kubeadm needs it unencrypted)".into());
     }
     let blocks = pem_blocks(data)?;
-    let (label, der) = &blocks[0];
+    let (label, der) = blocks.first().ok_or("no PEM block found")?;
     match label.as_str() {
         "RSA PRIVATE KEY" => pkcs1_public(der).map(KeyPublic::Known),
         "EC PRIVATE KEY" => sec1_public(der),
@@ -203,7 +206,7 @@ fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
         (len, 2 + n)
     };
     let end = hdr.checked_add(len)?;
-    (input.len() >= end).then(|| (tag, &input[hdr..end], &input[end..]))
+    Some((tag, input.get(hdr..end)?, input.get(end..)?))
 }
 
 fn seq_items(der: &[u8]) -> Option<Vec<(u8, &[u8])>> {
@@ -222,7 +225,7 @@ fn seq_items(der: &[u8]) -> Option<Vec<(u8, &[u8])>> {
 
 fn strip_zeros(b: &[u8]) -> Vec<u8> {
     let i = b.iter().position(|&x| x != 0).unwrap_or(b.len());
-    b[i..].to_vec()
+    b.get(i..).unwrap_or_default().to_vec()
 }
 
 fn pkcs1_public(der: &[u8]) -> Result<PubKey, String> {
@@ -243,13 +246,14 @@ fn sec1_public(der: &[u8]) -> Result<KeyPublic, String> {
     if !matches!(items.first(), Some((0x02, [1]))) || !matches!(items.get(1), Some((0x04, _))) {
         return Err("malformed EC private key (SEC1)".into());
     }
-    for (tag, content) in &items[2..] {
+    for (tag, content) in items.iter().skip(2) {
         if *tag == 0xa1 {
             let (t, bits, _) = tlv(content).ok_or("malformed EC public key field")?;
             if t != 0x03 || bits.first() != Some(&0) {
                 return Err("malformed EC public key field".into());
             }
-            return Ok(KeyPublic::Known(PubKey::Ec(bits[1..].to_vec())));
+            let point = bits.get(1..).unwrap_or_default();
+            return Ok(KeyPublic::Known(PubKey::Ec(point.to_vec())));
         }
     }
     Ok(KeyPublic::Unknown(
@@ -318,6 +322,7 @@ pub fn fmt_residual(secs: i64) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::string_slice)]
 mod tests {
     use super::*;
 

@@ -694,14 +694,39 @@ pub fn etc_hosts_template(hostname: &str, fqdn: &str) -> String {
     )
 }
 
+/// A group in the target's database, or made by a group or user step planned so far.
+fn group_exists_before(b: &Builder<'_>, g: &str) -> bool {
+    b.input.users.groups.iter().any(|x| x == g)
+        || b.steps.iter().any(|s| match &s.action {
+            Action::Group(x) => x.name == g,
+            Action::User(u) => {
+                u.groups.iter().any(|x| x == g)
+                    || (!u.groups.is_empty() && u.primary_group.as_deref() == Some(g))
+                    || (u.name == g && u.primary_group.is_none() && !u.no_user_group)
+            }
+            _ => false,
+        })
+}
+
 fn user(b: &mut Builder<'_>, i: usize, u: &crate::cloudconfig::UserEntry) -> Result<UserSpec> {
     let place = format!("users[{i}]");
     check_name(&u.name, format!("{place}.name"))?;
-    if let Some(g) = &u.primary_group {
-        check_name(g, format!("{place}.primary_group"))?;
-    }
     for g in &u.groups.0 {
         check_name(g, format!("{place}.groups"))?;
+    }
+    if let Some(g) = &u.primary_group {
+        check_name(g, format!("{place}.primary_group"))?;
+        // cloud-init's add_user creates a missing primary group only when `groups` is given
+        // too; alone, useradd fails and the user is never made. Refused here, before any write.
+        if u.groups.0.is_empty() && b.input.users.known && !group_exists_before(b, g) {
+            return Err(Error::new(
+                Stage::Plan,
+                format!("{place}.primary_group"),
+                format!(
+                    "group '{g}' does not exist and is not created before this user (cloud-init creates a primary group only together with groups:); add it to groups: or to the top-level groups:"
+                ),
+            ));
+        }
     }
     check_user_fields(u, &place)?;
     if u.plain_text_passwd.is_some() {
@@ -763,7 +788,7 @@ fn user(b: &mut Builder<'_>, i: usize, u: &crate::cloudconfig::UserEntry) -> Res
         }
     }
     check_new_user(b, u, uid, &place)?;
-    if (u.no_create_home.0 || u.system.0) && !u.ssh_authorized_keys.is_empty() {
+    if (u.no_create_home.0 || u.system.0) && !u.ssh_authorized_keys.0.is_empty() {
         return Err(Error::new(
             Stage::Plan,
             format!("{place}.ssh_authorized_keys"),
@@ -780,7 +805,7 @@ fn user(b: &mut Builder<'_>, i: usize, u: &crate::cloudconfig::UserEntry) -> Res
         passwd: u.passwd.clone().or_else(|| u.hashed_passwd.clone()),
         lock_passwd: u.lock_passwd.map(|f| f.0).unwrap_or(true),
         sudo,
-        ssh_authorized_keys: u.ssh_authorized_keys.clone(),
+        ssh_authorized_keys: u.ssh_authorized_keys.0.clone(),
         system: u.system.0,
         no_create_home: u.no_create_home.0,
         no_user_group: u.no_user_group.0,
@@ -1165,7 +1190,7 @@ fn check_user_fields(u: &crate::cloudconfig::UserEntry, place: &str) -> Result<(
             "must not contain a control character",
         ));
     }
-    for (j, k) in u.ssh_authorized_keys.iter().enumerate() {
+    for (j, k) in u.ssh_authorized_keys.0.iter().enumerate() {
         if k.chars().any(|c| c.is_control() && c != '\t') {
             return Err(Error::new(
                 Stage::Plan,
@@ -1218,15 +1243,9 @@ fn check_new_user(
         let exists = if let Ok(gid) = g.parse::<u32>() {
             db.gids.values().any(|&id| id == gid) || (!db.known && gid == 0)
         } else {
-            (if db.known {
-                db.groups.contains(g)
-            } else {
-                g == "root"
-            }) || b.steps.iter().any(|s| match &s.action {
-                Action::Group(x) => &x.name == g,
-                Action::User(o) => &o.name == g && !o.no_user_group,
-                _ => false,
-            }) || u.groups.0.contains(g)
+            // As cloud-init's add_user: a missing primary group is created when `groups` is
+            // given too (the check above refuses it alone).
+            (!db.known && g == "root") || group_exists_before(b, g) || !u.groups.0.is_empty()
         };
         if !exists {
             return Err(Error::new(

@@ -95,7 +95,8 @@ fn written<'a>(plan: &'a Plan, view: &TargetView) -> Vec<Written<'a>> {
             }
             Action::Mounts(_) => add(s, "/etc/fstab", false, "mounts".into()),
             Action::Ntp(n) if n.enabled => {
-                if let Ok(c) = crate::apply::ntp::choose(&n.client, view.chrony, view.timesyncd) {
+                if let Ok((c, _)) = crate::apply::ntp::pick(&n.client, view.chrony, view.timesyncd)
+                {
                     add(s, crate::apply::ntp::config_path(c), false, "ntp".into());
                 }
             }
@@ -249,7 +250,9 @@ fn check_tools(plan: &Plan, view: &TargetView) -> Result<()> {
                 }
             }
             Action::Ntp(n) if n.enabled => {
-                crate::apply::ntp::choose(&n.client, view.chrony, view.timesyncd).map_err(|e| {
+                // A client that is not installed is configured anyway and warned about (as
+                // cloud-init, which would install it): only what apply refuses is refused.
+                crate::apply::ntp::pick(&n.client, view.chrony, view.timesyncd).map_err(|e| {
                     Error::new(Stage::Plan, e.place, format!("{} in the target", e.message))
                 })?;
             }

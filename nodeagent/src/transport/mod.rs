@@ -21,9 +21,10 @@ pub trait Transport {
 pub mod dir;
 pub mod fwcfg;
 pub mod nocloud;
+pub mod ovf;
 pub mod vmware;
 
-// ---- Detection, spec parsing and whole-read helpers (owner: core-xport) ----
+// ---- Detection, spec parsing and whole-read helpers ----
 
 use crate::decode::{self, Decoded};
 use crate::error::{Error, Stage};
@@ -33,12 +34,16 @@ use std::path::{Path, PathBuf};
 
 pub use crate::limits::MAX_RAW_VALUE_BYTES;
 
-const VALID_SPECS: &str = "valid forms: `vmware`, `fwcfg`, `dir:PATH`, `nocloud:PATH`";
+const VALID_SPECS: &str = "valid forms: `vmware`, `ovf`, `fwcfg`, `dir:PATH`, `nocloud:PATH`";
 
 /// Parse a `--transport` / image-config transport spec.
 pub fn from_spec(spec: &str) -> Result<Box<dyn Transport>> {
     Ok(match parse_spec(spec)? {
         Spec::Vmware => Box::new(vmware::VmwareTransport::from_env()),
+        Spec::Ovf => Box::new(ovf::OvfTransport::new(
+            Box::new(vmware::VmwareTransport::from_env()),
+            Path::new("/"),
+        )),
         Spec::FwCfg => Box::new(fwcfg::FwCfgTransport::default()),
         Spec::Dir(p) => Box::new(dir::DirTransport::new(p)),
         Spec::NoCloud(p) => Box::new(nocloud::NoCloudTransport::new(p)),
@@ -47,6 +52,8 @@ pub fn from_spec(spec: &str) -> Result<Box<dyn Transport>> {
 
 enum Spec {
     Vmware,
+    /// The OVF environment in `guestinfo.ovfEnv`, read through the vmware helpers.
+    Ovf,
     FwCfg,
     Dir(PathBuf),
     NoCloud(PathBuf),
@@ -62,6 +69,7 @@ fn parse_spec(spec: &str) -> Result<Spec> {
     };
     match spec.split_once(':') {
         None if spec == "vmware" => Ok(Spec::Vmware),
+        None if spec == "ovf" => Ok(Spec::Ovf),
         None if spec == "fwcfg" => Ok(Spec::FwCfg),
         Some(("dir", p)) if !p.is_empty() => Ok(Spec::Dir(PathBuf::from(p))),
         Some(("nocloud", p)) if !p.is_empty() => Ok(Spec::NoCloud(PathBuf::from(p))),
@@ -97,7 +105,9 @@ pub fn read_all(t: &dyn Transport) -> Result<RawData> {
         let Some(raw) = t.get(key)? else {
             return Ok(None);
         };
-        if t.name() == "nocloud" {
+        // NoCloud seed files and OVF properties (decoded by the ovf transport itself) are
+        // taken verbatim: neither cloud-init datasource rstrips them.
+        if matches!(t.name(), "nocloud" | "ovf") {
             return decode::decode_plain(key, &raw).map(Some);
         }
         if !decode::is_present(&raw) {
@@ -130,7 +140,7 @@ pub fn detect_with_path(
     let mut log = Vec::new();
     for spec in order {
         let t: Box<dyn Transport> = match parse_spec(spec)? {
-            Spec::Vmware => {
+            Spec::Vmware | Spec::Ovf => {
                 let product = read_dmi_product(root);
                 let v = vmware::VmwareTransport::with_search_path(path_var);
                 // A.2: the datasource requires VMware in DMI; ds-identify requires a tool.
@@ -139,15 +149,21 @@ pub fn detect_with_path(
                     .is_some_and(|p| p.to_lowercase().contains("vmware"))
                 {
                     log.push(format!(
-                        "vmware: skipped: DMI product_name is {product:?}, not VMware"
+                        "{spec}: skipped: DMI product_name is {product:?}, not VMware"
                     ));
                     continue;
                 }
                 if !v.has_tool() {
-                    log.push("vmware: skipped: neither vmware-rpctool nor vmtoolsd on PATH".into());
+                    log.push(format!(
+                        "{spec}: skipped: neither vmware-rpctool nor vmtoolsd on PATH"
+                    ));
                     continue;
                 }
-                Box::new(v)
+                if spec == "ovf" {
+                    Box::new(ovf::OvfTransport::new(Box::new(v), root))
+                } else {
+                    Box::new(v)
+                }
             }
             Spec::FwCfg => {
                 let by_name = under(root, Path::new(fwcfg::DEFAULT_BY_NAME));
@@ -193,7 +209,7 @@ pub fn detect_with_path(
 fn has_data(t: &dyn Transport) -> Result<Option<&'static str>> {
     for key in ["metadata", "userdata"] {
         if t.get(key)?
-            .is_some_and(|raw| t.name() == "nocloud" || decode::is_present(&raw))
+            .is_some_and(|raw| matches!(t.name(), "nocloud" | "ovf") || decode::is_present(&raw))
         {
             return Ok(Some(key));
         }

@@ -1,4 +1,4 @@
-//! Transport vmware. Owner: core-xport.
+//! Transport vmware.
 //!
 //! guestinfo over the VMware RPC helpers, exactly as cloud-init (docs/formats.md A.4):
 //! `vmware-rpctool "info-get guestinfo.K"` (the RPC string is ONE argv element), and
@@ -14,22 +14,18 @@
 use super::{MAX_RAW_VALUE_BYTES, Transport, check_key};
 use crate::error::{Error, Result, Stage};
 use crate::limits::RPC_MAX_STDERR_BYTES;
+use crate::process;
 use std::ffi::{OsStr, OsString};
-use std::io::Read;
 use std::os::unix::ffi::OsStringExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub const RPCTOOL: &str = "vmware-rpctool";
 pub const VMTOOLSD: &str = "vmtoolsd";
 /// cloud-init's NOVAL: stderr of a helper when the key does not exist.
 pub const NO_VALUE: &str = "No value found";
-/// Most stderr bytes kept for an error message.
-
 #[derive(Debug)]
 pub struct VmwareTransport {
     pub rpctool: Option<PathBuf>,
@@ -116,124 +112,40 @@ impl VmwareTransport {
         }
     }
 
-    /// Spawn `path args...` in its own process group, capture bounded stdout/stderr, and
-    /// kill the group when it outlives the timeout. Errors are messages for `rpc`.
+    /// Run `path args...` through the bounded runner (process.rs): output capped, the
+    /// helper's whole process group killed when it outlives the timeout.
     fn run(
         &self,
         tool: &'static str,
         path: &Path,
         args: &[&OsStr],
     ) -> std::result::Result<Outcome, String> {
-        let mut attempt = 0;
-        let mut child = loop {
-            let spawned = Command::new(path)
-                .args(args)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .process_group(0)
-                .spawn();
-            match spawned {
-                Ok(c) => break c,
-                // ETXTBSY: the helper is being replaced (package upgrade) or another thread's
-                // fork briefly holds a write fd to it; it clears within milliseconds.
-                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && attempt < 50 => {
-                    attempt += 1;
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                Err(e) => return Err(format!("cannot run {}: {e}", path.display())),
+        let mut cmd = Command::new(path);
+        cmd.args(args);
+        let limits = process::Limits::new(self.timeout)
+            .stdout_cap(MAX_RAW_VALUE_BYTES)
+            .stderr_cap(RPC_MAX_STDERR_BYTES);
+        let out = process::run(cmd, &limits, None).map_err(|e| match e {
+            process::ProcessError::Spawn { source, .. } => {
+                format!("cannot run {}: {source}", path.display())
             }
-        };
-        let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
-        let kill_group = || {
-            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
-        };
-        let (tx, rx) = mpsc::channel();
-        for (idx, pipe) in [
-            child
-                .stdout
-                .take()
-                .map(|p| Box::new(p) as Box<dyn Read + Send>),
-            child
-                .stderr
-                .take()
-                .map(|p| Box::new(p) as Box<dyn Read + Send>),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            let Some(pipe) = pipe else { continue };
-            let tx = tx.clone();
-            let cap = if idx == 0 {
-                MAX_RAW_VALUE_BYTES
-            } else {
-                RPC_MAX_STDERR_BYTES
-            };
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let r = pipe.take(cap as u64 + 1).read_to_end(&mut buf);
-                let _ = tx.send((idx, r.map(|_| buf)));
-            });
-        }
-        drop(tx);
-        let deadline = Instant::now() + self.timeout;
-        let timeout_msg = || {
-            format!(
-                "{tool} timed out after {} ms and was killed",
-                self.timeout.as_millis()
-            )
-        };
-        let fail = |child: &mut std::process::Child, msg: String| {
-            kill_group();
-            let _ = child.wait();
-            Err(msg)
-        };
-        // Output first: the pipes reach EOF as soon as the helper (and anything it started)
-        // exits, so there is no polling delay. The child is not reaped yet, so its pid and
-        // process-group id cannot be reused while we may still kill the group.
-        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-        for _ in 0..2 {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok((0, Ok(b))) => stdout = b,
-                Ok((_, Ok(b))) => stderr = b,
-                Ok((_, Err(e))) => return fail(&mut child, format!("reading {tool} output: {e}")),
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
-                Err(mpsc::RecvTimeoutError::Timeout) => return fail(&mut child, timeout_msg()),
-            }
-        }
-        // Then the exit status (normally immediate once the pipes are closed).
-        let mut sleep = Duration::from_micros(100);
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(st)) => break st,
-                Ok(None) if Instant::now() >= deadline => return fail(&mut child, timeout_msg()),
-                Ok(None) => {
-                    std::thread::sleep(sleep);
-                    sleep = (sleep * 2).min(Duration::from_millis(20));
-                }
-                Err(e) => return fail(&mut child, format!("waiting for {tool}: {e}")),
-            }
-        };
-        if stdout.len() > MAX_RAW_VALUE_BYTES {
+            process::ProcessError::TimedOut { after, .. } => format!(
+                "{tool} timed out after {} and was killed",
+                process::show_duration(after)
+            ),
+            other => other.to_string(),
+        })?;
+        if out.stdout_cut {
             return Err(format!(
                 "{tool} printed more than {MAX_RAW_VALUE_BYTES} bytes (MAX_RAW_VALUE_BYTES)"
             ));
         }
-        stderr.truncate(RPC_MAX_STDERR_BYTES);
-        let status_text = match status.code() {
-            Some(c) => format!("exit status {c}"),
-            None => format!(
-                "killed by signal {}",
-                std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)
-            ),
-        };
         Ok(Outcome {
             tool,
-            success: status.success(),
-            status: status_text,
-            stdout,
-            stderr,
+            success: out.status.success(),
+            status: process::describe(&out.status),
+            stdout: out.stdout,
+            stderr: out.stderr,
         })
     }
 }

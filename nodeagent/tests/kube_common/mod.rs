@@ -294,8 +294,14 @@ impl Node {
     pub fn new(env: &[(&str, &str)]) -> Node {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("standin.jsonl");
-        let mut e: Vec<(String, String)> =
-            vec![("KUBEADM_STANDIN_LOG".into(), log.display().to_string())];
+        // The stand-in acts on the node's files under its root (never the host's /etc).
+        let mut e: Vec<(String, String)> = vec![
+            ("KUBEADM_STANDIN_LOG".into(), log.display().to_string()),
+            (
+                "KUBEADM_STANDIN_ROOT".into(),
+                dir.path().display().to_string(),
+            ),
+        ];
         e.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         let runner = nodeagent::kubeadm::run::Runner {
             program: standin(),

@@ -1,7 +1,13 @@
 //! kubeadm-standin: a TEST STAND-IN for kubeadm (see README.md). It checks its arguments and
-//! config file with nodeagent's kubeadm parser, records every call, and fails on request.
-//! It never touches the node.
+//! config file with its own strict reader (`config.rs`), does to the filesystem what kubeadm
+//! does (`node.rs`: init/join create kubeconfigs, manifests, kubelet files and missing PKI,
+//! `reset -f` deletes what kubeadm's reset deletes), records every call, and fails on request.
+//! It starts no kubelet, container or network service.
 
+mod config;
+mod node;
+
+use node::Node;
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::PathBuf;
@@ -25,13 +31,16 @@ fn main() {
     {
         std::thread::sleep(std::time::Duration::from_secs_f64(s));
     }
+    let node = Node {
+        root: node::root_from_env(),
+    };
     let mut state = load_state(&state_path);
     let mut record = json!({
         "ts_ms": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),
         "pid": std::process::id(),
         "argv": args.iter().map(|a| nodeagent::redact::redact_text(a)).collect::<Vec<_>>(),
     });
-    let (code, reason) = run(&args, &mut state, &mut record);
+    let (code, reason) = run(&args, &node, &mut state, &mut record);
     record["exit"] = json!(code);
     record["reason"] = json!(reason);
     save_state(&state_path, &state);
@@ -54,7 +63,7 @@ fn load_state(p: &PathBuf) -> Value {
     std::fs::read_to_string(p)
         .ok()
         .and_then(|s| serde_json::from_str(&s).ok())
-        .unwrap_or_else(|| json!({"inits": 0, "joins": 0, "resets": 0, "dirty": false}))
+        .unwrap_or_else(|| json!({"inits": 0, "joins": 0, "resets": 0}))
 }
 
 fn save_state(p: &PathBuf, s: &Value) {
@@ -72,7 +81,7 @@ fn env_flag(name: &str) -> bool {
 }
 
 /// Returns (exit code, reason); prints kubeadm-like output.
-fn run(args: &[String], state: &mut Value, record: &mut Value) -> (i32, String) {
+fn run(args: &[String], node: &Node, state: &mut Value, record: &mut Value) -> (i32, String) {
     let Some(cmd) = args.first().map(String::as_str) else {
         return (2, "no command".into());
     };
@@ -82,8 +91,23 @@ fn run(args: &[String], state: &mut Value, record: &mut Value) -> (i32, String) 
             return (2, format!("reset expects exactly -f, got {:?}", &args[1..]));
         }
         bump(state, "resets");
-        state["dirty"] = json!(false);
-        println!("[reset] Deleted contents of the etcd data directory (stand-in: nothing done)");
+        // Reset reads certificatesDir from the cluster's kubeadm-config; the stand-in
+        // remembers it from the last init/join config it was given.
+        let cert_dir = state["cert_dir"]
+            .as_str()
+            .unwrap_or("/etc/kubernetes/pki")
+            .to_string();
+        let removed = node::reset(node, &cert_dir);
+        println!("[reset] Deleted contents of the etcd data directory: /var/lib/etcd");
+        println!(
+            "[reset] Deleting contents of directories: [{} {} {cert_dir}]",
+            node::MANIFESTS_DIR,
+            node::KUBELET_DIR
+        );
+        println!(
+            "The reset process does not clean CNI configuration. To do so, you must remove /etc/cni/net.d"
+        );
+        record["removed"] = json!(removed);
         return (0, String::new());
     }
     if cmd != "init" && cmd != "join" {
@@ -121,10 +145,11 @@ fn run(args: &[String], state: &mut Value, record: &mut Value) -> (i32, String) 
         Err(e) => return (3, format!("config {config}: {e}")),
     };
     record["config_sha256"] = json!(sha256_hex(text.as_bytes()));
-    let cfg = match nodeagent::kubeadm::config::parse(&text, &config) {
+    let cfg = match config::parse(&text, &config) {
         Ok(c) => c,
-        Err(e) => return (3, e.to_string()),
+        Err(e) => return (3, e),
     };
+    state["cert_dir"] = json!(cfg.cert_dir());
     let echo = env_flag("KUBEADM_STANDIN_ECHO_SECRETS");
     if cmd == "init" {
         let n = bump(state, "inits");
@@ -136,24 +161,28 @@ fn run(args: &[String], state: &mut Value, record: &mut Value) -> (i32, String) 
             );
         }
         println!("[init] Using Kubernetes version: stand-in");
-        if env_flag("KUBEADM_STANDIN_FAIL_INIT") {
-            println!(
-                "[wait-control-plane] Waiting for the kubelet to boot up the control plane (stand-in failure requested)"
-            );
-            return (1, "error execution phase wait-control-plane: failure requested by KUBEADM_STANDIN_FAIL_INIT".into());
-        }
         let token = cfg
             .init
             .as_ref()
-            .and_then(|i| i.spec.bootstrap_tokens.as_ref())
+            .and_then(|i| i.bootstrap_tokens.as_ref())
             .and_then(|t| t.first())
             .map(|t| t.token.clone())
             .unwrap_or_else(|| "q1w2e3.r4t5y6u7i8o9p0a1".into());
         let ep = cfg
             .cluster
             .as_ref()
-            .and_then(|c| c.spec.control_plane_endpoint.clone())
+            .and_then(|c| c.control_plane_endpoint.clone())
             .unwrap_or_else(|| "127.0.0.1:6443".into());
+        let fail = env_flag("KUBEADM_STANDIN_FAIL_INIT");
+        match node::init(node, &cfg, &ep, fail) {
+            Ok(made) => record["created"] = json!(made),
+            Err(e) => {
+                println!(
+                    "[wait-control-plane] Waiting for the kubelet to boot up the control plane (stand-in)"
+                );
+                return (1, e);
+            }
+        }
         println!("Your Kubernetes control-plane has initialized successfully! (stand-in)");
         println!(
             "You can now join any number of machines by running the following on each node as root:"
@@ -173,13 +202,12 @@ fn run(args: &[String], state: &mut Value, record: &mut Value) -> (i32, String) 
     if cfg.init.is_some() {
         return (3, "join config contains an InitConfiguration".into());
     }
-    let bt = join.spec.discovery.bootstrap_token.as_ref();
+    let bt = join.discovery.bootstrap_token.as_ref();
     if echo {
         if let Some(bt) = bt {
             println!("[discovery] Using token: {}", bt.token);
         }
         if let Some(k) = join
-            .spec
             .control_plane
             .as_ref()
             .and_then(|c| c.certificate_key.as_ref())
@@ -187,10 +215,12 @@ fn run(args: &[String], state: &mut Value, record: &mut Value) -> (i32, String) 
             println!("[download-certs] Using certificate key:\n{k}");
         }
     }
-    if state["dirty"].as_bool() == Some(true) {
-        return (1, "[preflight] /etc/kubernetes/kubelet.conf already exists (stand-in: a failed join was not reset)".into());
+    println!("[preflight] Running pre-flight checks");
+    if let Err(e) = node::join_preflight(node, &cfg) {
+        return (1, e);
     }
-    if let Some(ep) = cfg.join_endpoint() {
+    let endpoint = bt.and_then(|b| b.api_server_endpoint.clone());
+    if let Some(ep) = &endpoint {
         record["endpoint"] = json!(ep);
         let reachable = std::net::ToSocketAddrs::to_socket_addrs(ep.as_str())
             .ok()
@@ -199,31 +229,43 @@ fn run(args: &[String], state: &mut Value, record: &mut Value) -> (i32, String) 
                 std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_secs(2)).is_ok()
             });
         if !reachable {
-            state["dirty"] = json!(true);
             return (
                 1,
                 format!("[discovery] couldn't connect to the API server at {ep}"),
             );
         }
     }
+    if let Err(e) = node::control_plane_ready(node, &cfg) {
+        return (1, e);
+    }
     let fail_joins = std::env::var("KUBEADM_STANDIN_FAIL_JOINS")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
         .unwrap_or(0);
-    if n <= fail_joins {
-        state["dirty"] = json!(true);
-        println!("[kubelet-start] Waiting for the kubelet to perform the TLS Bootstrap (stand-in)");
-        return (
-            1,
-            format!(
-                "error execution phase kubelet-start: failure {n} of {fail_joins} requested by KUBEADM_STANDIN_FAIL_JOINS"
-            ),
-        );
+    let ep = endpoint.unwrap_or_else(|| "127.0.0.1:6443".into());
+    match node::join(node, &cfg, &ep, n <= fail_joins) {
+        Ok(made) => record["created"] = json!(made),
+        Err(e) if e.is_empty() => {
+            println!(
+                "[kubelet-start] Waiting for the kubelet to perform the TLS Bootstrap (stand-in)"
+            );
+            return (
+                1,
+                format!(
+                    "error execution phase kubelet-start: failure {n} of {fail_joins} requested by KUBEADM_STANDIN_FAIL_JOINS"
+                ),
+            );
+        }
+        Err(e) => return (1, e),
     }
     println!("This node has joined the cluster (stand-in)");
     (0, String::new())
 }
 
 fn sha256_hex(data: &[u8]) -> String {
-    nodeagent::plan::Content(data.to_vec()).sha256_hex()
+    use sha2::Digest;
+    sha2::Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }

@@ -1,0 +1,568 @@
+//! The one way the agent runs an external program: a deadline, an output cap, the whole
+//! process group killed when the deadline passes, and a run-wide deadline no call outlives.
+//!
+//! Every program (guestinfo RPC helpers, kubeadm, system tools, the command supervisor's
+//! child) goes through [`run`], [`run_streaming`] or [`run_inherited`]. One thread per call:
+//! `poll(2)` on the output pipes, stdin and a pidfd, so there is no reader thread to leak and
+//! no polling delay. Plain `poll` rather than tokio: measured in BENCHMARKS.md ("Process
+//! runner"), a tokio runtime costs start-up time and resident memory for nothing the agent
+//! needs (it runs one program at a time).
+//!
+//! The child is reaped only after any kill, so its pid and process-group id cannot be reused
+//! while we may still signal the group.
+
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Bounds for one program run.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// From spawn to exit; `None` means only the run-wide deadline applies.
+    pub deadline: Option<Duration>,
+    /// Stdout bytes kept by [`run`]; the rest is read and dropped (`Output::stdout_cut`).
+    pub stdout_cap: usize,
+    /// Stderr bytes kept by [`run`].
+    pub stderr_cap: usize,
+    /// SIGTERM to the group first and this long before SIGKILL; zero: SIGKILL at once.
+    pub kill_grace: Duration,
+}
+
+impl Limits {
+    /// A deadline and the default output caps (`limits::PROCESS_OUTPUT_CAP_BYTES`).
+    pub fn new(deadline: Duration) -> Limits {
+        Limits {
+            deadline: Some(deadline),
+            stdout_cap: crate::limits::PROCESS_OUTPUT_CAP_BYTES,
+            stderr_cap: crate::limits::PROCESS_OUTPUT_CAP_BYTES,
+            kill_grace: Duration::ZERO,
+        }
+    }
+
+    pub fn stdout_cap(mut self, bytes: usize) -> Limits {
+        self.stdout_cap = bytes;
+        self
+    }
+
+    pub fn stderr_cap(mut self, bytes: usize) -> Limits {
+        self.stderr_cap = bytes;
+        self
+    }
+
+    pub fn kill_grace(mut self, grace: Duration) -> Limits {
+        self.kill_grace = grace;
+        self
+    }
+}
+
+/// What a finished program left.
+#[derive(Debug)]
+pub struct Output {
+    pub status: ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// Stdout was longer than `Limits::stdout_cap` (only the first bytes are kept).
+    pub stdout_cut: bool,
+}
+
+/// Which output stream a chunk came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    #[error("cannot start {program}: {source}")]
+    Spawn { program: String, source: io::Error },
+    #[error("{program} timed out after {} and was killed", show_duration(*after))]
+    TimedOut { program: String, after: Duration },
+    #[error("not started: {program} would outlive the run's deadline (RUN_DEADLINE_SECS)")]
+    RunDeadline { program: String },
+    #[error("{program}: {source}")]
+    Io { program: String, source: io::Error },
+}
+
+/// `600s`, or `400 ms` when not a whole number of seconds.
+pub fn show_duration(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}
+
+/// The run-wide deadline (set once by `nodeagent run`); every program's deadline is cut to it.
+static RUN_DEADLINE: Mutex<Option<Instant>> = Mutex::new(None);
+
+/// Start the run's total deadline: no program started afterwards outlives `now + total`.
+pub fn set_run_deadline(total: Duration) {
+    let at = Instant::now().checked_add(total);
+    if let Ok(mut d) = RUN_DEADLINE.lock() {
+        *d = at;
+    }
+}
+
+/// Time left before the run's deadline (`None`: no run deadline is set).
+pub fn run_time_left() -> Option<Duration> {
+    let d = *RUN_DEADLINE.lock().ok()?;
+    d.map(|d| d.saturating_duration_since(Instant::now()))
+}
+
+/// The effective deadline of one call: its own, cut to the run's.
+fn deadline_of(limits: &Limits, program: &str) -> Result<Option<Instant>, ProcessError> {
+    let own = limits.deadline.and_then(|d| Instant::now().checked_add(d));
+    match run_time_left() {
+        Some(left) if left.is_zero() => Err(ProcessError::RunDeadline {
+            program: program.to_string(),
+        }),
+        Some(left) => {
+            let run = Instant::now() + left;
+            Ok(Some(own.map_or(run, |o| o.min(run))))
+        }
+        None => Ok(own),
+    }
+}
+
+fn program_name(cmd: &Command) -> String {
+    cmd.get_program().to_string_lossy().into_owned()
+}
+
+/// Spawn in a new process group, retrying a short while on ETXTBSY (the program is being
+/// replaced by a package upgrade, or another thread's fork briefly holds a write fd to it).
+fn spawn(cmd: &mut Command, program: &str) -> Result<Child, ProcessError> {
+    cmd.process_group(0);
+    let mut attempt = 0;
+    loop {
+        match cmd.spawn() {
+            Ok(c) => return Ok(c),
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && attempt < 50 => {
+                attempt += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(source) => {
+                return Err(ProcessError::Spawn {
+                    program: program.to_string(),
+                    source,
+                });
+            }
+        }
+    }
+}
+
+/// Run `cmd` with piped output, keeping at most the caps of each stream.
+pub fn run(cmd: Command, limits: &Limits, stdin: Option<&[u8]>) -> Result<Output, ProcessError> {
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let mut stdout_cut = false;
+    let status = run_streaming(cmd, limits, stdin, &mut |stream, chunk| {
+        let (buf, cap) = match stream {
+            Stream::Stdout => (&mut stdout, limits.stdout_cap),
+            Stream::Stderr => (&mut stderr, limits.stderr_cap),
+        };
+        let room = cap.saturating_sub(buf.len());
+        if chunk.len() > room && stream == Stream::Stdout {
+            stdout_cut = true;
+        }
+        buf.extend_from_slice(chunk.get(..room.min(chunk.len())).unwrap_or_default());
+    })?;
+    Ok(Output {
+        status,
+        stdout,
+        stderr,
+        stdout_cut,
+    })
+}
+
+/// After the program exits, how long its output is still drained (a daemon it left behind
+/// may hold the pipes open; we stop reading rather than wait for it).
+const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
+/// How long a killed group's leader is waited for before it is left as a zombie.
+const REAP_AFTER_KILL: Duration = Duration::from_secs(5);
+
+/// Run `cmd` with piped output, handing every chunk read to `sink` as it arrives.
+pub fn run_streaming(
+    mut cmd: Command,
+    limits: &Limits,
+    stdin: Option<&[u8]>,
+    sink: &mut dyn FnMut(Stream, &[u8]),
+) -> Result<ExitStatus, ProcessError> {
+    let program = program_name(&cmd);
+    let t0 = Instant::now();
+    let deadline = deadline_of(limits, &program)?;
+    // What the timeout message says: the bound this call had, to the millisecond.
+    let budget = deadline.map_or(Duration::ZERO, |d| {
+        Duration::from_millis(d.saturating_duration_since(t0).as_millis() as u64)
+    });
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = spawn(&mut cmd, &program)?;
+    let io_err = |source| ProcessError::Io {
+        program: program.clone(),
+        source,
+    };
+    let pidfd = pidfd_open(&child);
+    let mut pipes: Vec<(Stream, OwnedFd)> = Vec::new();
+    if let Some(o) = child.stdout.take() {
+        pipes.push((Stream::Stdout, OwnedFd::from(o)));
+    }
+    if let Some(e) = child.stderr.take() {
+        pipes.push((Stream::Stderr, OwnedFd::from(e)));
+    }
+    let mut input: Option<(OwnedFd, &[u8])> = child
+        .stdin
+        .take()
+        .map(|w| (OwnedFd::from(w), stdin.unwrap_or_default()));
+    for fd in pipes
+        .iter()
+        .map(|(_, f)| f)
+        .chain(input.iter().map(|(f, _)| f))
+    {
+        set_nonblocking(fd.as_raw_fd()).map_err(io_err)?;
+    }
+    let mut exited: Option<ExitStatus> = None;
+    let mut drain_until: Option<Instant> = None;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        if input.as_ref().is_some_and(|(_, rest)| rest.is_empty()) {
+            input = None; // closes the pipe: EOF for the program
+        }
+        if exited.is_none() {
+            exited = child.try_wait().map_err(io_err)?;
+            if exited.is_some() {
+                drain_until = Some(Instant::now() + DRAIN_AFTER_EXIT);
+            }
+        }
+        if exited.is_some() && pipes.is_empty() {
+            break;
+        }
+        let now = Instant::now();
+        let limit = match (deadline, drain_until) {
+            (_, Some(d)) => Some(d),
+            (Some(d), None) => Some(d),
+            (None, None) => None,
+        };
+        if limit.is_some_and(|l| now >= l) {
+            if exited.is_some() {
+                break; // output still held open by something the program left behind
+            }
+            kill_group(&mut child, pidfd.as_ref(), limits.kill_grace);
+            return Err(ProcessError::TimedOut {
+                program,
+                after: budget,
+            });
+        }
+        let mut fds: Vec<libc::pollfd> = pipes
+            .iter()
+            .map(|(_, f)| pollfd(f.as_raw_fd(), libc::POLLIN))
+            .collect();
+        if let Some((f, _)) = &input {
+            fds.push(pollfd(f.as_raw_fd(), libc::POLLOUT));
+        }
+        // The pidfd only wakes the loop; try_wait above reads the status.
+        if let (Some(p), None) = (&pidfd, exited) {
+            fds.push(pollfd(p.as_raw_fd(), libc::POLLIN));
+        }
+        // Without a pidfd (kernel < 5.3) the exit is noticed by polling try_wait.
+        let step = if pidfd.is_none() && exited.is_none() {
+            Some(Duration::from_millis(10))
+        } else {
+            None
+        };
+        let wait = match (limit.map(|l| l.saturating_duration_since(now)), step) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let ms = wait.map_or(-1, |w| w.as_millis().min(i32::MAX as u128 - 1) as i32 + 1);
+        // SAFETY: `fds` is a valid array of pollfd of the given length.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            kill_group(&mut child, pidfd.as_ref(), Duration::ZERO);
+            return Err(io_err(e));
+        }
+        let mut closed = Vec::new();
+        for (i, (stream, fd)) in pipes.iter().enumerate() {
+            let revents = fds.get(i).map_or(0, |p| p.revents);
+            if revents == 0 {
+                continue;
+            }
+            match read_some(fd.as_raw_fd(), &mut buf) {
+                Ok(0) => closed.push(i),
+                Ok(n) => sink(*stream, buf.get(..n).unwrap_or_default()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => closed.push(i),
+            }
+        }
+        for i in closed.into_iter().rev() {
+            pipes.remove(i);
+        }
+        if let Some((f, rest)) = &mut input {
+            match write_some(f.as_raw_fd(), rest) {
+                Ok(n) => *rest = rest.get(n..).unwrap_or_default(),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // EPIPE: the program does not read its input; not our failure.
+                Err(_) => input = None,
+            }
+        }
+    }
+    match exited {
+        Some(s) => Ok(s),
+        None => child.wait().map_err(io_err),
+    }
+}
+
+/// Run `cmd` with the stdio the caller set up (the supervisor's output file), bounded by
+/// `limits.deadline` and the run deadline; the group is killed when it passes.
+pub fn run_inherited(mut cmd: Command, limits: &Limits) -> Result<ExitStatus, ProcessError> {
+    let program = program_name(&cmd);
+    let t0 = Instant::now();
+    let deadline = deadline_of(limits, &program)?;
+    // What the timeout message says: the bound this call had, to the millisecond.
+    let budget = deadline.map_or(Duration::ZERO, |d| {
+        Duration::from_millis(d.saturating_duration_since(t0).as_millis() as u64)
+    });
+    let mut child = spawn(&mut cmd, &program)?;
+    let pidfd = pidfd_open(&child);
+    let exited = match deadline {
+        None => true,
+        Some(d) => exits_by(&mut child, pidfd.as_ref(), d),
+    };
+    if !exited {
+        kill_group(&mut child, pidfd.as_ref(), limits.kill_grace);
+        return Err(ProcessError::TimedOut {
+            program,
+            after: budget,
+        });
+    }
+    loop {
+        match child.wait() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(source) => return Err(ProcessError::Io { program, source }),
+            Ok(s) => return Ok(s),
+        }
+    }
+}
+
+/// SIGTERM (when `grace` is not zero), then SIGKILL to the child's process group; reap the
+/// leader within REAP_AFTER_KILL.
+fn kill_group(child: &mut Child, pidfd: Option<&OwnedFd>, grace: Duration) {
+    let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
+    use nix::sys::signal::{Signal, killpg};
+    if !grace.is_zero() {
+        let _ = killpg(pgid, Signal::SIGTERM);
+        if exits_by(child, pidfd, Instant::now() + grace) {
+            let _ = killpg(pgid, Signal::SIGKILL); // what the leader left behind
+            let _ = child.wait();
+            return;
+        }
+    }
+    let _ = killpg(pgid, Signal::SIGKILL);
+    if exits_by(child, pidfd, Instant::now() + REAP_AFTER_KILL) {
+        let _ = child.wait();
+    }
+}
+
+/// Whether the child exits before `deadline`, without reaping it.
+fn exits_by(child: &mut Child, pidfd: Option<&OwnedFd>, deadline: Instant) -> bool {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match pidfd {
+            Some(fd) => {
+                let mut p = [pollfd(fd.as_raw_fd(), libc::POLLIN)];
+                let ms = left.as_millis().min(i32::MAX as u128 - 1) as i32 + 1;
+                // SAFETY: one valid pollfd.
+                match unsafe { libc::poll(p.as_mut_ptr(), 1, ms) } {
+                    n if n > 0 => return true,
+                    0 if Instant::now() >= deadline => return false,
+                    0 => {}
+                    _ if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted => {}
+                    _ => return true,
+                }
+            }
+            None => {
+                // No pidfd: poll the status (this reaps it; `wait` then returns it again).
+                if !matches!(child.try_wait(), Ok(None)) {
+                    return true;
+                }
+                if left.is_zero() {
+                    return false;
+                }
+                std::thread::sleep(left.min(Duration::from_millis(10)));
+            }
+        }
+    }
+}
+
+fn pidfd_open(child: &Child) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id() as libc::pid_t, 0) };
+    // SAFETY: a fresh descriptor we own.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+fn pollfd(fd: RawFd, events: libc::c_short) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    }
+}
+
+fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor we own.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn read_some(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: the File does not own the descriptor (ManuallyDrop), it only borrows it.
+    let mut f = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(fd) });
+    f.read(buf)
+}
+
+fn write_some(fd: RawFd, data: &[u8]) -> io::Result<usize> {
+    // SAFETY: as in read_some.
+    let mut f = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(fd) });
+    f.write(data)
+}
+
+/// How a program ended, as a shell would say it: `exit status 3`, `killed by signal 9`.
+pub fn describe(status: &ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exit status {c}"),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        (None, None) => "ended without a status".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> Command {
+        let mut c = Command::new("/bin/sh");
+        c.args(["-c", script]);
+        c
+    }
+
+    #[test]
+    fn output_and_status_are_returned() {
+        let out = run(
+            sh("echo out; echo err >&2; exit 3"),
+            &Limits::new(Duration::from_secs(20)),
+            None,
+        )
+        .unwrap();
+        assert_eq!(out.stdout, b"out\n");
+        assert_eq!(out.stderr, b"err\n");
+        assert_eq!(out.status.code(), Some(3));
+        assert!(!out.stdout_cut);
+    }
+
+    #[test]
+    fn stdin_is_fed_and_closed() {
+        let data = vec![b'x'; 300_000]; // more than a pipe buffer
+        let out = run(
+            sh("wc -c"),
+            &Limits::new(Duration::from_secs(20)),
+            Some(&data),
+        )
+        .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "300000");
+    }
+
+    #[test]
+    fn output_over_the_cap_is_cut_not_buffered() {
+        let out = run(
+            sh("head -c 1000000 /dev/zero"),
+            &Limits::new(Duration::from_secs(20)).stdout_cap(1000),
+            None,
+        )
+        .unwrap();
+        assert_eq!(out.stdout.len(), 1000);
+        assert!(out.stdout_cut);
+        assert!(out.status.success());
+    }
+
+    #[test]
+    fn the_whole_group_is_killed_at_the_deadline() {
+        let d = tempfile::tempdir().unwrap();
+        let pidfile = d.path().join("pid");
+        let script = format!("sleep 60 & echo $! > {}; wait", pidfile.display());
+        let t = Instant::now();
+        let e = run(sh(&script), &Limits::new(Duration::from_millis(500)), None).unwrap_err();
+        assert!(matches!(e, ProcessError::TimedOut { .. }), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+        let pid: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // The grandchild is gone too (or a zombie awaiting init: not running `sleep`).
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        assert!(state.is_empty() || state.contains(") Z"), "{state}");
+    }
+
+    #[test]
+    fn a_daemon_holding_the_pipe_does_not_hold_the_caller() {
+        let t = Instant::now();
+        let out = run(
+            sh("(sleep 30 &) ; echo started"),
+            &Limits::new(Duration::from_secs(20)),
+            None,
+        )
+        .unwrap();
+        assert_eq!(out.stdout, b"started\n");
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn a_missing_program_is_a_spawn_error_naming_it() {
+        let e = run(
+            Command::new("/nonexistent/tool"),
+            &Limits::new(Duration::from_secs(5)),
+            None,
+        )
+        .unwrap_err();
+        assert!(matches!(e, ProcessError::Spawn { .. }));
+        assert!(e.to_string().contains("/nonexistent/tool"), "{e}");
+    }
+
+    #[test]
+    fn inherited_runs_are_bounded_too() {
+        let t = Instant::now();
+        let e =
+            run_inherited(sh("sleep 60"), &Limits::new(Duration::from_millis(300))).unwrap_err();
+        assert!(matches!(e, ProcessError::TimedOut { .. }), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(8));
+        let s = run_inherited(sh("exit 4"), &Limits::new(Duration::from_secs(20))).unwrap();
+        assert_eq!(s.code(), Some(4));
+    }
+
+    #[test]
+    fn nothing_starts_after_the_run_deadline() {
+        set_run_deadline(Duration::ZERO);
+        let e = run(sh("true"), &Limits::new(Duration::from_secs(5)), None).unwrap_err();
+        *RUN_DEADLINE.lock().unwrap() = None;
+        assert!(matches!(e, ProcessError::RunDeadline { .. }), "{e}");
+    }
+}

@@ -1,0 +1,96 @@
+use super::variables::{alias, is_version_key};
+use super::*;
+
+#[test]
+fn python_float_repr() {
+    // Values checked against CPython 3.11 `repr(float)`.
+    for (f, want) in [
+        (1.0, "1.0"),
+        (0.1 + 0.2, "0.30000000000000004"),
+        (1e16, "1e+16"),
+        (1e15, "1000000000000000.0"),
+        (1.5e-5, "1.5e-05"),
+        (0.0001, "0.0001"),
+        (-0.0, "-0.0"),
+        (123456.789, "123456.789"),
+        (1.2345678901234568e17, "1.2345678901234568e+17"),
+        (f64::INFINITY, "inf"),
+        (2.5e-300, "2.5e-300"),
+    ] {
+        assert_eq!(py_float(f), want, "{f:e}");
+    }
+}
+
+#[test]
+fn python_splitlines() {
+    assert_eq!(
+        py_splitlines("a\nb\r\nc\rd\u{c}e\u{2028}f\n"),
+        ["a", "b", "c", "d", "e", "f"]
+    );
+    assert_eq!(py_splitlines(""), Vec::<&str>::new());
+    assert_eq!(py_splitlines("\n\nx"), ["", "", "x"]);
+}
+
+#[test]
+fn python_repr_of_strings() {
+    let r = |s: &str| {
+        let mut o = String::new();
+        py_repr_str(s, &mut o);
+        o
+    };
+    assert_eq!(r("it's"), "\"it's\"");
+    assert_eq!(r("it's \"x\""), "'it\\'s \"x\"'");
+    assert_eq!(r("a\tb\n\\"), "'a\\tb\\n\\\\'");
+    assert_eq!(r("\u{7f}\u{a0}é"), "'\\x7f\\xa0é'");
+}
+
+#[test]
+fn user_data_types() {
+    assert_eq!(content_type("#cloud-config\n"), Some("text/cloud-config"));
+    assert_eq!(
+        content_type("  #Cloud-Config-Archive\n"),
+        Some("text/cloud-config-archive")
+    );
+    assert_eq!(content_type("#!/bin/sh"), Some("text/x-shellscript"));
+    assert_eq!(
+        content_type("#include-once\nx"),
+        Some("text/x-include-once-url")
+    );
+    assert_eq!(content_type("hello"), None);
+}
+
+#[test]
+fn operator_aliases() {
+    assert_eq!(alias("local-hostname").as_deref(), Some("local_hostname"));
+    assert_eq!(alias("a//b").as_deref(), Some("a_b"));
+    assert_eq!(alias("a**b==c!=d>=e<=f").as_deref(), Some("a_b_c_d_e_f"));
+    assert_eq!(alias("fd8e::1").as_deref(), Some("fd8e__1"));
+    assert_eq!(alias("plain_key"), None);
+    assert_eq!(alias("sp ace@$!"), None);
+    assert!(is_version_key("v1") && is_version_key("v10") && is_version_key("v2\n"));
+    assert!(!is_version_key("v") && !is_version_key("v1a") && !is_version_key("xv1"));
+}
+
+#[test]
+fn path_walk_names_first_missing_hop() {
+    let vars = serde_json::json!({"ds": {"meta_data": {"a": [{"b": 1}]}}});
+    assert_eq!(
+        first_missing(&vars, "ds.meta_data.x.y").as_deref(),
+        Some("ds.meta_data.x")
+    );
+    assert_eq!(
+        first_missing(&vars, "ds['meta_data'].a[0].c").as_deref(),
+        Some("ds['meta_data'].a[0].c")
+    );
+    assert_eq!(
+        first_missing(&vars, "ds.meta_data.a[3]").as_deref(),
+        Some("ds.meta_data.a[3]")
+    );
+    assert_eq!(first_missing(&vars, "ds.meta_data.a[0].b"), None);
+    assert_eq!(first_missing(&vars, "f(x).y"), None);
+    assert_eq!(
+        first_missing(&vars, "loopvar.x"),
+        None,
+        "root may be a local"
+    );
+}

@@ -1,0 +1,81 @@
+//! The variable tree templates see: cloud-init's `convert_jinja_instance_data` with key
+//! aliases (docs/formats.md B.4).
+
+use super::*;
+
+/// Jinja's operator tokens, longest first (jinja2.lexer `operator_re`); each occurrence in
+/// a key becomes one `_` in its alias.
+pub(super) const OPERATORS: [&str; 26] = [
+    "//", "**", "==", "!=", ">=", "<=", "+", "-", "/", "*", "%", "~", "[", "]", "(", ")", "{", "}",
+    ">", "<", "=", ".", ":", "|", ",", ";",
+];
+
+/// cloud-init's variable tree for templates (B.4): every key kept, operator-character aliases
+/// (`local-hostname`→`local_hostname`, MACs, IPs...), `v<digits>` children promoted to the top level,
+/// sorted-order collision rule.
+pub fn jinja_variables(instance_data: &Json) -> Json {
+    match instance_data {
+        Json::Object(m) => Json::Object(convert(m)),
+        _ => Json::Object(serde_json::Map::new()),
+    }
+}
+
+pub(super) fn convert(m: &serde_json::Map<String, Json>) -> serde_json::Map<String, Json> {
+    let mut out = serde_json::Map::new();
+    let mut keys: Vec<&String> = m.keys().collect();
+    // Python sorts str keys by code point; Rust's str order (UTF-8 bytes) is the same.
+    keys.sort();
+    for key in keys {
+        let value = &m[key];
+        if let Json::Object(child) = value {
+            let converted = convert(child);
+            out.insert(key.clone(), Json::Object(converted.clone()));
+            if is_version_key(key) {
+                for (k, v) in converted {
+                    out.insert(k, v);
+                }
+            }
+        } else {
+            out.insert(key.clone(), value.clone());
+        }
+        if let Some(alias) = alias(key) {
+            let v = out[key.as_str()].clone();
+            out.insert(alias, v);
+        }
+    }
+    out
+}
+
+/// `re.match(r"v\d+$", key)`: `$` also matches before one final newline.
+pub(super) fn is_version_key(key: &str) -> bool {
+    let k = key.strip_suffix('\n').unwrap_or(key);
+    let Some(d) = k.strip_prefix('v') else {
+        return false;
+    };
+    !d.is_empty() && d.chars().all(|c| c.is_ascii_digit())
+}
+
+/// The key with every jinja operator token replaced by `_`, if that changes it.
+pub(super) fn alias(key: &str) -> Option<String> {
+    const OP_CHARS: &str = "/*=!><+-%~[](){}.:|,;";
+    if !key.contains(|c| OP_CHARS.contains(c)) {
+        return None;
+    }
+    let mut out = String::with_capacity(key.len());
+    let mut rest = key;
+    let mut changed = false;
+    'outer: while !rest.is_empty() {
+        for op in OPERATORS {
+            if let Some(r) = rest.strip_prefix(op) {
+                out.push('_');
+                rest = r;
+                changed = true;
+                continue 'outer;
+            }
+        }
+        let c = rest.chars().next().unwrap_or_default();
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    changed.then_some(out)
+}
