@@ -30,6 +30,28 @@ fn big(n: usize, tag: &str) -> String {
         .collect()
 }
 
+/// Real CAs and the service-account key: the kubeadm stand-in signs the apiserver certificate
+/// with ca.key. The same in every process of a test run (each child builds the plan again):
+/// generated once into cargo's test tmpdir and read back.
+fn crash_pki() -> Vec<(String, String, u32)> {
+    use nodeagent::mint::pki::{Algorithm, Pki};
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("apply-crash-pki");
+    let pki = Pki::read(&dir).unwrap_or_else(|_| {
+        let p = Pki::generate(Algorithm::EcdsaP256, time::Duration::days(365)).unwrap();
+        let tmp = dir.with_extension(format!("tmp{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        p.write(&tmp, true).unwrap();
+        // Another process may have renamed its own first: that one is kept.
+        let _ = std::fs::rename(&tmp, &dir);
+        let _ = std::fs::remove_dir_all(&tmp);
+        Pki::read(&dir).unwrap()
+    });
+    pki.files()
+        .iter()
+        .map(|(n, c, m)| (n.to_string(), c.to_string(), *m))
+        .collect()
+}
+
 fn crash_plan() -> Plan {
     let mut steps = vec![
         step(
@@ -58,18 +80,12 @@ fn crash_plan() -> Plan {
         ),
         sh("bootcmd[0]", "echo bootcmd >> \"$NODEAGENT_ROOT/var/cmd-record\"", Frequency::PerBoot),
     ];
-    for (i, name) in ["ca", "sa", "front-proxy-ca", "etcd/ca"].iter().enumerate() {
+    for (name, content, mode) in crash_pki() {
         steps.push(wf(file(
-            &format!("/etc/kubernetes/pki/{name}.key"),
-            &big(400 + i * 50, name),
+            &format!("/etc/kubernetes/pki/{name}"),
+            &content,
             "root:root",
-            0o600,
-        )));
-        steps.push(wf(file(
-            &format!("/etc/kubernetes/pki/{name}.crt"),
-            &big(200, name),
-            "root:root",
-            0o644,
+            mode,
         )));
     }
     steps.push(wf(file(
@@ -147,8 +163,10 @@ const KUBEADM_CONFIG: &str = "---\napiServer: {}\napiVersion: kubeadm.k8s.io/v1b
 
 /// `kubeadm` on the agent's PATH: records `start PID` and `end PID RC` in `$KUBEADM_STARTS`,
 /// and `overlap PID` when another kubeadm holds the flock on `$KUBEADM_STARTS.lock` (still
-/// running; the lock dies with it), then runs the stand-in, slowed so that kills land in it.
-fn kubeadm_wrapper(dir: &Path) -> std::path::PathBuf {
+/// running; the lock dies with it), then runs the stand-in, slowed so that kills land in it,
+/// on the agent's root (`KUBEADM_STANDIN_ROOT`: the stand-in acts on the node's files, never
+/// the host's `/etc`).
+fn kubeadm_wrapper(dir: &Path, root: &Path) -> std::path::PathBuf {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let script = format!(
@@ -156,10 +174,11 @@ fn kubeadm_wrapper(dir: &Path) -> std::path::PathBuf {
          exec 8>>\"$KUBEADM_STARTS.lock\"\n\
          flock -n 8 || echo \"overlap $$\" >> \"$KUBEADM_STARTS\"\n\
          echo \"start $$ $1\" >> \"$KUBEADM_STARTS\"\n\
-         KUBEADM_STANDIN_SLEEP=0.2 {} \"$@\"\n\
+         KUBEADM_STANDIN_SLEEP=0.2 KUBEADM_STANDIN_ROOT=\"{}\" {} \"$@\"\n\
          rc=$?\n\
          echo \"end $$ $rc\" >> \"$KUBEADM_STARTS\"\n\
          exit $rc\n",
+        root.display(),
         kube_common::standin().display()
     );
     let p = bin.join("kubeadm");
@@ -368,7 +387,22 @@ fn skip(p: &str) -> bool {
         || p.starts_with("var/log/nodeagent")
         // shadow's backup copies (`passwd-`): the previous state, not the state.
         || (p.starts_with("etc/") && p.ends_with('-'))
+        // kubeadm's own certificates: the stand-in, as kubeadm, makes fresh keys on each init
+        // (kubeadm starts are counted instead). The agent's PKI files (crash_pki) are compared.
+        || p.strip_prefix("etc/kubernetes/pki/").is_some_and(|n| !AGENT_PKI.contains(&n))
 }
+
+/// The PKI files the plan writes (nodeagent::mint::pki's kubeadm layout).
+const AGENT_PKI: [&str; 8] = [
+    "ca.crt",
+    "ca.key",
+    "etcd/ca.crt",
+    "etcd/ca.key",
+    "front-proxy-ca.crt",
+    "front-proxy-ca.key",
+    "sa.pub",
+    "sa.key",
+];
 
 /// The step a kill interrupted: the last `begin` without its `done`.
 fn interrupted(root: &Path) -> String {
@@ -421,7 +455,7 @@ fn partial_files(root: &Path, lower: &Path, p: &Plan) -> Vec<String> {
 fn run_to_completion(root: &Path) -> usize {
     let aux = aux_dir(root);
     if !aux.exists() {
-        kubeadm_wrapper(&aux);
+        kubeadm_wrapper(&aux, root);
     }
     for attempt in 1..=5 {
         let st = spawn(root).wait().unwrap();
@@ -499,7 +533,7 @@ fn crash_test_500_kills() {
         let ov = Overlay::new(&lower);
         // One to four kills per iteration, each at a random instant of a run.
         let n = 1 + (next() % 4) as usize;
-        kubeadm_wrapper(&aux_dir(&ov.root));
+        kubeadm_wrapper(&aux_dir(&ov.root), &ov.root);
         let mut iteration_tree_kills = 0;
         for _ in 0..n {
             let mut child = spawn(&ov.root);
