@@ -1,4 +1,4 @@
-//! netplan-v2 metadata -> systemd-networkd / netplan files (pure rendering). Owner: apply.
+//! netplan-v2 metadata -> systemd-networkd / netplan files (pure rendering).
 //!
 //! Input: the metadata's `network` document as CAPV writes it (`version: 2`, `ethernets:` keyed by
 //! `id<N>`, each with `match.macaddress`, `set-name`, `wakeonlan`, `dhcp4`, `dhcp6`, `accept-ra`,

@@ -1,6 +1,5 @@
 //! Secret redaction for anything that leaves the process: logs, journal, status,
 //! error messages, collect-logs. One function so every channel redacts the same way.
-//! Owner: kubeadm.
 //!
 //! What is removed (replaced by `<redacted>`):
 //! - PEM bodies (`-----BEGIN X-----` … `-----END X-----`), also when the newlines are

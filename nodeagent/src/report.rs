@@ -1,4 +1,4 @@
-//! Status reporting: status.json, guestinfo.nodeagent.status, virtio-serial, sentinel. Owner: kubeadm.
+//! Status reporting: status.json, guestinfo.nodeagent.status, virtio-serial, sentinel.
 //!
 //! Interface used by `apply` (fixed early so apply and reporting can be built in parallel).
 //! docs/formats.md N.4: at every phase change the reporter

@@ -1,5 +1,5 @@
 //! write_files: a file gets its final owner and mode before its first byte, and appears at its
-//! path whole or not at all. Owner: apply.
+//! path whole or not at all.
 //!
 //! Sequence: temp file `.<name>.nodeagent-tmp` in the target directory, created with
 //! `O_CREAT|O_EXCL|O_NOFOLLOW` and the requested mode (umask can only narrow it), `fchown`,
@@ -209,7 +209,9 @@ pub fn stage(t: &Target, f: &FileWrite, bytes: &[u8], db: &UserDb) -> Result<Sta
         .parent()
         .ok_or_else(|| err(place, "no parent directory"))?
         .to_path_buf();
-    let new_parent = make_parents(&dir, uid, gid, place)?;
+    // As cloud-init's write_file (ensure_dir, then chown of the file only): missing parents
+    // are root's, 0755, whoever owns the file.
+    let new_parent = make_parents(&dir, 0, 0, place)?;
     let name = path.file_name().ok_or_else(|| err(place, "no file name"))?;
     let tmp: PathBuf = dir.join(format!(".{}.nodeagent-tmp", name.to_string_lossy()));
     match std::fs::remove_file(&tmp) {
