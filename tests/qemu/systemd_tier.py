@@ -579,6 +579,50 @@ def sc_systemd_cp_join_retry(s):
     return c.failures
 
 
+# CAPV clusters' bootCommands as CABPK renders them (`  - ` + Go %q, before runcmd), then a
+# plain command that copies the evidence where the report tar looks (/run/test).
+CLOUD_INIT_PER_BOOTCMD = (
+    "bootcmd:\n"
+    '  - "cloud-init-per once swapoff-once swapoff -a"\n'
+    '  - "cloud-init-per instance parity-instance sh -c \\"echo ran >> /root/per-instance\\""\n'
+    '  - "mkdir -p /run/test/parity && cp -a /var/lib/cloud /run/test/parity/ && '
+    'dpkg -S /usr/bin/cloud-init-per > /run/test/parity/owner.txt 2>&1; '
+    'dpkg -s cloud-init > /run/test/parity/cloud-init-pkg.txt 2>&1; '
+    'cat /var/lib/nodeagent/instance-id > /run/test/parity/iid.txt"\n'
+)
+
+
+def sc_systemd_cloud_init_per(s):
+    """systemd tier: a real CABPK/CAPV bundle whose bootCommands call `cloud-init-per` boots to
+    done on an image without the cloud-init package: the commands run through nodeagent's
+    own /usr/bin/cloud-init-per, with cloud-init's semaphore names."""
+    c = sc.Checks()
+    t = sysd(s)
+    base = rootfs("base")
+    c.ok(not os.path.lexists(os.path.join(base, "usr/bin/cloud-init-per")), "base rootfs already has cloud-init-per")
+    c.ok(not os.path.exists(os.path.join(base, "var/lib/dpkg/info/cloud-init.list")), "base rootfs has the cloud-init package")
+    userdata = sc.corpus_init_userdata()
+    c.ok("\nruncmd:\n" in userdata, "corpus userdata has no runcmd: to put bootcmd before")
+    userdata = userdata.replace("\nruncmd:\n", "\n" + CLOUD_INIT_PER_BOOTCMD + "runcmd:\n", 1)
+    fw = q.fwcfg_guestinfo(metadata=sc.capv_metadata("sd-cip-1", "sd-cip-1"), userdata=userdata)
+    vm = t.vm("systemd-cloud-init-per", t.disk("systemd-cloud-init-per", "nodeagent"), fw)
+    c.ok(s.boot(vm, 240), "guest did not power off")
+    files = vm.report_tar()
+    sc.check_status_stream(c, vm, "sd-cip-1", "done")
+    c.eq(sc.standin_calls(files), [(sc.INIT_CMD, "ok")], "kubeadm calls")
+    text = lambda p: (sc.report_file(files, "/run/test/parity/" + p) or b"").decode()  # noqa: E731
+    c.ok("nodeagent: /usr/bin/cloud-init-per" in text("owner.txt").splitlines(),
+         f"/usr/bin/cloud-init-per is not nodeagent's: {text('owner.txt')!r}")
+    c.ok("is not installed" in text("cloud-init-pkg.txt"), f"cloud-init package on the image: {text('cloud-init-pkg.txt')!r}")
+    sem = text("cloud/sem/bootper.swapoff_once.once")
+    c.ok(re.fullmatch(r"0\t\d+\n", sem), f"swapoff-once semaphore (exit status, time): {sem!r}")
+    iid = text("iid.txt").strip()
+    c.eq(iid, "sd-cip-1", "nodeagent's instance-id")
+    sem = text(f"cloud/instances/{iid}/sem/bootper.parity_instance.instance")
+    c.ok(re.fullmatch(r"0\t\d+\n", sem), f"per-instance semaphore: {sem!r}")
+    return c.failures
+
+
 SCENARIOS = [
     ("cp-init", sc_systemd_cp_init),
     ("static-network", sc_systemd_network),
@@ -586,6 +630,7 @@ SCENARIOS = [
     ("reboot-clone", sc_systemd_reboot_clone),
     ("wait-on-network", sc_systemd_wait_on_network),
     ("cp-join-retry", sc_systemd_cp_join_retry),
+    ("cloud-init-per", sc_systemd_cloud_init_per),
 ]
 
 
