@@ -131,11 +131,11 @@ fn cabpk_init_userdata_files_exact() {
         "stored userdata differs"
     );
 
-    // Same instance again: nothing runs twice; only the skipped kubeadm step is visited
-    // again (it stays pending until a run with --exec).
+    // Same instance again: nothing runs twice; only the skipped kubeadm, growpart and
+    // resizefs steps are visited again (they stay pending until a run with --exec).
     let (code, err) = agent(&d, &r, &["--compat"]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains(" 1 steps done, 12 already finished"), "{err}");
+    assert!(err.contains(" 3 steps done, 12 already finished"), "{err}");
     let recs = journal(&r);
     let files_done = recs
         .iter()
@@ -247,7 +247,7 @@ fn clean_resets_the_instance() {
     // Everything runs again afterwards.
     let (code, err) = agent(&d, &r, &["--compat"]);
     assert_eq!(code, 2);
-    assert!(err.contains(" 13 steps done, 0 already"), "{err}");
+    assert!(err.contains(" 15 steps done, 0 already"), "{err}");
 }
 
 #[test]
