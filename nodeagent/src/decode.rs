@@ -1,4 +1,4 @@
-//! guestinfo value decoding exactly as cloud-init (rstrip, '---', base64/gzip), bounded. Owner: core-xport.
+//! guestinfo value decoding exactly as cloud-init (rstrip, '---', base64/gzip), bounded.
 //!
 //! cloud-init facts reproduced here (docs/formats.md A.5 and C.3):
 //! - a value is `rstrip()`-ed (Python whitespace), empty or `---` means absent;

@@ -1,4 +1,4 @@
-//! /var/lib/nodeagent: per-instance journal of finished steps, crash-safe. Owner: apply.
+//! /var/lib/nodeagent: per-instance journal of finished steps, crash-safe.
 //!
 //! Layout (every path under `--root DIR` when given):
 //! ```text

@@ -1,5 +1,5 @@
 //! packaging/config.yaml, the commented default /etc/nodeagent/config.yaml the Debian
-//! package ships (owner: pack): it must document every field of ImageConfig with its
+//! package ships: it must document every field of ImageConfig with its
 //! real default, so uncommenting it changes nothing.
 
 use nodeagent::config::ImageConfig;

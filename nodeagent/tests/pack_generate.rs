@@ -1,5 +1,5 @@
 //! `nodeagent generate`: the man pages and completions the Debian package ships come from
-//! the real clap definitions (owner: pack).
+//! the real clap definitions.
 
 use std::process::Command;
 

@@ -1,4 +1,4 @@
-//! The systemd units in units/ (owner: pack): the ordering rules that keep a node from
+//! The systemd units in units/: the ordering rules that keep a node from
 //! deadlocking or running kubeadm too early. `systemd-analyze verify` (packaging/ci-check)
 //! checks syntax and cycles; these tests check the intent, which verify cannot see.
 

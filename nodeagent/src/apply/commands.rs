@@ -1,4 +1,4 @@
-//! bootcmd/runcmd items and the system tools other steps call. Owner: apply.
+//! bootcmd/runcmd items and the system tools other steps call.
 //!
 //! A string item runs as `/bin/sh -c ITEM`, a list item as argv. Without `--exec` a command is
 //! recorded as `skipped` (and runs on a later `--exec` run). Under `--root DIR` commands run on

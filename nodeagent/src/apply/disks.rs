@@ -1,4 +1,4 @@
-//! disk_setup, fs_setup, mounts. Owner: apply.
+//! disk_setup, fs_setup, mounts.
 //!
 //! Partitioning (`sfdisk`) and mkfs run only with `--exec` (device paths are host paths, also
 //! under `--root`); an existing partition table or filesystem is never touched unless

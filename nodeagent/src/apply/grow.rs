@@ -1,5 +1,5 @@
 //! growpart and resizefs: grow the root partition and filesystem to the disk at every boot,
-//! as cloud-init's cc_growpart.py and cc_resizefs.py (22.4) do on cloud images. Owner: apply.
+//! as cloud-init's cc_growpart.py and cc_resizefs.py (22.4) do on cloud images.
 //!
 //! Same decisions as cloud-init: a mount point becomes its device through
 //! `/proc/self/mountinfo` (`/dev/root` through `root=` on the kernel command line); the

@@ -1,4 +1,4 @@
-//! hostname, fqdn, /etc/hostname, kernel hostname, /etc/hosts. Owner: apply.
+//! hostname, fqdn, /etc/hostname, kernel hostname, /etc/hosts.
 
 use super::{Ctx, Outcome, files};
 use crate::error::{Error, Result, Stage};

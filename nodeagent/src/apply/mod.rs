@@ -1,4 +1,4 @@
-//! Executes a Plan step by step with the journal. Owner: apply.
+//! Executes a Plan step by step with the journal.
 //!
 //! One loop (`apply`) walks the plan's steps of the chosen stage in order, skips what the
 //! instance journal says is finished, runs the rest through one executor per `Action`, and

@@ -1,4 +1,4 @@
-//! ntp: chrony or systemd-timesyncd configuration, whichever the image has. Owner: apply.
+//! ntp: chrony or systemd-timesyncd configuration, whichever the image has.
 //!
 //! As cloud-init 22.4's cc_ntp on Debian: `auto` picks chrony when `chronyd` is installed,
 //! else systemd-timesyncd (else chrony, which cloud-init would install). The file is the

@@ -1,4 +1,4 @@
-//! users, groups, sudo rules, ssh authorized keys. Owner: apply.
+//! users, groups, sudo rules, ssh authorized keys.
 //!
 //! The image's own shadow tools do the work (`groupadd`, `useradd`, `usermod`, `chpasswd`),
 //! run via `chroot DIR` under `--root`. Every step first reads the target's user database, so

@@ -1,5 +1,5 @@
 //! `nodeagent analyze`: where the bootstrap time went, like `cloud-init analyze blame`.
-//! Owner: kubeadm. Steps come from apply's instance journal (`state.rs`:
+//! Steps come from apply's instance journal (`state.rs`:
 //! `var/lib/nodeagent/instances/<iid>/journal.jsonl`), phases from the reporter's
 //! `var/log/nodeagent/events.jsonl`.
 

@@ -1,5 +1,5 @@
 //! `nodeagent certs`: the certificates of a PKI directory, like `kubeadm certs
-//! check-expiration` plus whether each key matches. Owner: kubeadm.
+//! check-expiration` plus whether each key matches.
 //! Exit 1 when a certificate is expired or not yet valid, a key does not match, or a file is unreadable.
 
 use crate::error::exit;

@@ -1,5 +1,5 @@
 //! `nodeagent clean`: reset nodeagent's state so the next boot runs as a new instance
-//! (as `cloud-init clean`). Owner: apply.
+//! (as `cloud-init clean`).
 
 use std::path::PathBuf;
 

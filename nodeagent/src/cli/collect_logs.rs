@@ -1,4 +1,4 @@
-//! `nodeagent collect-logs`: a tar.gz for a bug report, with no secret in it. Owner: kubeadm.
+//! `nodeagent collect-logs`: a tar.gz for a bug report, with no secret in it.
 //!
 //! Contents (everything passes through `redact::redact_text` again on the way in):
 //! - `journal.txt`: `journalctl -u 'nodeagent*'` of this boot (on the host only, when present);

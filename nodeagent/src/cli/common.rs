@@ -1,4 +1,4 @@
-//! Flags shared by every command that reads bootstrap data. Owner: core.
+//! Flags shared by every command that reads bootstrap data.
 
 use std::path::PathBuf;
 

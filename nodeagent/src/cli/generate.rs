@@ -1,4 +1,4 @@
-//! `nodeagent generate` (owner: pack): the man pages and shell completions, built from the
+//! `nodeagent generate`: the man pages and shell completions, built from the
 //! clap definitions in `crate::cli::Cli` so they can never drift from the real options.
 //! Hidden: it is a packaging tool (packaging/build-deb calls it), not something operators need.
 

@@ -1,4 +1,4 @@
-//! `nodeagent run`: read, plan, apply (stage local, main or all), journaled. Owner: apply.
+//! `nodeagent run`: read, plan, apply (stage local, main or all), journaled.
 
 use crate::apply::{self, Options, StageSel, Target};
 use crate::error::{Result, exit};

@@ -1,4 +1,4 @@
-//! `nodeagent status`: the bootstrap status from `/run/nodeagent/status.json`. Owner: kubeadm.
+//! `nodeagent status`: the bootstrap status from `/run/nodeagent/status.json`.
 //!
 //! Exit codes (docs/formats.md N.6): 0 done (or still running without `--wait`, as
 //! `cloud-init status` does), 1 failed, 2 degraded (done with warnings), 3 still running

@@ -1,4 +1,4 @@
-//! Typed kubeadm configuration API, `kubeadm.k8s.io/v1beta3` and `v1beta4`
+//! Strict parsing and validation of the kubeadm configuration API, v1beta3 and v1beta4
 //! (InitConfiguration, ClusterConfiguration, JoinConfiguration), as CABPK writes it to
 //! `/run/kubeadm/*.yaml`. Strict like kubeadm's own decoder: unknown fields, wrong kinds or
 //! apiVersions and missing required fields are errors naming the document and field path.
@@ -9,7 +9,6 @@
 
 use crate::error::{Error, Result, Stage};
 use serde::Deserialize;
-use std::collections::BTreeMap;
 
 pub const GROUP: &str = "kubeadm.k8s.io";
 
@@ -78,289 +77,8 @@ impl KubeadmConfig {
     }
 }
 
-// ---- types ---------------------------------------------------------------------------
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct InitConfiguration {
-    pub api_version: String,
-    pub kind: String,
-    pub bootstrap_tokens: Option<Vec<BootstrapToken>>,
-    pub dry_run: Option<bool>,
-    pub node_registration: Option<NodeRegistration>,
-    #[serde(rename = "localAPIEndpoint")]
-    pub local_api_endpoint: Option<ApiEndpoint>,
-    pub certificate_key: Option<String>,
-    pub skip_phases: Option<Vec<String>>,
-    pub patches: Option<Patches>,
-    pub timeouts: Option<Timeouts>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct BootstrapToken {
-    pub token: String,
-    pub description: Option<String>,
-    pub ttl: Option<String>,
-    pub expires: Option<String>,
-    pub usages: Option<Vec<String>>,
-    pub groups: Option<Vec<String>>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct NodeRegistration {
-    pub name: Option<String>,
-    pub cri_socket: Option<String>,
-    pub taints: Option<Vec<Taint>>,
-    pub kubelet_extra_args: Option<Args>,
-    pub ignore_preflight_errors: Option<Vec<String>>,
-    pub image_pull_policy: Option<PullPolicy>,
-    pub image_pull_serial: Option<bool>,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-pub enum PullPolicy {
-    Always,
-    IfNotPresent,
-    Never,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Taint {
-    pub key: String,
-    pub value: Option<String>,
-    pub effect: TaintEffect,
-    pub time_added: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-pub enum TaintEffect {
-    NoSchedule,
-    PreferNoSchedule,
-    NoExecute,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ApiEndpoint {
-    pub advertise_address: Option<String>,
-    pub bind_port: Option<i32>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Patches {
-    pub directory: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Timeouts {
-    pub control_plane_component_health_check: Option<String>,
-    pub kubelet_health_check: Option<String>,
-    #[serde(rename = "kubernetesAPICall")]
-    pub kubernetes_api_call: Option<String>,
-    #[serde(rename = "etcdAPICall")]
-    pub etcd_api_call: Option<String>,
-    pub tls_bootstrap: Option<String>,
-    pub discovery: Option<String>,
-    pub upgrade_manifests: Option<String>,
-}
-
-/// `extraArgs`: a map in v1beta3, an ordered `{name, value}` list in v1beta4.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(
-    untagged,
-    expecting = "a map of strings (v1beta3) or a list of {name, value} (v1beta4)"
-)]
-pub enum Args {
-    Map(BTreeMap<String, String>),
-    List(Vec<Arg>),
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Arg {
-    pub name: String,
-    pub value: String,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct EnvVar {
-    pub name: String,
-    pub value: Option<String>,
-    pub value_from: Option<serde_yaml::Value>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ClusterConfiguration {
-    pub api_version: String,
-    pub kind: String,
-    pub etcd: Option<Etcd>,
-    pub networking: Option<Networking>,
-    pub kubernetes_version: Option<String>,
-    pub control_plane_endpoint: Option<String>,
-    pub api_server: Option<ApiServer>,
-    pub controller_manager: Option<ControlPlaneComponent>,
-    pub scheduler: Option<ControlPlaneComponent>,
-    pub dns: Option<Dns>,
-    pub proxy: Option<Proxy>,
-    pub certificates_dir: Option<String>,
-    pub image_repository: Option<String>,
-    pub feature_gates: Option<BTreeMap<String, bool>>,
-    pub cluster_name: Option<String>,
-    pub encryption_algorithm: Option<EncryptionAlgorithm>,
-    pub certificate_validity_period: Option<String>,
-    pub ca_certificate_validity_period: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-pub enum EncryptionAlgorithm {
-    #[serde(rename = "RSA-2048")]
-    Rsa2048,
-    #[serde(rename = "RSA-3072")]
-    Rsa3072,
-    #[serde(rename = "RSA-4096")]
-    Rsa4096,
-    #[serde(rename = "ECDSA-P256")]
-    EcdsaP256,
-    #[serde(rename = "ECDSA-P384")]
-    EcdsaP384,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Etcd {
-    pub local: Option<LocalEtcd>,
-    pub external: Option<ExternalEtcd>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct LocalEtcd {
-    pub image_repository: Option<String>,
-    pub image_tag: Option<String>,
-    pub data_dir: Option<String>,
-    pub extra_args: Option<Args>,
-    pub extra_envs: Option<Vec<EnvVar>>,
-    #[serde(rename = "serverCertSANs")]
-    pub server_cert_sans: Option<Vec<String>>,
-    #[serde(rename = "peerCertSANs")]
-    pub peer_cert_sans: Option<Vec<String>>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ExternalEtcd {
-    pub endpoints: Vec<String>,
-    pub ca_file: Option<String>,
-    pub cert_file: Option<String>,
-    pub key_file: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Networking {
-    pub service_subnet: Option<String>,
-    pub pod_subnet: Option<String>,
-    pub dns_domain: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ApiServer {
-    pub extra_args: Option<Args>,
-    pub extra_volumes: Option<Vec<HostPathMount>>,
-    pub extra_envs: Option<Vec<EnvVar>>,
-    #[serde(rename = "certSANs")]
-    pub cert_sans: Option<Vec<String>>,
-    pub timeout_for_control_plane: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ControlPlaneComponent {
-    pub extra_args: Option<Args>,
-    pub extra_volumes: Option<Vec<HostPathMount>>,
-    pub extra_envs: Option<Vec<EnvVar>>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct HostPathMount {
-    pub name: String,
-    pub host_path: String,
-    pub mount_path: String,
-    pub read_only: Option<bool>,
-    pub path_type: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Dns {
-    pub image_repository: Option<String>,
-    pub image_tag: Option<String>,
-    pub disabled: Option<bool>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Proxy {
-    pub disabled: Option<bool>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct JoinConfiguration {
-    pub api_version: String,
-    pub kind: String,
-    pub dry_run: Option<bool>,
-    pub node_registration: Option<NodeRegistration>,
-    pub ca_cert_path: Option<String>,
-    /// Required: a join without discovery cannot find the cluster.
-    pub discovery: Discovery,
-    pub control_plane: Option<JoinControlPlane>,
-    pub skip_phases: Option<Vec<String>>,
-    pub patches: Option<Patches>,
-    pub timeouts: Option<Timeouts>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Discovery {
-    pub bootstrap_token: Option<BootstrapTokenDiscovery>,
-    pub file: Option<FileDiscovery>,
-    pub tls_bootstrap_token: Option<String>,
-    pub timeout: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct BootstrapTokenDiscovery {
-    pub token: String,
-    pub api_server_endpoint: Option<String>,
-    pub ca_cert_hashes: Option<Vec<String>>,
-    #[serde(rename = "unsafeSkipCAVerification")]
-    pub unsafe_skip_ca_verification: Option<bool>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct FileDiscovery {
-    pub kube_config_path: String,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct JoinControlPlane {
-    #[serde(rename = "localAPIEndpoint")]
-    pub local_api_endpoint: Option<ApiEndpoint>,
-    pub certificate_key: Option<String>,
-}
+// The documents' types live in `api`; re-exported so `config::InitConfiguration` etc. keep working.
+pub use super::api::*;
 
 // ---- parsing -------------------------------------------------------------------------
 
@@ -600,179 +318,189 @@ fn validate(cfg: &KubeadmConfig, source: &str) -> Result<()> {
         _p: std::marker::PhantomData,
     };
     if let Some(d) = &cfg.init {
-        let c = check(d.index, "InitConfiguration", d.version);
-        let s = &d.spec;
-        c.only_v1beta4(&s.dry_run, "dryRun")?;
-        c.timeouts(&s.timeouts)?;
-        c.node_registration(&s.node_registration)?;
-        c.endpoint(&s.local_api_endpoint, "localAPIEndpoint")?;
-        for (i, t) in s.bootstrap_tokens.iter().flatten().enumerate() {
-            if !crate::redact::is_bootstrap_token(&t.token) {
-                return Err(c.fail(
-                    &format!("bootstrapTokens[{i}].token"),
-                    "not a bootstrap token ([a-z0-9]{6}.[a-z0-9]{16})",
-                ));
-            }
-            c.duration(&t.ttl, &format!("bootstrapTokens[{i}].ttl"))?;
-        }
-        if let Some(k) = &s.certificate_key
-            && !is_certificate_key(k)
-        {
-            return Err(c.fail(
-                "certificateKey",
-                "must be 64 hex characters (a 32-byte AES key)",
-            ));
-        }
+        validate_init(&check(d.index, "InitConfiguration", d.version), &d.spec)?;
     }
     if let Some(d) = &cfg.cluster {
-        let c = check(d.index, "ClusterConfiguration", d.version);
-        let s = &d.spec;
-        if let Some(ep) = &s.control_plane_endpoint
-            && !ep.is_empty()
-            && split_host_port(ep).is_none()
-        {
-            return Err(c.fail(
-                "controlPlaneEndpoint",
-                "expected host or host:port with a port in 1..65535",
-            ));
-        }
-        if let Some(a) = &s.api_server {
-            c.args(&a.extra_args, "apiServer.extraArgs")?;
-            c.only_v1beta4(&a.extra_envs, "apiServer.extraEnvs")?;
-            c.only_v1beta3(
-                &a.timeout_for_control_plane,
-                "apiServer.timeoutForControlPlane",
-            )?;
-            c.duration(
-                &a.timeout_for_control_plane,
-                "apiServer.timeoutForControlPlane",
-            )?;
-            for (i, san) in a.cert_sans.iter().flatten().enumerate() {
-                if !is_ip_or_dns(san) {
-                    return Err(c.fail(
-                        &format!("apiServer.certSANs[{i}]"),
-                        "not an IP address or DNS name",
-                    ));
-                }
-            }
-        }
-        c.component(&s.controller_manager, "controllerManager")?;
-        c.component(&s.scheduler, "scheduler")?;
-        if let Some(e) = &s.etcd {
-            if e.local.is_some() && e.external.is_some() {
-                return Err(c.fail("etcd", "local and external are mutually exclusive"));
-            }
-            if let Some(l) = &e.local {
-                c.args(&l.extra_args, "etcd.local.extraArgs")?;
-                c.only_v1beta4(&l.extra_envs, "etcd.local.extraEnvs")?;
-            }
-        }
-        if let Some(dns) = &s.dns {
-            c.only_v1beta4(&dns.disabled, "dns.disabled")?;
-        }
-        c.only_v1beta4(&s.proxy, "proxy")?;
-        c.only_v1beta4(&s.encryption_algorithm, "encryptionAlgorithm")?;
-        c.only_v1beta4(&s.certificate_validity_period, "certificateValidityPeriod")?;
-        c.only_v1beta4(
-            &s.ca_certificate_validity_period,
-            "caCertificateValidityPeriod",
-        )?;
-        c.duration(&s.certificate_validity_period, "certificateValidityPeriod")?;
-        c.duration(
-            &s.ca_certificate_validity_period,
-            "caCertificateValidityPeriod",
-        )?;
+        validate_cluster(&check(d.index, "ClusterConfiguration", d.version), &d.spec)?;
     }
     if let Some(d) = &cfg.join {
-        let c = check(d.index, "JoinConfiguration", d.version);
-        let s = &d.spec;
-        c.only_v1beta4(&s.dry_run, "dryRun")?;
-        c.timeouts(&s.timeouts)?;
-        c.node_registration(&s.node_registration)?;
-        let disc = &s.discovery;
-        c.only_v1beta3(&disc.timeout, "discovery.timeout")?;
-        c.duration(&disc.timeout, "discovery.timeout")?;
-        match (&disc.bootstrap_token, &disc.file) {
-            (None, None) => {
-                return Err(c.fail(
-                    "discovery",
-                    "a join needs discovery.bootstrapToken or discovery.file (none given)",
-                ));
-            }
-            (Some(_), Some(_)) => {
-                return Err(c.fail(
-                    "discovery",
-                    "bootstrapToken and file are mutually exclusive",
-                ));
-            }
-            (Some(bt), None) => {
-                if !crate::redact::is_bootstrap_token(&bt.token) {
-                    return Err(c.fail(
-                        "discovery.bootstrapToken.token",
-                        "not a bootstrap token ([a-z0-9]{6}.[a-z0-9]{16})",
-                    ));
-                }
-                match bt.api_server_endpoint.as_deref() {
-                    None | Some("") => {
-                        return Err(c.fail(
-                            "discovery.bootstrapToken.apiServerEndpoint",
-                            "missing required field",
-                        ));
-                    }
-                    Some(ep) if split_host_port(ep).is_none_or(|(_, p)| p.is_none()) => {
-                        return Err(c.fail(
-                            "discovery.bootstrapToken.apiServerEndpoint",
-                            "expected host:port",
-                        ));
-                    }
-                    _ => {}
-                }
-                let hashes = bt.ca_cert_hashes.as_deref().unwrap_or_default();
-                for (i, h) in hashes.iter().enumerate() {
-                    if !is_ca_cert_hash(h) {
-                        return Err(c.fail(
-                            &format!("discovery.bootstrapToken.caCertHashes[{i}]"),
-                            "expected sha256:<64 hex digits>",
-                        ));
-                    }
-                }
-                if hashes.is_empty() && bt.unsafe_skip_ca_verification != Some(true) {
-                    return Err(c.fail(
-                        "discovery.bootstrapToken",
-                        "caCertHashes is empty and unsafeSkipCAVerification is not true: kubeadm would refuse to join",
-                    ));
-                }
-            }
-            (None, Some(f)) => {
-                if !f.kube_config_path.starts_with('/')
-                    && !f.kube_config_path.starts_with("https://")
-                {
-                    return Err(c.fail(
-                        "discovery.file.kubeConfigPath",
-                        "must be an absolute path or an https URL",
-                    ));
-                }
-            }
-        }
-        if let Some(tls) = &disc.tls_bootstrap_token
-            && !crate::redact::is_bootstrap_token(tls)
-        {
+        validate_join(&check(d.index, "JoinConfiguration", d.version), &d.spec)?;
+    }
+    Ok(())
+}
+
+/// What kubeadm rejects in an InitConfiguration.
+fn validate_init(c: &Check<'_>, s: &InitConfiguration) -> Result<()> {
+    c.only_v1beta4(&s.dry_run, "dryRun")?;
+    c.timeouts(&s.timeouts)?;
+    c.node_registration(&s.node_registration)?;
+    c.endpoint(&s.local_api_endpoint, "localAPIEndpoint")?;
+    for (i, t) in s.bootstrap_tokens.iter().flatten().enumerate() {
+        if !crate::redact::is_bootstrap_token(&t.token) {
             return Err(c.fail(
-                "discovery.tlsBootstrapToken",
+                &format!("bootstrapTokens[{i}].token"),
                 "not a bootstrap token ([a-z0-9]{6}.[a-z0-9]{16})",
             ));
         }
-        if let Some(cp) = &s.control_plane {
-            c.endpoint(&cp.local_api_endpoint, "controlPlane.localAPIEndpoint")?;
-            if let Some(k) = &cp.certificate_key
-                && !k.is_empty()
-                && !is_certificate_key(k)
-            {
+        c.duration(&t.ttl, &format!("bootstrapTokens[{i}].ttl"))?;
+    }
+    if let Some(k) = &s.certificate_key
+        && !is_certificate_key(k)
+    {
+        return Err(c.fail(
+            "certificateKey",
+            "must be 64 hex characters (a 32-byte AES key)",
+        ));
+    }
+    Ok(())
+}
+
+/// What kubeadm rejects in a ClusterConfiguration.
+fn validate_cluster(c: &Check<'_>, s: &ClusterConfiguration) -> Result<()> {
+    if let Some(ep) = &s.control_plane_endpoint
+        && !ep.is_empty()
+        && split_host_port(ep).is_none()
+    {
+        return Err(c.fail(
+            "controlPlaneEndpoint",
+            "expected host or host:port with a port in 1..65535",
+        ));
+    }
+    if let Some(a) = &s.api_server {
+        c.args(&a.extra_args, "apiServer.extraArgs")?;
+        c.only_v1beta4(&a.extra_envs, "apiServer.extraEnvs")?;
+        c.only_v1beta3(
+            &a.timeout_for_control_plane,
+            "apiServer.timeoutForControlPlane",
+        )?;
+        c.duration(
+            &a.timeout_for_control_plane,
+            "apiServer.timeoutForControlPlane",
+        )?;
+        for (i, san) in a.cert_sans.iter().flatten().enumerate() {
+            if !is_ip_or_dns(san) {
                 return Err(c.fail(
-                    "controlPlane.certificateKey",
-                    "must be 64 hex characters (a 32-byte AES key)",
+                    &format!("apiServer.certSANs[{i}]"),
+                    "not an IP address or DNS name",
                 ));
             }
+        }
+    }
+    c.component(&s.controller_manager, "controllerManager")?;
+    c.component(&s.scheduler, "scheduler")?;
+    if let Some(e) = &s.etcd {
+        if e.local.is_some() && e.external.is_some() {
+            return Err(c.fail("etcd", "local and external are mutually exclusive"));
+        }
+        if let Some(l) = &e.local {
+            c.args(&l.extra_args, "etcd.local.extraArgs")?;
+            c.only_v1beta4(&l.extra_envs, "etcd.local.extraEnvs")?;
+        }
+    }
+    if let Some(dns) = &s.dns {
+        c.only_v1beta4(&dns.disabled, "dns.disabled")?;
+    }
+    c.only_v1beta4(&s.proxy, "proxy")?;
+    c.only_v1beta4(&s.encryption_algorithm, "encryptionAlgorithm")?;
+    c.only_v1beta4(&s.certificate_validity_period, "certificateValidityPeriod")?;
+    c.only_v1beta4(
+        &s.ca_certificate_validity_period,
+        "caCertificateValidityPeriod",
+    )?;
+    c.duration(&s.certificate_validity_period, "certificateValidityPeriod")?;
+    c.duration(
+        &s.ca_certificate_validity_period,
+        "caCertificateValidityPeriod",
+    )?;
+    Ok(())
+}
+
+/// What kubeadm rejects in a JoinConfiguration (discovery above all).
+fn validate_join(c: &Check<'_>, s: &JoinConfiguration) -> Result<()> {
+    c.only_v1beta4(&s.dry_run, "dryRun")?;
+    c.timeouts(&s.timeouts)?;
+    c.node_registration(&s.node_registration)?;
+    let disc = &s.discovery;
+    c.only_v1beta3(&disc.timeout, "discovery.timeout")?;
+    c.duration(&disc.timeout, "discovery.timeout")?;
+    match (&disc.bootstrap_token, &disc.file) {
+        (None, None) => {
+            return Err(c.fail(
+                "discovery",
+                "a join needs discovery.bootstrapToken or discovery.file (none given)",
+            ));
+        }
+        (Some(_), Some(_)) => {
+            return Err(c.fail(
+                "discovery",
+                "bootstrapToken and file are mutually exclusive",
+            ));
+        }
+        (Some(bt), None) => {
+            if !crate::redact::is_bootstrap_token(&bt.token) {
+                return Err(c.fail(
+                    "discovery.bootstrapToken.token",
+                    "not a bootstrap token ([a-z0-9]{6}.[a-z0-9]{16})",
+                ));
+            }
+            match bt.api_server_endpoint.as_deref() {
+                None | Some("") => {
+                    return Err(c.fail(
+                        "discovery.bootstrapToken.apiServerEndpoint",
+                        "missing required field",
+                    ));
+                }
+                Some(ep) if split_host_port(ep).is_none_or(|(_, p)| p.is_none()) => {
+                    return Err(c.fail(
+                        "discovery.bootstrapToken.apiServerEndpoint",
+                        "expected host:port",
+                    ));
+                }
+                _ => {}
+            }
+            let hashes = bt.ca_cert_hashes.as_deref().unwrap_or_default();
+            for (i, h) in hashes.iter().enumerate() {
+                if !is_ca_cert_hash(h) {
+                    return Err(c.fail(
+                        &format!("discovery.bootstrapToken.caCertHashes[{i}]"),
+                        "expected sha256:<64 hex digits>",
+                    ));
+                }
+            }
+            if hashes.is_empty() && bt.unsafe_skip_ca_verification != Some(true) {
+                return Err(c.fail(
+                    "discovery.bootstrapToken",
+                    "caCertHashes is empty and unsafeSkipCAVerification is not true: kubeadm would refuse to join",
+                ));
+            }
+        }
+        (None, Some(f)) => {
+            if !f.kube_config_path.starts_with('/') && !f.kube_config_path.starts_with("https://") {
+                return Err(c.fail(
+                    "discovery.file.kubeConfigPath",
+                    "must be an absolute path or an https URL",
+                ));
+            }
+        }
+    }
+    if let Some(tls) = &disc.tls_bootstrap_token
+        && !crate::redact::is_bootstrap_token(tls)
+    {
+        return Err(c.fail(
+            "discovery.tlsBootstrapToken",
+            "not a bootstrap token ([a-z0-9]{6}.[a-z0-9]{16})",
+        ));
+    }
+    if let Some(cp) = &s.control_plane {
+        c.endpoint(&cp.local_api_endpoint, "controlPlane.localAPIEndpoint")?;
+        if let Some(k) = &cp.certificate_key
+            && !k.is_empty()
+            && !is_certificate_key(k)
+        {
+            return Err(c.fail(
+                "controlPlane.certificateKey",
+                "must be 64 hex characters (a 32-byte AES key)",
+            ));
         }
     }
     Ok(())

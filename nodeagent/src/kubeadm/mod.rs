@@ -1,12 +1,14 @@
-//! kubeadm step: typed kubeadm config (v1beta3/v1beta4), detection in runcmd, endpoint wait, init/join with retries. Owner: kubeadm.
+//! kubeadm step: typed kubeadm config (v1beta3/v1beta4), detection in runcmd, endpoint wait, init/join with retries.
 //!
-//! - `config`: the typed kubeadm API and its strict parser;
+//! - `api`: the kubeadm configuration documents as typed structs;
+//! - `config`: their strict parser and kubeadm's validation rules;
 //! - `detect`: recognising CABPK's kubeadm runcmd line;
 //! - `preflight`: config + PKI checks on a built plan, before any write;
 //! - `endpoint`: bounded TCP wait with backoff and jitter;
 //! - `reset`: what `kubeadm reset -f` deletes and what to write again before a retry;
 //! - `run`: kubeadm invocation, retries, output capture, sentinel.
 
+pub mod api;
 pub mod config;
 pub mod detect;
 pub mod endpoint;

@@ -1,4 +1,4 @@
-//! nodeagent mint: cluster PKI, CAPI Secrets, tokens, hashes, bootstrap bundles. Owner: mint.
+//! nodeagent mint: cluster PKI, CAPI Secrets, tokens, hashes, bootstrap bundles.
 //!
 //! Pure builders (values in, strings out) live in `pki`, `secrets`, `token`, `kubeconfig`,
 //! `bootstrap`, `metadata` and `emit`; only `fsio` and the CLI touch the disk.

@@ -1,5 +1,5 @@
 //! kubeadm discovery CA hashes (`sha256:<hex>` of each certificate's DER SubjectPublicKeyInfo),
-//! as CAPI's `hashCert` and kubeadm's `pubkeypin.Hash` compute them. Owner: mint.
+//! as CAPI's `hashCert` and kubeadm's `pubkeypin.Hash` compute them.
 
 // Parses untrusted input: no byte-index slicing or indexing that could panic.
 #![deny(clippy::string_slice, clippy::indexing_slicing)]

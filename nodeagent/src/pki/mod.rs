@@ -1,4 +1,4 @@
-//! PKI inspection and checks with x509-parser (certs command, pre-flight). Owner: kubeadm; hash.rs owned by mint.
+//! PKI inspection and checks with x509-parser (certs command, pre-flight).
 
 pub mod check;
 pub mod hash;

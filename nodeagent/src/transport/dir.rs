@@ -1,4 +1,4 @@
-//! Transport dir. Owner: core-xport.
+//! Transport dir.
 //!
 //! Debug/test transport: one file per key, `DIR/guestinfo.K`, read and written whole.
 

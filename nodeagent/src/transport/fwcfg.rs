@@ -1,4 +1,4 @@
-//! Transport fwcfg. Owner: core-xport.
+//! Transport fwcfg.
 //!
 //! QEMU: values come from fw_cfg files (`-fw_cfg name=opt/guestinfo.K,file=...`), exposed
 //! by the `qemu_fw_cfg` driver as `/sys/firmware/qemu_fw_cfg/by_name/opt/guestinfo.K/raw`.

@@ -24,7 +24,7 @@ pub mod nocloud;
 pub mod ovf;
 pub mod vmware;
 
-// ---- Detection, spec parsing and whole-read helpers (owner: core-xport) ----
+// ---- Detection, spec parsing and whole-read helpers ----
 
 use crate::decode::{self, Decoded};
 use crate::error::{Error, Stage};

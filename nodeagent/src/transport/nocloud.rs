@@ -1,4 +1,4 @@
-//! Transport nocloud. Owner: core-xport.
+//! Transport nocloud.
 //!
 //! A NoCloud seed directory (`meta-data`, `user-data`, `vendor-data`), as cloud-init's
 //! NoCloud datasource reads it. Seeds are plain: every `*.encoding` key is absent.

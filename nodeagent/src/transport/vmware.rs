@@ -1,4 +1,4 @@
-//! Transport vmware. Owner: core-xport.
+//! Transport vmware.
 //!
 //! guestinfo over the VMware RPC helpers, exactly as cloud-init (docs/formats.md A.4):
 //! `vmware-rpctool "info-get guestinfo.K"` (the RPC string is ONE argv element), and
