@@ -71,3 +71,9 @@ pub const TOOL_TIMEOUT_SECS: u64 = 300;
 /// tool, RPC) outlives it, so `TimeoutStartSec=infinity` can never mean forever. Longer than
 /// the default kubeadm join deadline plus init and a few hundred commands.
 pub const RUN_DEADLINE_SECS: u64 = 3 * 60 * 60;
+/// Largest existing file a `write_files` entry with `append: true` extends (it is read
+/// whole to write the result atomically).
+pub const MAX_APPEND_BASE_BYTES: usize = 64 * 1024 * 1024;
+/// CPU time (`RLIMIT_CPU`) of the child process that renders a template, seconds: fuel counts
+/// instructions, not the work of one filter call on a large string.
+pub const TEMPLATE_CPU_SECS: u64 = 10;

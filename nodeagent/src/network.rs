@@ -206,6 +206,15 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
                     match mk.as_str() {
                         "macaddress" => {
                             let s = string(mv, &mp)?.to_ascii_lowercase();
+                            // Written verbatim into `[Match]` (and netplan): a newline or
+                            // space would add directives, so it is refused even in compat
+                            // mode, where other malformed MACs are only warned about.
+                            if s.contains(|c: char| c.is_whitespace() || c.is_control()) {
+                                return Err(err(
+                                    &mp,
+                                    "contains a space or control character (a newline would inject networkd directives); refused",
+                                ));
+                            }
                             if !is_mac(&s) {
                                 ctx.bad(&mp, format!("{s:?} is not a MAC address (six hex octets, colon separated)"))?;
                             }
@@ -672,6 +681,18 @@ mod tests {
             "addresses": ["10.20.30.21/24", "fd00::5/64"], "gateway4": "10.20.30.1", "mtu": 9000,
             "routes": [{"to": "192.168.5.0/24", "via": "10.20.30.254", "metric": 3}],
             "nameservers": {"addresses": ["10.20.0.53"], "search": ["corp.example"]}}}})
+    }
+
+    #[test]
+    fn a_newline_in_a_mac_is_refused_even_in_compat_mode() {
+        let cfg = json!({"version": 2, "ethernets": {"id0": {
+            "match": {"macaddress": "00:50:56:00:00:01\n[Network]\nDNS=6.6.6.6"},
+            "dhcp4": true}}});
+        for compat in [false, true] {
+            let e = render_with(&cfg, "networkd", compat).unwrap_err();
+            assert_eq!(e.place, "network.ethernets.id0.match.macaddress");
+            assert!(e.message.contains("control character"), "{e}");
+        }
     }
 
     #[test]

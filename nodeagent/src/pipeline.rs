@@ -283,6 +283,7 @@ pub fn prepare(inputs: &Inputs) -> Result<Prepared> {
             }
         }
     };
+    check_vendordata(inputs, &config)?;
     let plan = plan::build(&PlanInput {
         instance_id: &iid,
         metadata: &md,
@@ -304,6 +305,40 @@ pub fn prepare(inputs: &Inputs) -> Result<Prepared> {
         plan,
         warnings,
     })
+}
+
+/// Vendordata is refused, before any write, unless the user-data turns it off
+/// (`vendor_data: {enabled: false}`, which cloud-init honours too) or it is blank.
+/// cloud-init would merge its cloud-config under the user's (user-data wins key by key,
+/// mappings merged) and run its scripts; no Cluster API platform sends vendordata, and a
+/// second, merged input path is a second way for a node to end up not as its userdata says.
+/// Refusing makes that visible instead of dropping it silently (the old behaviour).
+fn check_vendordata(inputs: &Inputs, config: &CloudConfig) -> Result<()> {
+    let Some(vd) = &inputs.raw.vendordata else {
+        return Ok(());
+    };
+    if vd.text.trim().is_empty() {
+        return Ok(());
+    }
+    let enabled = config
+        .vendor_data
+        .as_ref()
+        .and_then(|v| v.enabled)
+        .is_none_or(|f| f.0);
+    if !enabled {
+        tracing::info!("vendordata present and disabled by user-data vendor_data.enabled: false");
+        return Ok(());
+    }
+    let place = if inputs.transport.nocloud_seed().is_some() {
+        "vendor-data"
+    } else {
+        "guestinfo.vendordata"
+    };
+    Err(Error::new(
+        Stage::Plan,
+        place,
+        "vendordata is not applied by nodeagent (cloud-init would merge it under the userdata); put its settings in the userdata, or set vendor_data: {enabled: false} in the userdata to ignore it as cloud-init would",
+    ))
 }
 
 /// Apply the template layer: `## template: jinja` renders, anything else passes through.

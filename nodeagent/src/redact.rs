@@ -9,7 +9,11 @@
 //!   `--password` (as `--flag=V` or `--flag V`);
 //! - values of secret keys in YAML/JSON/`k=v` text: `token`, `certificateKey`, `password`,
 //!   `passwd`, `tlsBootstrapToken`, `token-secret`, `client-key-data`, `secret`, …;
-//! - the line after kubeadm's `Using certificate key:` (the key is printed on its own line).
+//! - the line after kubeadm's `Using certificate key:` (the key is printed on its own line);
+//! - values of `NAME=value` assignments and `--name=value` flags whose name holds
+//!   `password`, `passwd`, `secret`, `token`, `key` or `credential` (`PGPASSWORD=…`,
+//!   `--db-password=…`), and of `Authorization:` headers;
+//! - long base64 runs that look like key material printed without PEM armour.
 //!
 //! The text is otherwise unchanged (same lines, same order), so redacted logs stay readable.
 
@@ -68,50 +72,64 @@ pub fn redact_text(text: &str) -> String {
 }
 
 /// Redact PEM bodies, keeping the BEGIN/END markers so readers see what was there.
+/// Linear in the text: every search starts where the previous one of its kind stopped, and
+/// the END search is remembered, so many BEGIN markers without an END (adversarial text)
+/// do not rescan the rest of the text once each.
 fn redact_pem(text: &str) -> String {
     const BEGIN: &str = "-----BEGIN ";
+    const END: &str = "-----END ";
     let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(b) = rest.find(BEGIN) {
+    // The next END marker at or after `.0`, as last searched.
+    let mut end_memo: Option<(usize, Option<usize>)> = None;
+    let mut next_end = |from: usize| -> Option<usize> {
+        match end_memo {
+            Some((searched, None)) if from >= searched => return None,
+            Some((searched, Some(e))) if from >= searched && e >= from => return Some(e),
+            _ => {}
+        }
+        let found = text.get(from..).and_then(|t| t.find(END)).map(|e| from + e);
+        end_memo = Some((from, found));
+        found
+    };
+    let at = |from: usize| text.get(from..).unwrap_or_default();
+    let mut pos = 0;
+    while let Some(b) = at(pos).find(BEGIN).map(|b| pos + b) {
         // Header ends at the next "-----" after the label.
         let after_begin = b + BEGIN.len();
-        let Some(h) = rest[after_begin..].find("-----") else {
+        let Some(h) = at(after_begin).find("-----") else {
             break;
         };
         let header_end = after_begin + h + 5;
         // Keep the line break after the header (real or JSON-escaped).
         let header_end = ["\r\n", "\n", "\\n"]
             .iter()
-            .find(|nl| rest[header_end..].starts_with(**nl))
+            .find(|nl| at(header_end).starts_with(**nl))
             .map(|nl| header_end + nl.len())
             .unwrap_or(header_end);
-        out.push_str(&rest[..header_end]);
-        let body = &rest[header_end..];
-        match body.find("-----END ") {
+        out.push_str(text.get(pos..header_end).unwrap_or_default());
+        let body = at(header_end);
+        match next_end(header_end) {
             Some(e) => {
                 out.push_str(REDACTED);
                 // Keep the line break style just before END (newline or escaped \n).
-                let before_end = &body[..e];
+                let before_end = text.get(header_end..e).unwrap_or_default();
                 if before_end.ends_with("\\n") {
                     out.push_str("\\n");
                 } else if before_end.ends_with('\n') {
                     out.push('\n');
                 }
-                rest = &body[e..];
-                // Skip past the END marker's "-----END " so the loop does not see it as BEGIN.
-                let end_len = body[e + 9..]
+                // Past the END marker's label, so the loop does not see it as BEGIN.
+                let marker_end = at(e + END.len())
                     .find("-----")
-                    .map(|x| 9 + x + 5)
-                    .unwrap_or(body.len() - e);
-                out.push_str(&rest[..end_len]);
-                rest = &rest[end_len..];
+                    .map_or(text.len(), |x| e + END.len() + x + 5);
+                out.push_str(text.get(e..marker_end).unwrap_or_default());
+                pos = marker_end;
             }
             None => {
                 // Truncated PEM: swallow everything that can belong to a PEM body.
                 let mut n = 0;
                 let bytes = body.as_bytes();
-                while n < bytes.len() {
-                    let c = bytes[n];
+                while let Some(&c) = bytes.get(n) {
                     if c.is_ascii_alphanumeric()
                         || matches!(c, b'+' | b'/' | b'=' | b' ' | b'\t' | b'\r' | b'\n')
                     {
@@ -123,14 +141,14 @@ fn redact_pem(text: &str) -> String {
                     }
                 }
                 out.push_str(REDACTED);
-                if body[..n].ends_with('\n') {
+                if body.get(..n).is_some_and(|b| b.ends_with('\n')) {
                     out.push('\n');
                 }
-                rest = &body[n..];
+                pos = header_end + n;
             }
         }
     }
-    out.push_str(rest);
+    out.push_str(at(pos));
     out
 }
 
@@ -173,10 +191,107 @@ fn is_word_byte(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_' || c == b'-'
 }
 
-/// Redact flag values, secret key values and bootstrap tokens within one line.
+/// Redact flag values, secret key values, bootstrap tokens and unarmoured key material
+/// within one line.
 fn redact_line(line: &str) -> String {
     let with_values = redact_values(line);
-    redact_bootstrap_tokens(&with_values)
+    let without_tokens = redact_bootstrap_tokens(&with_values);
+    redact_key_material(&without_tokens)
+}
+
+/// Words that make a `NAME=value` assignment or a `--name=value` flag secret
+/// (`PGPASSWORD=…`, `--db-password=…`, `AWS_SECRET_ACCESS_KEY=…`, `--api-token=…`).
+const SECRET_NAME_PARTS: &[&str] = &["password", "passwd", "secret", "token", "key", "credential"];
+
+/// A `NAME=` or `--name=` starting at `i` whose name holds a SECRET_NAME_PARTS word: the
+/// position just after `=`.
+fn secret_assignment_at(lower: &[u8], i: usize) -> Option<usize> {
+    let rest = lower.get(i..)?;
+    let name_start = if rest.starts_with(b"--") { 2 } else { 0 };
+    let name_len = rest
+        .get(name_start..)?
+        .iter()
+        .take_while(|&&c| is_word_byte(c))
+        .count();
+    let name = rest.get(name_start..name_start + name_len)?;
+    if name_len == 0 || rest.get(name_start + name_len) != Some(&b'=') {
+        return None;
+    }
+    SECRET_NAME_PARTS
+        .iter()
+        .any(|part| name.windows(part.len()).any(|w| w == part.as_bytes()))
+        .then_some(i + name_start + name_len + 1)
+}
+
+/// An HTTP `Authorization:` header at `i`: the range of its value, to the end of the line
+/// or the closing quote (`Authorization: Bearer …`, `-H 'Authorization: Basic …'`).
+fn authorization_at(line: &str, lower: &[u8], i: usize) -> Option<(usize, usize)> {
+    const NAME: &[u8] = b"authorization";
+    if !lower.get(i..)?.starts_with(NAME) {
+        return None;
+    }
+    let bytes = line.as_bytes();
+    let mut j = i + NAME.len();
+    if matches!(bytes.get(j), Some(b'"' | b'\'')) {
+        j += 1;
+    }
+    while matches!(bytes.get(j), Some(b' ' | b'\t')) {
+        j += 1;
+    }
+    if bytes.get(j) != Some(&b':') {
+        return None;
+    }
+    j += 1;
+    while matches!(bytes.get(j), Some(b' ' | b'\t' | b'"' | b'\'')) {
+        j += 1;
+    }
+    let end = line
+        .get(j..)?
+        .find(['"', '\''])
+        .map_or(line.len(), |k| j + k);
+    (end > j).then_some((j, end))
+}
+
+/// Shortest run of base64 characters that starts like DER (`MI…`, `MH…`, `MC…`: a SEQUENCE)
+/// and is redacted as unarmoured key material.
+const DER_BASE64_MIN: usize = 40;
+/// Shortest run of mixed-case base64 with digits that is redacted whatever its start.
+const BASE64_MIN: usize = 120;
+
+/// Redact long base64 runs that look like key material printed without PEM armour.
+fn redact_key_material(line: &str) -> String {
+    let is_b64 = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'=');
+    let bytes = line.as_bytes();
+    let mut out = String::with_capacity(line.len());
+    let mut copied = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        if !bytes.get(i).is_some_and(|&c| is_b64(c)) {
+            i += 1;
+            continue;
+        }
+        let len = bytes
+            .get(i..)
+            .unwrap_or_default()
+            .iter()
+            .take_while(|&&c| is_b64(c))
+            .count();
+        let run = bytes.get(i..i + len).unwrap_or_default();
+        let der_like = len >= DER_BASE64_MIN
+            && (run.starts_with(b"MI") || run.starts_with(b"MH") || run.starts_with(b"MC"));
+        let mixed = len >= BASE64_MIN
+            && run.iter().any(u8::is_ascii_uppercase)
+            && run.iter().any(u8::is_ascii_lowercase)
+            && run.iter().any(u8::is_ascii_digit);
+        if der_like || mixed {
+            out.push_str(line.get(copied..i).unwrap_or_default());
+            out.push_str(REDACTED);
+            copied = i + len;
+        }
+        i += len;
+    }
+    out.push_str(line.get(copied..).unwrap_or_default());
+    out
 }
 
 fn redact_values(line: &str) -> String {
@@ -208,7 +323,8 @@ fn redact_values(line: &str) -> String {
 /// If a secret flag or key starts at `i`, the byte range of its value.
 fn secret_value_at(line: &str, lower: &str, i: usize) -> Option<(usize, usize)> {
     let bytes = line.as_bytes();
-    let lower = &lower.as_bytes()[i..];
+    let whole_lower = lower.as_bytes();
+    let lower = whole_lower.get(i..)?;
     for flag in SECRET_FLAGS {
         if lower.starts_with(flag.as_bytes()) {
             let mut j = i + flag.len();
@@ -243,7 +359,10 @@ fn secret_value_at(line: &str, lower: &str, i: usize) -> Option<(usize, usize)> 
             return value_range(line, j);
         }
     }
-    None
+    if let Some(range) = authorization_at(line, whole_lower, i) {
+        return Some(range);
+    }
+    secret_assignment_at(whole_lower, i).and_then(|j| value_range(line, j))
 }
 
 /// A value starting at `j`: quoted (up to the closing quote) or a bare word.
@@ -313,6 +432,69 @@ fn is_token_bytes(b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn command_lines_lose_env_secrets_secret_flags_auth_headers_and_bare_keys() {
+        let der = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj";
+        let line = format!(
+            "PGPASSWORD=hunter2 psql --db-password=s3cret --api-token=tok123 \
+             -H 'Authorization: Bearer eyJhbGciOi.payload' AWS_SECRET_ACCESS_KEY=wJalr key {der} end"
+        );
+        let red = redact_text(&line);
+        for secret in [
+            "hunter2",
+            "s3cret",
+            "tok123",
+            "eyJhbGciOi",
+            "wJalr",
+            "MIIEvQ",
+        ] {
+            assert!(!red.contains(secret), "{secret} in {red}");
+        }
+        // What is not secret stays, word for word.
+        for kept in [
+            "PGPASSWORD=",
+            "psql",
+            "--db-password=",
+            "-H 'Authorization: ",
+            "key ",
+            " end",
+        ] {
+            assert!(red.contains(kept), "{kept:?} lost: {red}");
+        }
+        // Hashes, paths and ordinary assignments are not key material.
+        let plain = "caCertHashes=sha256:0123abcd HOME=/root PATH=/usr/bin:/bin mode=0644";
+        assert_eq!(redact_text(plain), plain);
+    }
+
+    /// Adversarial shapes of a 2 MiB refused value (was 31 s: one END search per BEGIN).
+    #[test]
+    fn redaction_is_linear_on_adversarial_text() {
+        const SIZE: usize = 2 * 1024 * 1024;
+        let shapes = [
+            "-----BEGIN A-----\n;",
+            "-----BEGIN ",
+            "-----END -----BEGIN X-----",
+            "token=",
+            "password: '",
+            "--token ",
+            "abcdef.0123456789abcdef ",
+            "Using certificate key:\n",
+            "\\n-----BEGIN K-----\\n",
+        ];
+        for shape in shapes {
+            let text = shape.repeat(SIZE / shape.len());
+            let t = std::time::Instant::now();
+            let out = redact_text(&text);
+            let took = t.elapsed();
+            assert!(!out.is_empty());
+            assert!(
+                took < std::time::Duration::from_secs(5),
+                "{shape:?}: {took:?}"
+            );
+            eprintln!("{shape:?}: {took:?}");
+        }
+    }
 
     const TOKEN: &str = "abcdef.0123456789abcdef";
     const CERT_KEY: &str = "9f2c6e1d7a4b3c5d8e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d";

@@ -83,13 +83,13 @@ impl Status {
             v: u32,
             instance_id: &'a str,
             phase: Phase,
-            step: &'a Option<String>,
-            error: Option<String>,
+            step: Option<&'a str>,
+            error: Option<&'a str>,
             started: &'a str,
             updated: &'a str,
             boot: &'a str,
             #[serde(skip_serializing_if = "Option::is_none")]
-            detail: &'a Option<String>,
+            detail: Option<&'a str>,
         }
         let max = crate::limits::MAX_STATUS_BYTES;
         let mut error = self.error.clone();
@@ -99,37 +99,46 @@ impl Status {
             e.push_str(" | last output: ");
             e.push_str(&self.output_tail.join(" / "));
         }
-        loop {
-            let c = Compact {
+        // Every field but the error is cut to a fixed share first, so the error always gets
+        // room; then the error is cut to what is left. A fixed number of passes: JSON
+        // escaping can make the serialised text longer than the cut (a control character
+        // becomes six bytes), so each pass cuts by what is still over, at least by half.
+        let instance_id = cut_chars(&self.instance_id, STATUS_FIELD_CHARS);
+        let step = self
+            .step
+            .as_deref()
+            .map(|s| cut_chars(s, STATUS_FIELD_CHARS));
+        let detail = self
+            .detail
+            .as_deref()
+            .map(|s| cut_chars(s, STATUS_FIELD_CHARS));
+        let mut error = error.map(|e| cut_chars(&e, max));
+        for _ in 0..STATUS_FIT_PASSES {
+            let json = serde_json::to_string(&Compact {
                 v: self.v,
-                instance_id: &self.instance_id,
+                instance_id: &instance_id,
                 phase: self.phase,
-                step: &self.step,
-                error: error.clone(),
+                step: step.as_deref(),
+                error: error.as_deref(),
                 started: &self.started,
                 updated: &self.updated,
                 boot: &self.boot,
-                detail: &self.detail,
-            };
-            let json = serde_json::to_string(&c).unwrap_or_default();
+                detail: detail.as_deref(),
+            })
+            .unwrap_or_default();
             if json.len() <= max {
                 return json;
             }
-            // Cut the error by what is over plus a margin; keep its start (step and reason).
-            match &mut error {
-                Some(e) if !e.is_empty() => {
-                    let over = json.len() - max + 8;
-                    let keep = e.len().saturating_sub(over.max(e.len() / 8));
-                    let mut cut = keep;
-                    while !e.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    e.truncate(cut);
-                    e.push('…');
+            let over = json.len() - max;
+            error = match error {
+                Some(e) if e.chars().count() > 1 => {
+                    let len = e.chars().count();
+                    Some(cut_chars(&e, len.saturating_sub(over.max(len / 2)).max(1)))
                 }
-                _ => return json_min(self),
-            }
+                _ => break,
+            };
         }
+        json_min(self)
     }
 
     /// The value of `guestinfo.vmservice.bootstrap.condition`: `<bool>,<reason>,<message>`.
@@ -199,6 +208,20 @@ impl Status {
     /// `done` with warnings is "degraded" (exit 2 of `nodeagent status`).
     pub fn degraded(&self) -> bool {
         self.phase == Phase::Done && !self.warnings.is_empty()
+    }
+}
+
+/// Longest instance id, step and detail in the compact status, in characters: together
+/// well under MAX_STATUS_BYTES even when every character escapes to six bytes.
+const STATUS_FIELD_CHARS: usize = 160;
+/// Passes that cut the error until the compact status fits; then only the phase is sent.
+const STATUS_FIT_PASSES: usize = 12;
+
+/// `s` cut to `max` characters, with `…` when cut.
+fn cut_chars(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", s.get(..i).unwrap_or_default()),
+        None => s.to_string(),
     }
 }
 
@@ -794,6 +817,34 @@ mod tests {
         assert_eq!(t.0.borrow()["nodeagent.status"].len(), 5);
         let events = std::fs::read_to_string(dir.path().join(EVENTS)).unwrap();
         assert_eq!(events.lines().count(), 5);
+    }
+
+    #[test]
+    fn compact_status_fits_whatever_the_fields_and_always_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        // A very long instance id, a step naming a write_files path over 4 KiB, and an
+        // error of control characters (each escapes to six bytes): this looped forever.
+        let iid = "i".repeat(10_000);
+        let mut r = Reporter::new(None, dir.path(), &iid);
+        let step = format!("write_files[0]:/{}", "p".repeat(5000));
+        r.failed(&step, &"\u{1}\u{2}é".repeat(5000), &["\u{7}".repeat(3000)]);
+        let t = std::time::Instant::now();
+        let json = r.status().compact_json();
+        assert!(t.elapsed() < std::time::Duration::from_secs(2));
+        assert!(
+            json.len() <= crate::limits::MAX_STATUS_BYTES,
+            "{}",
+            json.len()
+        );
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["phase"], "failed");
+        assert!(
+            v["step"]
+                .as_str()
+                .unwrap()
+                .starts_with("write_files[0]:/ppp")
+        );
+        assert!(v["error"].as_str().unwrap().ends_with('…'));
     }
 
     #[test]

@@ -17,6 +17,8 @@ pub enum Outcome<T> {
     Done(T),
     /// The child ran out of its memory limit (it aborted without a result).
     OutOfMemory,
+    /// The child used up its CPU time (`RLIMIT_CPU`: SIGXCPU, then SIGKILL).
+    OutOfTime,
     /// Anything else: a panic (its message), a signal, a malformed result.
     Failed(String),
 }
@@ -24,11 +26,12 @@ pub enum Outcome<T> {
 const RESULT: u8 = b'R';
 const PANIC: u8 = b'P';
 
-/// Run `f` in a child limited to `memory_bytes` of data memory; its serialised result may be
-/// at most `max_result_bytes`. Safe to call from a multi-threaded process: glibc's `fork`
+/// Run `f` in a child limited to `memory_bytes` of data memory and `cpu_secs` seconds of CPU
+/// time; its serialised result may be at most `max_result_bytes`. Safe to call from a multi-threaded process: glibc's `fork`
 /// keeps malloc usable in the child, and the child touches no other lock before `_exit`.
 pub fn run<T: Serialize + DeserializeOwned>(
     memory_bytes: u64,
+    cpu_secs: u64,
     max_result_bytes: usize,
     f: impl FnOnce() -> T,
 ) -> std::io::Result<Outcome<T>> {
@@ -37,7 +40,7 @@ pub fn run<T: Serialize + DeserializeOwned>(
     match unsafe { nix::unistd::fork() }? {
         nix::unistd::ForkResult::Child => {
             drop(read_end);
-            child(write_end, memory_bytes, f)
+            child(write_end, memory_bytes, cpu_secs, f)
         }
         nix::unistd::ForkResult::Parent { child } => {
             drop(write_end);
@@ -46,7 +49,7 @@ pub fn run<T: Serialize + DeserializeOwned>(
     }
 }
 
-fn child<T: Serialize>(out: OwnedFd, memory_bytes: u64, f: impl FnOnce() -> T) -> ! {
+fn child<T: Serialize>(out: OwnedFd, memory_bytes: u64, cpu_secs: u64, f: impl FnOnce() -> T) -> ! {
     use nix::sys::resource::{Resource, setrlimit};
     let fd = out.as_raw_fd();
     // A panic (release builds abort on panic) says why before the abort.
@@ -56,7 +59,11 @@ fn child<T: Serialize>(out: OwnedFd, memory_bytes: u64, f: impl FnOnce() -> T) -
         // SAFETY: fd is the child's own open pipe end.
         unsafe { libc::write(fd, msg.as_ptr().cast(), msg.len()) };
     }));
-    let code = match setrlimit(Resource::RLIMIT_DATA, memory_bytes, memory_bytes) {
+    // CPU time, not only fuel: fuel counts instructions, not the work one filter call does
+    // on a large string. Soft limit: SIGXCPU; one second later the hard limit: SIGKILL.
+    let limits = setrlimit(Resource::RLIMIT_DATA, memory_bytes, memory_bytes)
+        .and_then(|()| setrlimit(Resource::RLIMIT_CPU, cpu_secs, cpu_secs.saturating_add(1)));
+    let code = match limits {
         // Never unwind past here: the child must not return into the parent's code.
         Ok(()) => match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
             Ok(value) => {
@@ -108,6 +115,14 @@ fn parent<T: DeserializeOwned>(
         (None, WaitStatus::Signaled(_, nix::sys::signal::Signal::SIGABRT, _)) => {
             Outcome::OutOfMemory
         }
+        (
+            _,
+            WaitStatus::Signaled(
+                _,
+                nix::sys::signal::Signal::SIGXCPU | nix::sys::signal::Signal::SIGKILL,
+                _,
+            ),
+        ) => Outcome::OutOfTime,
         (_, WaitStatus::Signaled(_, sig, _)) => Outcome::Failed(format!("killed by {sig}")),
         (_, WaitStatus::Exited(_, 3)) => Outcome::Failed("could not set its memory limit".into()),
         (_, other) => Outcome::Failed(format!("ended without a result ({other:?})")),
@@ -122,13 +137,13 @@ mod tests {
 
     #[test]
     fn returns_the_result() {
-        let r = run(256 * MIB, 1024, || vec!["a".to_string(), "b".into()]).unwrap();
+        let r = run(256 * MIB, 60, 1024, || vec!["a".to_string(), "b".into()]).unwrap();
         assert_eq!(r, Outcome::Done(vec!["a".to_string(), "b".into()]));
     }
 
     #[test]
     fn an_allocation_over_the_limit_is_out_of_memory() {
-        let r = run(256 * MIB, 1024, || {
+        let r = run(256 * MIB, 60, 1024, || {
             let mut v: Vec<u8> = Vec::new();
             v.resize(1024 * MIB as usize, 1);
             v.len()
@@ -139,7 +154,7 @@ mod tests {
 
     #[test]
     fn a_panic_is_reported_not_continued() {
-        let r = run(256 * MIB, 1024, || -> u8 { panic!("boom") }).unwrap();
+        let r = run(256 * MIB, 60, 1024, || -> u8 { panic!("boom") }).unwrap();
         assert!(
             matches!(r, Outcome::Failed(ref m) if m.contains("boom")),
             "{r:?}"
@@ -148,10 +163,30 @@ mod tests {
 
     #[test]
     fn a_result_over_the_bound_is_refused() {
-        let r = run(256 * MIB, 10, || "x".repeat(100)).unwrap();
+        let r = run(256 * MIB, 60, 10, || "x".repeat(100)).unwrap();
         assert!(
             matches!(r, Outcome::Failed(ref m) if m.contains("over 10 bytes")),
             "{r:?}"
+        );
+    }
+
+    #[test]
+    fn a_computation_over_its_cpu_time_is_stopped() {
+        let t = std::time::Instant::now();
+        let r = run(256 * MIB, 1, 1024, || {
+            let mut x = 0u64;
+            loop {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+        })
+        .unwrap();
+        let _: &Outcome<()> = &r;
+        assert_eq!(r, Outcome::OutOfTime);
+        // One CPU second (more wall time on a loaded machine), far from forever.
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(60),
+            "{:?}",
+            t.elapsed()
         );
     }
 }

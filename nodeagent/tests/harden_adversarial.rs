@@ -126,6 +126,8 @@ struct Out {
     stdout: String,
     stderr: String,
     elapsed: Duration,
+    /// Peak resident memory of the agent and what it waited for, KiB.
+    max_rss_kib: u64,
 }
 
 /// Run the agent with a kill timeout; a crash (signal) is code -1.
@@ -138,12 +140,18 @@ fn agent(args: &[&std::ffi::OsStr]) -> Out {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let (out, killed) = harden_common::wait_or_kill(child, start, KILL_AFTER);
+    let (out, killed, max_rss_kib) = harden_common::wait_measured(child, start, KILL_AFTER);
     assert!(
         !killed,
         "agent still running after {KILL_AFTER:?}: {args:?}"
     );
+    assert!(
+        max_rss_kib < harden_common::PEAK_RSS_BOUND_KIB,
+        "peak memory {max_rss_kib} KiB over the {} KiB bound: {args:?}",
+        harden_common::PEAK_RSS_BOUND_KIB
+    );
     Out {
+        max_rss_kib,
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -814,4 +822,143 @@ fn gzip_bomb_in_metadata_network() {
     assert_eq!(without_reports(snapshot(&e.r)), before);
     let err = library_error(&e);
     assert_eq!(err.stage, Stage::Decode, "{err}");
+}
+
+// ---- issue 13: silent death, endless CPU, secrets ----
+
+/// Every report the run left under R, for secret scans.
+fn reports_text(r: &Path) -> String {
+    let mut all = String::new();
+    for rel in REPORTS {
+        all.push_str(&std::fs::read_to_string(r.join(rel)).unwrap_or_default());
+    }
+    all
+}
+
+/// A `caCertHashes` entry with a multi-byte character across byte 7 aborted the process (a
+/// byte-index slice): no status, nothing reported. Now it is refused in the plan, naming the
+/// field, and R is unchanged.
+#[test]
+fn ca_cert_hash_with_a_multi_byte_character_is_refused_not_a_crash() {
+    let hash = format!("sha256é{}", "0".repeat(63));
+    assert_eq!(hash.len(), 71);
+    let join = format!(
+        "apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\ndiscovery:\n  bootstrapToken:\n    apiServerEndpoint: 10.0.0.10:6443\n    token: abcdef.0123456789abcdef\n    caCertHashes:\n    - \"{hash}\"\nnodeRegistration:\n  name: node1\n"
+    );
+    let indented: String = join.lines().map(|l| format!("      {l}\n")).collect();
+    let ud = cloud_config(&format!(
+        "write_files:\n- path: /run/kubeadm/kubeadm-join-config.yaml\n  content: |\n{indented}runcmd:\n- kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml && echo success > /run/cluster-api/bootstrap-success.complete\n"
+    ));
+    let e = env(&ud, None);
+    let before = snapshot(&e.r);
+    let out = run(&e);
+    assert_eq!(
+        out.code, 1,
+        "refused with exit 1, not aborted\n{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("discovery.bootstrapToken.caCertHashes"),
+        "the error names the field\n{}",
+        out.stderr
+    );
+    assert!(out.elapsed < Duration::from_secs(20), "{:?}", out.elapsed);
+    assert_eq!(without_reports(snapshot(&e.r)), before, "run changed R");
+    let status: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(e.r.join(REPORTS[0])).unwrap()).unwrap();
+    assert_eq!(status["phase"], "failed", "{status}");
+    assert!(!reports_text(&e.r).contains("abcdef.0123456789abcdef"));
+    eprintln!("{:?}, peak {} KiB", out.elapsed, out.max_rss_kib);
+}
+
+/// A very long instance id with a refused userdata made the status writer loop forever at
+/// 100 % CPU (the 4 KiB cut could never fit). Now the failure is published, cut to fit.
+#[test]
+fn status_with_fields_over_the_4k_cap_is_published_not_spun_on() {
+    let e = env(b"#cloud-config\nruncmd: [unclosed\n", None);
+    let iid = format!("i-{}", "x".repeat(20_000));
+    std::fs::write(
+        e.d.join("guestinfo.metadata"),
+        format!("instance-id: {iid}\n"),
+    )
+    .unwrap();
+    let before = snapshot(&e.r);
+    let out = run(&e);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.elapsed < Duration::from_secs(20), "{:?}", out.elapsed);
+    assert_eq!(without_reports(snapshot(&e.r)), before, "run changed R");
+    let status: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(e.r.join(REPORTS[0])).unwrap()).unwrap();
+    assert_eq!(status["phase"], "failed", "{status}");
+    let published = std::fs::read(e.d.join("guestinfo.nodeagent.status")).unwrap();
+    assert!(published.len() <= MAX_STATUS_BYTES, "{}", published.len());
+    let compact: serde_json::Value = serde_json::from_slice(&published).unwrap();
+    assert_eq!(compact["phase"], "failed", "{compact}");
+    eprintln!("{:?}, peak {} KiB", out.elapsed, out.max_rss_kib);
+}
+
+/// A failing command whose line carries secrets in an environment assignment, a secret flag
+/// and an Authorization header: none of them reaches stderr, status.json, the events journal
+/// or the guestinfo status.
+#[test]
+fn secrets_in_a_failing_command_line_stay_out_of_every_report() {
+    let ud = cloud_config(
+        "runcmd:\n- \"PGPASSWORD=hunter2pw psql --db-password=s3cretpw -H 'Authorization: Bearer eyJtokenvalue' || exit 3\"\n",
+    );
+    let e = env(&ud, None);
+    let dir = format!("dir:{}", e.d.display());
+    let out = agent(&[
+        "run".as_ref(),
+        "--transport".as_ref(),
+        dir.as_ref(),
+        "--root".as_ref(),
+        e.r.as_os_str(),
+        "--facts".as_ref(),
+        e.facts.as_os_str(),
+        "--exec".as_ref(),
+    ]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("runcmd"), "{}", out.stderr);
+    assert!(out.stderr.contains("exit status 3"), "{}", out.stderr);
+    assert!(out.elapsed < Duration::from_secs(30), "{:?}", out.elapsed);
+    let published =
+        std::fs::read_to_string(e.d.join("guestinfo.nodeagent.status")).unwrap_or_default();
+    let everything = format!(
+        "{}{}{}{}",
+        out.stderr,
+        out.stdout,
+        reports_text(&e.r),
+        published
+    );
+    assert!(everything.contains("failed"), "{everything}");
+    for secret in ["hunter2pw", "s3cretpw", "eyJtokenvalue"] {
+        assert!(
+            !everything.contains(secret),
+            "{secret} leaked:\n{everything}"
+        );
+    }
+    eprintln!("{:?}, peak {} KiB", out.elapsed, out.max_rss_kib);
+}
+
+/// Fuel counts instructions, not work: a short template calling a costly filter on a large
+/// string a few hundred times ran for 47 s (and could run for hours within the fuel). The
+/// renderer's CPU time is now capped (TEMPLATE_CPU_SECS).
+#[test]
+fn template_costly_filter_repeated_runs_out_of_cpu_time() {
+    let ud = "## template: jinja\n#cloud-config\n\
+              {% set s = \"ab\" * 4000000 %}{% for i in range(100000) %}{{ (s|replace(\"a\", \"cd\"))|length }}{% endfor %}\n";
+    refused(
+        ud.as_bytes(),
+        None,
+        Expect::new(
+            Stage::Template,
+            "userdata",
+            &format!(
+                "rendering used more than {TEMPLATE_CPU_SECS} s of CPU time (TEMPLATE_CPU_SECS)"
+            ),
+        )
+        .within(120)
+        .out_of_process_only(),
+    );
 }

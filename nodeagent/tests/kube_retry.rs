@@ -156,3 +156,46 @@ fn a_restore_that_fails_ends_the_retries() {
     assert!(err.to_string().contains("cannot restore"), "{err}");
     assert!(!node.sentinel().exists());
 }
+
+#[test]
+fn a_second_init_on_a_bootstrapped_disk_fails_preflight_unless_told() {
+    // A clone of a bootstrapped control plane (same disk, new instance-id) runs kubeadm init
+    // again; the first instance's static pod manifests are still there, and kubeadm's
+    // preflight refuses them (the stand-in does what kubeadm does).
+    let ud = std::fs::read_to_string(CORPUS_INIT).unwrap();
+    let e = E2e::new(&ud, &image_config(""), &[]);
+    assert_eq!(e.run().0, 0);
+    let again = |instance: &str, userdata: &str| {
+        std::fs::write(
+            e.data().join("guestinfo.metadata"),
+            format!("instance-id: {instance}\nlocal-hostname: node-1\n"),
+        )
+        .unwrap();
+        std::fs::write(e.data().join("guestinfo.userdata"), userdata).unwrap();
+        std::fs::remove_file(e.data().join("guestinfo.userdata.encoding")).ok();
+        // A new boot: /run (tmpfs on a node, with CAPI's sentinel) starts empty.
+        std::fs::remove_dir_all(e.node.root().join("run")).unwrap();
+        e.run()
+    };
+    let (code, err) = again("i-clone-1", &ud);
+    assert_eq!(code, 1, "{err}");
+    let reason = e.node.calls().last().unwrap()["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        reason.contains("FileAvailable--etc-kubernetes-manifests-kube-apiserver.yaml"),
+        "{reason} {err} {:?}",
+        e.node.cmds()
+    );
+    // Told to ignore them (nodeRegistration.ignorePreflightErrors), the clone bootstraps.
+    let told = ud.replacen(
+        "      nodeRegistration:\n        imagePullPolicy: IfNotPresent\n",
+        "      nodeRegistration:\n        imagePullPolicy: IfNotPresent\n        ignorePreflightErrors:\n        - all\n",
+        1,
+    );
+    assert_ne!(told, ud);
+    let (code, err) = again("i-clone-2", &told);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(e.node.cmds(), ["init:0", "init:1", "init:0"]);
+}

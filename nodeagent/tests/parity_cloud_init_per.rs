@@ -163,3 +163,42 @@ fn usage_errors_as_cloud_init() {
     assert_eq!(runs(&log), 0);
     assert!(sem_dir.join("bootper.old_name.once").exists());
 }
+
+/// `plan` shows a `cloud-init-per` bootcmd as a command step like any other, saying which
+/// semaphore decides whether it runs again.
+#[test]
+fn plan_shows_cloud_init_per_steps() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("guestinfo.metadata"), "instance-id: vm/7\n").unwrap();
+    std::fs::write(
+        d.path().join("guestinfo.userdata"),
+        "#cloud-config\nbootcmd:\n  - \"cloud-init-per once swapoff-once swapoff -a\"\n  - [cloud-init-per, instance, mk-fs, mkfs.ext4, /dev/vdb]\n  - echo plain\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_nodeagent"))
+        .args(["plan", "--transport"])
+        .arg(format!("dir:{}", d.path().display()))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let line = |id: &str| {
+        text.lines()
+            .find(|l| l.contains(id))
+            .unwrap_or_else(|| panic!("{id} missing:\n{text}"))
+            .to_string()
+    };
+    let l0 = line("bootcmd[0]");
+    assert!(
+        l0.contains("sh -c cloud-init-per once swapoff-once swapoff -a")
+            && l0.ends_with("[cloud-init-per: once per node, semaphore /var/lib/cloud/sem/bootper.swapoff_once.once]"),
+        "{l0}"
+    );
+    assert!(
+        line("bootcmd[1]").ends_with(
+            "[cloud-init-per: once per instance, semaphore /var/lib/cloud/instances/vm_7/sem/bootper.mk_fs.instance]"
+        ),
+        "{text}"
+    );
+    assert!(!line("bootcmd[2]").contains("cloud-init-per"));
+}

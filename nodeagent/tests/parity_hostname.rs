@@ -190,3 +190,50 @@ fn vmware_transports_still_merge_host_info() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.trim(), "10.0.0.9");
 }
+
+#[test]
+fn local_stage_refuses_what_the_main_stage_refuses() {
+    let t = tempfile::tempdir().unwrap();
+    let (transport, root) = setup(t.path());
+    std::fs::write(
+        t.path().join("d/guestinfo.userdata"),
+        "#cloud-config\nusers:\n- name: a\n  ssh_authorized_keys: 42\n",
+    )
+    .unwrap();
+    let (code, _, err) = agent(&[
+        "run",
+        "--stage",
+        "local",
+        "--transport",
+        &transport,
+        "--root",
+        &root,
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("users[0]"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(Path::new(&root).join("etc/hostname")).unwrap(),
+        "vm\n",
+        "a refused document changes nothing with the two units either"
+    );
+    // A template that needs a host fact the local stage may not have yet is left to main.
+    std::fs::write(
+        t.path().join("d/guestinfo.userdata"),
+        "## template: jinja\n#cloud-config\nruncmd:\n- echo {{ ds.meta_data.local_ipv4 }}\n",
+    )
+    .unwrap();
+    let (code, _, err) = agent(&[
+        "run",
+        "--stage",
+        "local",
+        "--transport",
+        &transport,
+        "--root",
+        &root,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        std::fs::read_to_string(Path::new(&root).join("etc/hostname")).unwrap(),
+        "node-1\n"
+    );
+}

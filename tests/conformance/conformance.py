@@ -68,6 +68,14 @@ IGNORED = [
 ]
 IGNORED_RE = [(re.compile(p + r"\Z"), why) for p, why in IGNORED]
 
+# Text that names the agent itself, taken as equal (in files, before hashing): cloud-init's
+# default mount options require `cloud-init.service`, a unit a nodeagent image does not have
+# (systemd fails a mount whose required unit is missing); nodeagent requires its own
+# local-stage unit there instead.
+EQUIVALENT_TEXT = {
+    "etc/fstab": [(b"x-systemd.requires=nodeagent-local.service", b"x-systemd.requires=cloud-init.service")],
+}
+
 # What cloud-init's ssh module leaves on every boot of this root with no ssh input (no sshd
 # here, no keys given): an empty /etc/ssh and an empty /root/.ssh/authorized_keys
 # (`disable_root` with no keys). Ignored only while empty: any key written is compared.
@@ -228,11 +236,19 @@ class Case:
         expect = "identical"
         if os.path.exists(os.path.join(d, "expect")):
             expect = open(os.path.join(d, "expect")).read().strip()
-        self.expect = expect
-        self.refused = expect.startswith("refused:") and expect[len("refused:"):].strip()
-        self.known = expect.startswith("known-difference:") and expect[len("known-difference:"):].strip()
-        if not (expect == "identical" or self.refused or self.known):
-            raise SystemExit(f"conformance: {d}/expect: `identical`, `refused: TEXT` or `known-difference: ITEM`")
+        self.expect = expect.replace("\n", "; ")
+        lines = expect.splitlines()
+        self.refused = lines[0].startswith("refused:") and lines[0][len("refused:"):].strip()
+        known = [l for l in lines if l.startswith("known-difference:")]
+        self.known = known and known[0][len("known-difference:"):].strip()
+        if not (expect == "identical" or self.refused or self.known) or len(lines) > 1 + bool(self.refused):
+            raise SystemExit(f"conformance: {d}/expect: `identical`, `refused: TEXT` (and optionally a second line "
+                             "`known-difference: ITEM`) or `known-difference: ITEM`")
+        # `disks`: lines `NAME MIB`: a sparse file of that size behind a loop device, seen
+        # in the root as /dev/NAME (see Root).
+        self.disks = []
+        if os.path.exists(os.path.join(d, "disks")):
+            self.disks = [(l.split()[0], int(l.split()[1])) for l in open(os.path.join(d, "disks")) if l.strip()]
         cf = os.path.join(d, "corpus")
         if os.path.exists(cf):
             self.userdata = corpus_userdata(open(cf).read().strip(), yaml).encode()
@@ -294,8 +310,9 @@ class Root:
     """A fresh overlay of the pristine root with the given layers, /proc, a read-only /sys
     and a tmpfs /run (with /run/systemd/system, as on a systemd-booted node)."""
 
-    def __init__(self, work, name, lowers, without_cloud_init=False):
+    def __init__(self, work, name, lowers, without_cloud_init=False, disks=()):
         self.dir = os.path.join(work, name)
+        self.loops = []
         os.makedirs(self.dir + "/upper")
         os.makedirs(self.dir + "/work")
         os.makedirs(self.dir + "/m")
@@ -307,6 +324,16 @@ class Root:
         sh("mount", "-o", "remount,bind,ro", self.m + "/sys")
         sh("mount", "-t", "tmpfs", "-o", "mode=0755,nosuid,nodev", "tmpfs", self.m + "/run")
         os.makedirs(self.m + "/run/systemd/system")
+        for disk, mib in disks:
+            # A loop device over a sparse file of this run, as /dev/DISK in the root only (a
+            # node, not the host's /dev): what an agent writes there lands in that file.
+            img = f"{self.dir}/{disk}.img"
+            with open(img, "wb") as f:
+                f.truncate(mib << 20)
+            dev = subprocess.run(["losetup", "--show", "-f", img], check=True, capture_output=True,
+                                 text=True).stdout.strip()
+            self.loops.append((disk, dev, img))
+            os.mknod(f"{self.m}/dev/{disk}", stat.S_IFBLK | 0o660, os.stat(dev).st_rdev)
         if without_cloud_init:
             # A nodeagent image has the cloud-init package purged (README, migrating): its
             # commands are gone; nodeagent's own cloud-init-per takes that name if the
@@ -337,8 +364,27 @@ class Root:
         except FileNotFoundError:
             return ""
 
+    def disks(self):
+        """{disk: its partition table (sfdisk's dump without the random ids) and the
+        signatures blkid finds on it (TYPE, LABEL, PTTYPE, USAGE; UUIDs are random)}."""
+        out = {}
+        for disk, _dev, img in self.loops:
+            tbl = subprocess.run(["sfdisk", "--dump", img], capture_output=True, text=True).stdout
+            tbl = [re.sub(r",? *uuid=[0-9A-Fa-f-]+", "", l) for l in tbl.splitlines()
+                   if l.strip() and not l.startswith(("label-id:", "device:"))]
+            tbl = [l.replace(img, "/dev/" + disk) for l in tbl]
+            sig = subprocess.run(["blkid", "-p", "-o", "export", img], capture_output=True, text=True).stdout
+            sig = [l for l in sig.splitlines() if l.split("=")[0] in ("TYPE", "LABEL", "PTTYPE", "USAGE")]
+            out[disk] = {"table": tbl, "signature": sig}
+        return out
+
     def drop(self):
-        sh("umount", "-R", self.m)
+        """Unmounts and removes the root, detaches its loop devices; again is a no-op."""
+        if not os.path.isdir(self.dir):
+            return
+        for _disk, dev, _img in self.loops:
+            sh("losetup", "-d", dev, check=False)
+        sh("umount", "-R", self.m, check=False)
         shutil.rmtree(self.dir)
 
 
@@ -348,12 +394,12 @@ def ignored(rel):
     return any(r.match(rel) for r, _ in IGNORED_RE)
 
 
-def file_sha(p):
-    h = hashlib.sha256()
+def file_sha(p, rel=""):
     with open(p, "rb") as f:
-        for b in iter(lambda: f.read(1 << 16), b""):
-            h.update(b)
-    return h.hexdigest()
+        data = f.read()
+    for ours, theirs in EQUIVALENT_TEXT.get(rel, []):
+        data = data.replace(ours, theirs)
+    return hashlib.sha256(data).hexdigest()
 
 
 def snapshot(root):
@@ -373,7 +419,7 @@ def snapshot(root):
                 if stat.S_ISLNK(st.st_mode):
                     kind, data = "symlink", os.readlink(p)
                 elif stat.S_ISREG(st.st_mode):
-                    kind, data = "file", file_sha(p)
+                    kind, data = "file", file_sha(p, rel)
                 elif stat.S_ISDIR(st.st_mode):
                     kind, data = "dir", ""
                 else:
@@ -428,15 +474,22 @@ def sudo_rules(root):
 
 
 def bootper_sems(root):
-    """cloud-init-per's semaphores: {`once|always: NAME` or `instance: NAME`: exit status}."""
+    """cloud-init-per's semaphores: {`sem/bootper.NAME.FREQ` (once, always) or
+    `instances/IID/sem/bootper.NAME.instance`: the exit status recorded}. cloud-init reaches
+    the instance directory through its /var/lib/cloud/instance link; a real directory there
+    is listed as `instance/...`."""
     out = {}
-    inst = "var/lib/cloud/instance"
-    if os.path.islink(os.path.join(root, inst)):  # cloud-init's link to instances/<iid>
-        inst = os.path.normpath(os.path.join("/var/lib/cloud", os.readlink(os.path.join(root, inst)))).lstrip("/")
-    for d, label in [("var/lib/cloud/sem", "data"), (inst + "/sem", "instance")]:
-        p = os.path.join(root, d)
+    base = os.path.join(root, "var/lib/cloud")
+    dirs = [("sem", "sem")]
+    if os.path.isdir(os.path.join(base, "instances")):
+        dirs += [(f"instances/{i}/sem", f"instances/{i}/sem")
+                 for i in sorted(os.listdir(os.path.join(base, "instances")))]
+    if os.path.isdir(os.path.join(base, "instance")) and not os.path.islink(os.path.join(base, "instance")):
+        dirs.append(("instance/sem", "instance/sem"))
+    for d, label in dirs:
+        p = os.path.join(base, d)
         if os.path.isdir(p) and not os.path.islink(p):
-            for n in os.listdir(p):
+            for n in sorted(os.listdir(p)):
                 if n.startswith("bootper."):
                     out[f"{label}/{n}"] = (read_text(p, n) or "").split("\t")[0]
     return out
@@ -511,6 +564,11 @@ def compare(ci, na, label, detail):
         for op, i1, i2, j1, j2 in sm.get_opcodes():
             if op != "equal":
                 diffs.append(f"actions: cloud-init {ci['actions'][i1:i2]} vs nodeagent {na['actions'][j1:j2]}")
+    for disk in sorted(set(ci["disks"]) | set(na["disks"])):
+        x, y = ci["disks"].get(disk), na["disks"].get(disk)
+        for k in ("table", "signature"):
+            if x[k] != y[k]:
+                diffs.append(f"disk /dev/{disk} {k}: cloud-init {x[k]} vs nodeagent {y[k]}")
     if ci["sems"] != na["sems"]:
         diffs.append(f"cloud-init-per semaphores: {ci['sems']} vs {na['sems']}")
     return diffs
@@ -524,6 +582,7 @@ def end_state(r):
         "hostname": r.out("hostname").strip(),
         "actions": [a for a in r.out("actions").splitlines() if not QUERY_RE.match(a)],
         "sems": bootper_sems(r.m),
+        "disks": r.disks(),
         "stages": r.out("stages").split("\n"),
         "log": r.out("log"),
     }
@@ -536,24 +595,31 @@ def run_case(case, work, common, rootfs, detail):
     layer = os.path.join(work, "layer-" + case.name)
     case.make_layer(layer)
     lowers = [layer, common, rootfs]
+    roots = []
     try:
         if case.refused:
             return refused_case(case, work, lowers, detail)
-        ci = Root(work, case.name + "-ci", lowers)
+        ci = Root(work, case.name + "-ci", lowers, disks=case.disks)
+        roots.append(ci)
         if not ci.drive("cloud-init"):
             return "failed", ["cloud-init did not finish within its timeout"]
         ci_state = end_state(ci)
         detail.append("cloud-init stages: " + " ".join(ci_state["stages"]).strip())
+        if ci_state["disks"]:
+            detail.append(f"cloud-init disks: {ci_state['disks']}")
         detail.append("cloud-init warnings:\n" + "\n".join(
             l for l in (read_text(ci.m, "var/log/cloud-init.log") or "").splitlines()
             if "WARNING" in l or "Traceback" in l))
         ci_result = read_text(ci.m, "run/cloud-init/result.json") or "{}"
         results = {}
         for agent in ["nodeagent-split", "nodeagent-all"]:
-            na = Root(work, f"{case.name}-{agent}", lowers, without_cloud_init=True)
+            na = Root(work, f"{case.name}-{agent}", lowers, without_cloud_init=True, disks=case.disks)
+            roots.append(na)
             ok = na.drive(agent)
             st = end_state(na)
             detail.append(f"{agent} stages: " + " ".join(st["stages"]).strip())
+            if st["disks"]:
+                detail.append(f"{agent} disks: {st['disks']}")
             detail.append(f"{agent} output:\n{st['log']}")
             diffs = compare(ci_state, st, agent, detail)
             if not ok:
@@ -564,8 +630,9 @@ def run_case(case, work, common, rootfs, detail):
                 diffs.insert(0, f"outcome: nodeagent {', '.join(failed)} (exit 1 = failed; cloud-init: {json.loads(ci_result).get('v1', {}).get('errors', [])}) {' '.join(last)}")
             results[agent] = diffs
             na.drop()
-        ci.drop()
     finally:
+        for r in roots:  # also after a timeout or an error: no mount or loop device is left
+            r.drop()
         shutil.rmtree(layer, ignore_errors=True)
     lines = []
     sp, al = results["nodeagent-split"], results["nodeagent-all"]
@@ -576,7 +643,9 @@ def run_case(case, work, common, rootfs, detail):
 
 
 def refused_case(case, work, lowers, detail):
-    """nodeagent must refuse in `plan`, name the place, and leave the root as it was."""
+    """nodeagent must refuse in `plan` and in `run --stage all`, name the place, and leave the
+    root as it was; booted as the two units (`--stage local`, then `--stage main`), the root
+    must be left as it was too (a change there is a difference, not a failed refusal)."""
     pristine = Root(work, case.name + "-pristine", lowers, without_cloud_init=True)
     before = snapshot(pristine.m)
     pristine.drop()
@@ -599,6 +668,27 @@ def refused_case(case, work, lowers, detail):
     na.drop()
     if problems:
         return "failed", problems
+    split = Root(work, case.name + "-nodeagent-split", lowers, without_cloud_init=True)
+    split.drive("nodeagent-split")
+    sst = end_state(split)
+    detail.append("nodeagent-split stages: " + " ".join(sst["stages"]).strip())
+    detail.append(f"nodeagent-split output:\n{sst['log']}")
+    diffs = []
+    for p in sorted(set(before) | set(sst["tree"])):
+        x, y = before.get(p), sst["tree"].get(p)
+        if x != y:
+            what = "" if x and y and x[:4] == y[:4] else f"{fmt_attr(x) if x else 'absent'} -> {fmt_attr(y) if y else 'absent'}"
+            if x and y and x[4] != y[4]:
+                what += (", " if what else "") + "content"
+            diffs.append(f"[split] /{p} changed by the refused boot: {what}")
+    if sst["hostname"] not in ("", "localhost"):
+        diffs.append(f"[split] hostname set to {sst['hostname']!r} by the refused boot")
+    if diffs:
+        diffs.insert(0, f"[split] `nodeagent run --stage local` exit {dict(s.split(' ') for s in sst['stages'] if s).get('local')}; "
+                        f"--stage main refused, but the root was changed")
+    split.drop()
+    if diffs:
+        return "different", diffs
     err = [l for l in st["log"].splitlines() if l.startswith("nodeagent")][:1]
     return "refused", err
 

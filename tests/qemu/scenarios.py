@@ -452,6 +452,16 @@ def sc_power_cut_apply(s):
     return power_cut(s, "powercut-apply", "applying", 30)
 
 
+def clone_userdata(userdata):
+    """The bootstrap data of a clone of an already bootstrapped disk. That disk still holds the
+    first instance's static pod manifests, and real kubeadm init refuses them in preflight
+    (FileAvailable--etc-kubernetes-manifests-*.yaml), as the stand-in does; a clone meant to
+    bootstrap again has to say so in its kubeadm config, as on a real node."""
+    old = "      nodeRegistration:\n        imagePullPolicy: IfNotPresent\n"
+    assert old in userdata, "InitConfiguration.nodeRegistration not found"
+    return userdata.replace(old, old + "        ignorePreflightErrors:\n        - all\n", 1)
+
+
 def sc_clone(s):
     """A clone (same disk, new instance-id) bootstraps again."""
     c = Checks()
@@ -460,7 +470,8 @@ def sc_clone(s):
     vm1 = s.vm("clone-orig", disk, fw1)
     c.ok(s.boot(vm1), "first boot did not power off")
     c.eq(vm1.phases()[-1:], ["done"], "original's final phase")
-    _, fw2 = cp_init_data("clone-2", "clone-2")
+    fw2 = q.fwcfg_guestinfo(metadata=capv_metadata("clone-2", "clone-2"),
+                            userdata=clone_userdata(corpus_init_userdata()))
     vm2 = s.vm("clone-new", disk, fw2)
     c.ok(s.boot(vm2), "clone boot did not power off")
     files = vm2.report_tar()

@@ -148,6 +148,36 @@ WantedBy=multi-user.target
 """
 
 
+# Test plumbing for the control-plane join: the kubeadm stand-in is called through this wrapper,
+# which passes it the environment lines of fw_cfg opt/test.standin-env (e.g.
+# KUBEADM_STANDIN_FAIL_JOINS=1); and systemd accepts TCP connections on 127.0.0.1:6443 so the
+# agent's endpoint wait and the stand-in's discovery find a listening "API server".
+KUBEADM_WRAPPER = """#!/bin/sh
+env=/sys/firmware/qemu_fw_cfg/by_name/opt/test.standin-env/raw
+if [ -r "$env" ]; then set -a; . "$env"; set +a; fi
+exec /usr/local/lib/qemu-test/kubeadm-standin "$@"
+"""
+
+APISERVER_SOCKET = """[Unit]
+Description=QEMU test plumbing: accept TCP on 127.0.0.1:6443 (the join's API server endpoint)
+
+[Socket]
+ListenStream=127.0.0.1:6443
+Accept=yes
+
+[Install]
+WantedBy=sockets.target
+"""
+
+APISERVER_SERVICE = """[Unit]
+Description=QEMU test plumbing: one accepted API server connection, closed at once
+
+[Service]
+ExecStart=/bin/true
+StandardInput=socket
+"""
+
+
 def make_partitioned_disk(stage_dir, path, size_mb, grow_mb=0):
     """An MBR disk image whose partition 1 (from 1 MiB to the end) holds an ext4 filesystem
     made from `stage_dir` with mkfs.ext4 -d: no loop device, no root. `grow_mb` then grows
@@ -250,7 +280,11 @@ def stage(name, variant, kernel, nodeagent=None, kubeadm=None, seed=None, workdi
         if os.path.lexists(p):
             os.unlink(p)
     if kubeadm:
-        q.install_stripped(kubeadm, os.path.join(root, "usr/local/bin/kubeadm"))
+        q.install_stripped(kubeadm, os.path.join(root, "usr/local/lib/qemu-test/kubeadm-standin"))
+        _write(root, "/usr/local/bin/kubeadm", KUBEADM_WRAPPER, 0o755)
+        _write(root, "/etc/systemd/system/qemu-test-apiserver.socket", APISERVER_SOCKET)
+        _write(root, "/etc/systemd/system/qemu-test-apiserver@.service", APISERVER_SERVICE)
+        _enable(root, "qemu-test-apiserver.socket", "sockets.target")
     if variant == "nodeagent":
         install_nodeagent(root, nodeagent, os.path.join(workdir or q.CACHE, f"provision-{name}.log"))
     if variant == "cloudinit":
@@ -396,6 +430,15 @@ def sc_systemd_network(s):
 
 COUNTER_DIR = "/var/lib/lifecycle-test"
 BOOTCMD = f"bootcmd:\n- mkdir -p {COUNTER_DIR} && echo boot >> {COUNTER_DIR}/bootcount\n"
+# Per-boot and per-instance steps that count their runs (no kubeadm: a clone of a node the
+# stand-in initialised would meet its placeholder certificates, which real kubeadm never writes).
+LIFE_USERDATA = f"""#cloud-config
+{BOOTCMD}write_files:
+- path: /etc/lifecycle-test.conf
+  content: "written per instance\\n"
+runcmd:
+- mkdir -p {COUNTER_DIR} && echo run >> {COUNTER_DIR}/runcount
+"""
 
 
 def _disk_facts(files):
@@ -443,36 +486,34 @@ def _blanked(fw, vm):
 def sc_systemd_reboot_clone(s):
     """systemd tier: the second boot of an instance, with the platform's userdata blanked by
     the first, runs bootcmd again (counter 2) from the saved copy and no per-instance step
-    twice (kubeadm once); a clone of that disk with a new instance-id runs everything again."""
+    twice (runcmd counter 1); a clone of that disk with a new instance-id runs everything
+    again (bootcmd 3, runcmd 2)."""
     c = sc.Checks()
     t = sysd(s)
-    userdata = sc.corpus_init_userdata() + BOOTCMD
-    fw = q.fwcfg_guestinfo(metadata=sc.capv_metadata("sd-life-1", "sd-life-1"), userdata=userdata)
+    count = lambda files, name: (sc.report_file(files, f"{COUNTER_DIR}/{name}") or b"").decode().count("\n")
+    fw = q.fwcfg_guestinfo(metadata=sc.capv_metadata("sd-life-1", "sd-life-1"), userdata=LIFE_USERDATA)
     disk = t.disk("systemd-reboot-clone", "nodeagent")
     vm1 = t.vm("systemd-life-boot1", disk, fw)
     c.ok(s.boot(vm1, 240), "first boot did not power off")
     c.eq(vm1.phases()[-1:], ["done"], "first boot's final phase")
+    c.eq((count(vm1.report_tar(), "bootcount"), count(vm1.report_tar(), "runcount")), (1, 1), "first boot's runs")
     fw2 = _blanked(fw, vm1)
     c.eq(fw2.get("guestinfo.userdata", "").strip(), "---", "the first boot blanked guestinfo.userdata")
     vm2 = t.vm("systemd-life-boot2", disk, fw2)
     c.ok(s.boot(vm2, 240), "second boot did not power off")
     files = vm2.report_tar()
     sc.check_status_stream(c, vm2, "sd-life-1", "done")
-    c.eq((sc.report_file(files, COUNTER_DIR + "/bootcount") or b"").decode().count("boot"), 2, "bootcmd runs")
-    c.eq(sc.standin_calls(files), [(sc.INIT_CMD, "ok")], "kubeadm calls over both boots")
-    c.ok("kubeadm" not in vm2.phases(), "second boot entered the kubeadm phase")
+    c.eq((count(files, "bootcount"), count(files, "runcount")), (2, 1), "bootcmd every boot, runcmd once")
     journal = (sc.report_file(files, "/run/test/journal.txt") or b"").decode()
     c.ok("guestinfo.userdata is blank: using instance sd-life-1's saved copy" in journal,
          "second boot did not say it used the saved userdata")
     # The clone: same disk, new instance-id, the platform's (new) bootstrap data.
-    fw3 = q.fwcfg_guestinfo(metadata=sc.capv_metadata("sd-life-2", "sd-life-2"), userdata=userdata)
+    fw3 = q.fwcfg_guestinfo(metadata=sc.capv_metadata("sd-life-2", "sd-life-2"), userdata=LIFE_USERDATA)
     vm3 = t.vm("systemd-life-clone", disk, fw3)
     c.ok(s.boot(vm3, 240), "clone boot did not power off")
     files = vm3.report_tar()
     sc.check_status_stream(c, vm3, "sd-life-2", "done")
-    c.ok("kubeadm" in vm3.phases(), "the clone did not run kubeadm")
-    c.eq(sc.standin_calls(files), [(sc.INIT_CMD, "ok"), (sc.INIT_CMD, "ok")], "kubeadm calls (instance + clone)")
-    c.eq((sc.report_file(files, COUNTER_DIR + "/bootcount") or b"").decode().count("boot"), 3, "bootcmd runs")
+    c.eq((count(files, "bootcount"), count(files, "runcount")), (3, 2), "the clone runs everything again")
     c.eq((sc.report_file(files, "/run/test/hostname.txt") or b"").decode().strip(), "sd-life-2", "clone's hostname")
     return c.failures
 
@@ -503,12 +544,93 @@ def sc_systemd_wait_on_network(s):
     return c.failures
 
 
+def sc_systemd_cp_join_retry(s):
+    """systemd tier: a control-plane join whose first attempt fails (stand-in told to fail
+    once) succeeds on the retry: the stand-in's `reset -f` deleted what kubeadm's reset deletes
+    (the PKI from write_files among it), the agent wrote it again, and the second join found it."""
+    c = sc.Checks()
+    t = sysd(s)
+    _, _, _, nodeagent = s.fast()
+    if not sc.mint_available(nodeagent):
+        return ["nodeagent mint is not available to make control-plane join data"]
+    pki = sc.mint_pki(nodeagent, s.workdir, "demo")
+    mac = "52:54:00:12:34:58"
+    # A static address on the NIC (the minted metadata asks wait-on-network for it); the
+    # endpoint is on loopback, where the test socket unit listens.
+    fw = sc.mint_bundle(nodeagent, s.workdir, "control-plane", "demo", "demo-cp-2", "127.0.0.1:6443", pki,
+                        extra=["--network", "static:10.0.2.15/24,gw=10.0.2.2", "--mac", mac])
+    fw["test.standin-env"] = "KUBEADM_STANDIN_FAIL_JOINS=1\n"
+    vm = t.vm("systemd-cp-join-retry", t.disk("systemd-cp-join-retry", "nodeagent"), fw,
+              nets=[("user,restrict=on", mac)])
+    c.ok(s.boot(vm, 300), "guest did not power off")
+    files = vm.report_tar()
+    sc.check_status_stream(c, vm, "demo-cp-2", "done")
+    calls = sc.standin_calls(files)
+    join = "join --config /run/kubeadm/kubeadm-join-config.yaml"
+    c.eq([(a, r if r == "ok" else "failed") for a, r in calls],
+         [(join, "failed"), ("reset -f", "ok"), (join, "ok")], f"kubeadm calls ({calls})")
+    records = [json.loads(line) for line in (sc.report_file(files, sc.STANDIN_LOG) or b"").decode().splitlines()]
+    removed = next((r.get("removed") or [] for r in records if (r.get("argv") or [""])[0] == "reset"), [])
+    for path in ["/etc/kubernetes/pki/ca.key", "/etc/kubernetes/pki/sa.key", "/etc/kubernetes/pki/etcd/ca.key"]:
+        c.ok(any(path == p or path.startswith(p.rstrip("/") + "/") for p in removed),
+             f"the stand-in's reset did not delete {path}: {removed}")
+    c.ok(sc.report_file(files, "/etc/kubernetes/pki/ca.key"), "ca.key missing at the end")
+    c.eq((sc.report_file(files, sc.SENTINEL) or b"").decode().strip(), "success", "sentinel")
+    return c.failures
+
+
+# CAPV clusters' bootCommands as CABPK renders them (`  - ` + Go %q, before runcmd), then a
+# plain command that copies the evidence where the report tar looks (/run/test).
+CLOUD_INIT_PER_BOOTCMD = (
+    "bootcmd:\n"
+    '  - "cloud-init-per once swapoff-once swapoff -a"\n'
+    '  - "cloud-init-per instance parity-instance sh -c \\"echo ran >> /root/per-instance\\""\n'
+    '  - "mkdir -p /run/test/parity && cp -a /var/lib/cloud /run/test/parity/ && '
+    'dpkg -S /usr/bin/cloud-init-per > /run/test/parity/owner.txt 2>&1; '
+    'dpkg -s cloud-init > /run/test/parity/cloud-init-pkg.txt 2>&1; '
+    'cat /var/lib/nodeagent/instance-id > /run/test/parity/iid.txt"\n'
+)
+
+
+def sc_systemd_cloud_init_per(s):
+    """systemd tier: a real CABPK/CAPV bundle whose bootCommands call `cloud-init-per` boots to
+    done on an image without the cloud-init package: the commands run through nodeagent's
+    own /usr/bin/cloud-init-per, with cloud-init's semaphore names."""
+    c = sc.Checks()
+    t = sysd(s)
+    base = rootfs("base")
+    c.ok(not os.path.lexists(os.path.join(base, "usr/bin/cloud-init-per")), "base rootfs already has cloud-init-per")
+    c.ok(not os.path.exists(os.path.join(base, "var/lib/dpkg/info/cloud-init.list")), "base rootfs has the cloud-init package")
+    userdata = sc.corpus_init_userdata()
+    c.ok("\nruncmd:\n" in userdata, "corpus userdata has no runcmd: to put bootcmd before")
+    userdata = userdata.replace("\nruncmd:\n", "\n" + CLOUD_INIT_PER_BOOTCMD + "runcmd:\n", 1)
+    fw = q.fwcfg_guestinfo(metadata=sc.capv_metadata("sd-cip-1", "sd-cip-1"), userdata=userdata)
+    vm = t.vm("systemd-cloud-init-per", t.disk("systemd-cloud-init-per", "nodeagent"), fw)
+    c.ok(s.boot(vm, 240), "guest did not power off")
+    files = vm.report_tar()
+    sc.check_status_stream(c, vm, "sd-cip-1", "done")
+    c.eq(sc.standin_calls(files), [(sc.INIT_CMD, "ok")], "kubeadm calls")
+    text = lambda p: (sc.report_file(files, "/run/test/parity/" + p) or b"").decode()  # noqa: E731
+    c.ok("nodeagent: /usr/bin/cloud-init-per" in text("owner.txt").splitlines(),
+         f"/usr/bin/cloud-init-per is not nodeagent's: {text('owner.txt')!r}")
+    c.ok("is not installed" in text("cloud-init-pkg.txt"), f"cloud-init package on the image: {text('cloud-init-pkg.txt')!r}")
+    sem = text("cloud/sem/bootper.swapoff_once.once")
+    c.ok(re.fullmatch(r"0\t\d+\n", sem), f"swapoff-once semaphore (exit status, time): {sem!r}")
+    iid = text("iid.txt").strip()
+    c.eq(iid, "sd-cip-1", "nodeagent's instance-id")
+    sem = text(f"cloud/instances/{iid}/sem/bootper.parity_instance.instance")
+    c.ok(re.fullmatch(r"0\t\d+\n", sem), f"per-instance semaphore: {sem!r}")
+    return c.failures
+
+
 SCENARIOS = [
     ("cp-init", sc_systemd_cp_init),
     ("static-network", sc_systemd_network),
     ("growpart", sc_systemd_growpart),
     ("reboot-clone", sc_systemd_reboot_clone),
     ("wait-on-network", sc_systemd_wait_on_network),
+    ("cp-join-retry", sc_systemd_cp_join_retry),
+    ("cloud-init-per", sc_systemd_cloud_init_per),
 ]
 
 

@@ -29,14 +29,35 @@ pub fn sha256_hex(b: &[u8]) -> String {
 
 /// Read a file without following a symlink in its last component; `None` if absent.
 fn read_nofollow(path: &Path, place: &str) -> Result<Option<Vec<u8>>> {
+    read_regular(path, place, u64::MAX)
+}
+
+/// The content of the regular file at `path` (at most `max` bytes), `None` if it does not
+/// exist. Opened without following a symlink and non-blocking, then checked with fstat: a
+/// FIFO (whose open or read would block forever) or a character device (endless data) is
+/// refused, not read.
+fn read_regular(path: &Path, place: &str, max: u64) -> Result<Option<Vec<u8>>> {
     match OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
     {
-        Ok(mut f) => {
+        Ok(f) => {
+            let meta = f.metadata().map_err(|e| err(place, e))?;
+            if !meta.is_file() {
+                return Err(err(
+                    place,
+                    "is not a regular file (a FIFO, device, socket or directory); refused",
+                ));
+            }
+            if meta.len() > max {
+                return Err(err(
+                    place,
+                    format!("existing file is over {max} bytes (MAX_APPEND_BASE_BYTES); refused"),
+                ));
+            }
             let mut v = Vec::new();
-            f.read_to_end(&mut v).map_err(|e| err(place, e))?;
+            f.take(max).read_to_end(&mut v).map_err(|e| err(place, e))?;
             Ok(Some(v))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -56,7 +77,8 @@ pub fn current_hash(t: &Target, abs: &str) -> Result<Option<String>> {
 /// Current content + the entry's content: what the file holds after the append.
 pub fn appended(t: &Target, f: &FileWrite) -> Result<Vec<u8>> {
     let p = t.path(&f.path)?;
-    let mut old = read_nofollow(&p, &f.path)?.unwrap_or_default();
+    let max = crate::limits::MAX_APPEND_BASE_BYTES as u64;
+    let mut old = read_regular(&p, &f.path, max)?.unwrap_or_default();
     old.extend_from_slice(&f.content.0);
     Ok(old)
 }
@@ -187,7 +209,9 @@ pub fn stage(t: &Target, f: &FileWrite, bytes: &[u8], db: &UserDb) -> Result<Sta
         .parent()
         .ok_or_else(|| err(place, "no parent directory"))?
         .to_path_buf();
-    let new_parent = make_parents(&dir, uid, gid, place)?;
+    // As cloud-init's write_file (ensure_dir, then chown of the file only): missing parents
+    // are root's, 0755, whoever owns the file.
+    let new_parent = make_parents(&dir, 0, 0, place)?;
     let name = path.file_name().ok_or_else(|| err(place, "no file name"))?;
     let tmp: PathBuf = dir.join(format!(".{}.nodeagent-tmp", name.to_string_lossy()));
     match std::fs::remove_file(&tmp) {
@@ -353,6 +377,34 @@ mod tests {
         let e = write_bytes(&t, &f, b"x", &UserDb::default()).unwrap_err();
         assert!(e.message.contains("nobody-here"), "{e}");
         assert!(!d.path().join("etc").exists());
+    }
+
+    #[test]
+    fn append_onto_a_fifo_or_a_device_is_refused_at_once() {
+        let d = tempfile::tempdir().unwrap();
+        let t = Target::new(d.path());
+        std::fs::create_dir_all(d.path().join("etc")).unwrap();
+        nix::unistd::mkfifo(
+            &d.path().join("etc/fifo"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        let mut f = fw("/etc/fifo", b"x", None);
+        f.append = true;
+        let start = std::time::Instant::now();
+        let e = appended(&t, &f).unwrap_err();
+        assert!(e.message.contains("not a regular file"), "{e}");
+        assert_eq!(e.place, "/etc/fifo");
+        assert!(start.elapsed() < std::time::Duration::from_secs(5));
+        let dev = Target::new(Path::new("/"));
+        let mut z = fw("/dev/zero", b"x", None);
+        z.append = true;
+        assert!(
+            appended(&dev, &z)
+                .unwrap_err()
+                .message
+                .contains("not a regular file")
+        );
     }
 
     #[test]

@@ -47,16 +47,52 @@ pub fn human(plan: &Plan) -> String {
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default();
-        out.push_str(&format!(
-            "  {stage:<5} {freq:<12} {:<40} {}\n",
-            s.id,
-            describe(&s.action)
-        ));
+        let mut what = describe(&s.action);
+        if let Action::Command(c) = &s.action
+            && let Some(note) = cloud_init_per_note(&c.run, &plan.instance_id)
+        {
+            what.push_str(&note);
+        }
+        out.push_str(&format!("  {stage:<5} {freq:<12} {:<40} {what}\n", s.id));
     }
     for w in &plan.warnings {
         out.push_str(&format!("warning: {w}\n"));
     }
     out
+}
+
+/// For a `cloud-init-per FREQ NAME CMD...` command: the semaphore the installed
+/// `/usr/bin/cloud-init-per` (packaging/) keeps, so the plan says when it runs again.
+pub fn cloud_init_per_note(run: &crate::plan::Run, instance_id: &str) -> Option<String> {
+    let words: Vec<&str> = match run {
+        Run::Shell(s) => s.split_whitespace().collect(),
+        Run::Argv(a) => a.iter().map(String::as_str).collect(),
+    };
+    let [prog, freq, name, _cmd, ..] = words.as_slice() else {
+        return None;
+    };
+    if *prog != "cloud-init-per" && !prog.ends_with("/cloud-init-per") {
+        return None;
+    }
+    let name = name.replace('-', "_");
+    let sem = match *freq {
+        "once" | "always" => format!("/var/lib/cloud/sem/bootper.{name}.{freq}"),
+        "instance" => format!(
+            "/var/lib/cloud/instances/{}/sem/bootper.{name}.instance",
+            instance_id.replace('/', "_")
+        ),
+        other => {
+            return Some(format!(
+                "  [cloud-init-per: invalid frequency {other:?}, exits 1]"
+            ));
+        }
+    };
+    let when = match *freq {
+        "once" => "once per node",
+        "instance" => "once per instance",
+        _ => "every boot",
+    };
+    Some(format!("  [cloud-init-per: {when}, semaphore {sem}]"))
 }
 
 fn describe(a: &Action) -> String {

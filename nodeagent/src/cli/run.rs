@@ -90,6 +90,16 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         Ok(p) => p,
         Err(e) => return Err(report_bad_input(&inputs, &target, e)),
     };
+    // A document the main stage will refuse is refused by the local stage too, so that a
+    // refusal changes nothing on disk with the two units as with `--stage all` (no hostname,
+    // no network written). Template errors are left to the main stage: before the network
+    // is up, host facts a template uses (an address) may not exist yet.
+    if stage == StageSel::Local
+        && let Err(e) = pipeline::prepare(&inputs)
+        && e.stage != crate::error::Stage::Template
+    {
+        return Err(report_bad_input(&inputs, &target, e));
+    }
     if stage != StageSel::All {
         let earlier = Earlier {
             ran: 0,

@@ -82,6 +82,7 @@ const SUPPORTED: &[&str] = &[
     "final_message",
     "growpart",
     "resize_rootfs",
+    "vendor_data",
     // Multi-part merge directives: meaningless for one part, accepted and ignored.
     "merge_how",
     "merge_type",
@@ -163,7 +164,6 @@ const UNSUPPORTED: &[&str] = &[
     "ubuntu_pro",
     "updates",
     "user",
-    "vendor_data",
     "wireguard",
     "yum_repo_dir",
     "yum_repos",
@@ -285,6 +285,7 @@ pub fn from_node(root: &Node, source: &str, compat: bool) -> Result<Parsed> {
     field!(final_message);
     field!(growpart);
     field!(resize_rootfs);
+    field!(vendor_data);
     if cfg.write_files.len() > crate::limits::MAX_WRITE_FILES {
         return Err(Error::new(
             Stage::CloudConfig,

@@ -31,6 +31,16 @@ pub struct CloudConfig {
     pub final_message: Option<String>,
     pub growpart: Option<Growpart>,
     pub resize_rootfs: Option<ResizeRootfs>,
+    pub vendor_data: Option<VendorData>,
+}
+
+/// `vendor_data:` in user-data: whether the platform's vendordata applies (stages.py
+/// `_consume_vendordata`: `enabled` false turns it off; `prefix` only affects vendor scripts).
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VendorData {
+    pub enabled: Option<Flag>,
+    pub prefix: Option<Value>,
 }
 
 /// A boolean as cloud-init's `translate_bool` reads it: YAML booleans, or the strings

@@ -45,6 +45,21 @@ pub fn file_at<'a>(plan: &'a Plan, before: usize, root: &Path, path: &str) -> So
     }
 }
 
+/// Has this instance's journal (read only) a finished `done` record for `step`?
+fn finished(plan: &Plan, root: &Path, step: &str) -> bool {
+    let path = crate::state::state_dir(root)
+        .join("instances")
+        .join(crate::state::instance_dir_name(&plan.instance_id))
+        .join("journal.jsonl");
+    crate::state::read_journal(&path).is_ok_and(|records| {
+        records.iter().any(|r| {
+            r.event == "done"
+                && r.step.as_deref() == Some(step)
+                && r.result.as_deref() != Some("skipped")
+        })
+    })
+}
+
 /// `root` + absolute `path`.
 pub fn under_root(root: &Path, path: &str) -> std::path::PathBuf {
     root.join(path.trim_start_matches('/'))
@@ -53,6 +68,11 @@ pub fn under_root(root: &Path, path: &str) -> std::path::PathBuf {
 pub fn check(plan: &Plan, root: &Path) -> Result<()> {
     for (i, step) in plan.steps.iter().enumerate() {
         if let Action::Kubeadm(spec) = &step.action {
+            if finished(plan, root, &step.id) {
+                // A later boot of the instance: the step will not run again, and the files on
+                // disk are kubeadm's own output now, not something the plan hands it.
+                continue;
+            }
             check_step(plan, i, spec, root).map_err(|e| e.within(&format!("step {}", step.id)))?;
         }
     }

@@ -16,7 +16,7 @@ use minijinja::{Environment, ErrorKind, UndefinedBehavior};
 use serde_json::Value as Json;
 
 use crate::error::{Error, Result, Stage};
-use crate::limits::{MAX_RENDERED_BYTES, TEMPLATE_FUEL, TEMPLATE_MEMORY_BYTES};
+use crate::limits::{MAX_RENDERED_BYTES, TEMPLATE_CPU_SECS, TEMPLATE_FUEL, TEMPLATE_MEMORY_BYTES};
 
 pub use crate::limits::TEMPLATE_RECURSION_LIMIT;
 
@@ -83,7 +83,7 @@ pub fn render_bounded(userdata: &str, instance_data: &Json, compat: bool) -> Res
     use crate::sandbox::{Outcome, run};
     // The result travels as JSON: escaping can at most ~6x a byte; plus the warnings.
     let max_result = 6 * MAX_RENDERED_BYTES + 1024 * 1024;
-    match run(TEMPLATE_MEMORY_BYTES, max_result, || {
+    match run(TEMPLATE_MEMORY_BYTES, TEMPLATE_CPU_SECS, max_result, || {
         render(userdata, instance_data, compat)
     }) {
         Ok(Outcome::Done(result)) => result,
@@ -93,6 +93,13 @@ pub fn render_bounded(userdata: &str, instance_data: &Json, compat: bool) -> Res
                 "rendering needed more than {} MiB of memory (TEMPLATE_MEMORY_BYTES); \
                  a value grows without bound (e.g. a string doubled with `~` in a loop)",
                 TEMPLATE_MEMORY_BYTES >> 20
+            ),
+        )),
+        Ok(Outcome::OutOfTime) => Err(err(
+            None,
+            format!(
+                "rendering used more than {TEMPLATE_CPU_SECS} s of CPU time (TEMPLATE_CPU_SECS); \
+                 the template does too much work (e.g. a costly filter on a large value, repeated)"
             ),
         )),
         Ok(Outcome::Failed(why)) => Err(err(None, format!("the template renderer failed: {why}"))),

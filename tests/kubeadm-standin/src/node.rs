@@ -1,6 +1,7 @@
 //! What kubeadm does to the node's filesystem, under a root directory (`/` in a guest, a
-//! test's temp dir on the host). Certificates and kubeconfigs are placeholders that say so:
-//! the stand-in reproduces which files exist, not their cryptography.
+//! test's temp dir on the host). Certificates and keys are real (ECDSA P-256, signed by the
+//! right CA, the API server's with kubeadm's SANs); kubeconfig credentials are placeholders
+//! that say so, and the cluster CA a worker join writes from discovery is not written.
 //!
 //! Sources (kubernetes/kubernetes, cmd/kubeadm/app/…):
 //! - file names: `constants/constants.go` (CACertAndKeyBaseName "ca", APIServer…,
@@ -98,13 +99,6 @@ impl Node {
         std::io::Write::write_all(&mut f, text.as_bytes()).map_err(|e| format!("{abs}: {e}"))
     }
 
-    fn write_if_absent(&self, abs: &str, mode: u32, text: &str) -> Result<bool, String> {
-        if self.p(abs).exists() {
-            return Ok(false);
-        }
-        self.write(abs, mode, text).map(|()| true)
-    }
-
     fn exists(&self, abs: &str) -> bool {
         self.p(abs).exists()
     }
@@ -132,8 +126,110 @@ impl Node {
     }
 }
 
-fn placeholder(what: &str) -> String {
-    format!("# kubeadm-standin placeholder for {what}; not real key material\n")
+use nodeagent::mint::pki::{Algorithm, CaPair, Key};
+
+/// Real key material, as kubeadm makes it (ECDSA P-256 here, for speed): nodeagent checks
+/// what it finds on disk (apiserver.crt against the CA and controlPlaneEndpoint), so the
+/// files must be usable certificates, not markers.
+fn new_key() -> Result<Key, String> {
+    Key::generate(Algorithm::EcdsaP256).map_err(|e| e.to_string())
+}
+
+fn validity() -> time::Duration {
+    time::Duration::days(365)
+}
+
+/// A self-signed CA (`certs/<ca>` phase), written as `<ca>.crt` and `<ca>.key`.
+fn write_ca(node: &Node, crt: &str, key: &str) -> Result<(), String> {
+    let k = new_key()?;
+    let cert =
+        nodeagent::mint::pki::ca_certificate(&k, time::OffsetDateTime::now_utc(), validity())
+            .map_err(|e| e.to_string())?;
+    node.write(crt, 0o644, &cert)?;
+    node.write(key, 0o600, &k.private_pem)
+}
+
+fn read_ca(node: &Node, pki: &str, ca: &str) -> Result<CaPair, String> {
+    let read = |f: String| {
+        std::fs::read_to_string(node.p(&f))
+            .map_err(|e| format!("failure loading {ca} certificate authority: {f}: {e}"))
+    };
+    Ok(CaPair {
+        cert_pem: read(format!("{pki}/{ca}.crt"))?,
+        key_pem: read(format!("{pki}/{ca}.key"))?,
+    })
+}
+
+/// A leaf certificate signed by `ca`: the API server's serving certificate with kubeadm's
+/// SANs (`certs/apiserver`), the others as client certificates of that CA.
+fn write_leaf(node: &Node, cfg: &Config, pki: &str, leaf: &str) -> Result<(), String> {
+    let ca = match leaf {
+        "front-proxy-client" => "front-proxy-ca",
+        l if l.starts_with("etcd/") || l == "apiserver-etcd-client" => "etcd/ca",
+        _ => "ca",
+    };
+    let pair = read_ca(node, pki, ca)?;
+    let (cert, key) = if leaf == "apiserver" {
+        serving_cert(&pair, cfg)?
+    } else {
+        nodeagent::mint::pki::client_certificate(
+            &pair,
+            leaf,
+            None,
+            Algorithm::EcdsaP256,
+            validity(),
+        )
+        .map_err(|e| format!("certs/{leaf}: {e}"))?
+    };
+    node.write(&format!("{pki}/{leaf}.crt"), 0o644, &cert)?;
+    node.write(&format!("{pki}/{leaf}.key"), 0o600, &key)
+}
+
+/// kubeadm's apiserver SANs (certlist.go `GetAPIServerAltNames`): the node name, the
+/// kubernetes service names, the first service IP, the advertise address, the
+/// controlPlaneEndpoint host and `certSANs`.
+fn serving_cert(ca: &CaPair, cfg: &Config) -> Result<(String, String), String> {
+    let mut sans: Vec<String> = [
+        "kubernetes",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+        "kubernetes.default.svc.cluster.local",
+        "10.96.0.1",
+        "127.0.0.1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if let Some(n) = cfg.node_registration().and_then(|n| n.name.clone()) {
+        sans.push(n);
+    }
+    if let Some(c) = &cfg.cluster {
+        if let Some(ep) = &c.control_plane_endpoint {
+            let host = match ep.rsplit_once(':') {
+                Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) => h,
+                _ => ep.as_str(),
+            };
+            sans.push(
+                host.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_string(),
+            );
+        }
+        sans.extend(c.api_server.cert_sans.clone().unwrap_or_default());
+    }
+    let ca_key = Key::from_pem(&ca.key_pem, "ca.key").map_err(|e| e.to_string())?;
+    let issuer = rcgen::Issuer::from_ca_cert_pem(&ca.cert_pem, ca_key.pair())
+        .map_err(|e| format!("failure loading ca certificate authority: {e}"))?;
+    let key = new_key()?;
+    let mut p = rcgen::CertificateParams::new(sans).map_err(|e| format!("certs/apiserver: {e}"))?;
+    p.distinguished_name
+        .push(rcgen::DnType::CommonName, "kube-apiserver");
+    p.not_after = time::OffsetDateTime::now_utc() + validity();
+    p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    let cert = p
+        .signed_by(key.pair(), &issuer)
+        .map_err(|e| format!("certs/apiserver: {e}"))?;
+    Ok((cert.pem(), key.private_pem))
 }
 
 fn kubeconfig(server: &str, user: &str) -> String {
@@ -259,11 +355,10 @@ fn control_plane_files(
         &[]
     });
     for leaf in leaves {
-        for (ext, mode) in [("crt", 0o644), ("key", 0o600)] {
-            let abs = format!("{pki}/{leaf}.{ext}");
-            if node.write_if_absent(&abs, mode, &placeholder(&abs))? {
-                made.push(abs);
-            }
+        let crt = format!("{pki}/{leaf}.crt");
+        if !node.exists(&crt) {
+            write_leaf(node, cfg, &pki, leaf)?;
+            made.extend([crt, format!("{pki}/{leaf}.key")]);
         }
     }
     let mut confs = vec!["admin.conf", "controller-manager.conf", "scheduler.conf"];
@@ -326,18 +421,17 @@ pub fn init(node: &Node, cfg: &Config, endpoint: &str, fail: bool) -> Result<Vec
                 ));
             }
             (false, _) => {
-                node.write(&crt, 0o644, &placeholder(&crt))?;
-                node.write(&key, 0o600, &placeholder(&key))?;
+                write_ca(node, &crt, &key)?;
                 made.extend([crt, key]);
             }
             (true, true) => {}
         }
     }
-    for (f, mode) in [("sa.key", 0o600), ("sa.pub", 0o644)] {
-        let abs = format!("{pki}/{f}");
-        if node.write_if_absent(&abs, mode, &placeholder(&abs))? {
-            made.push(abs);
-        }
+    if !node.exists(&format!("{pki}/sa.key")) {
+        let k = new_key()?;
+        node.write(&format!("{pki}/sa.key"), 0o600, &k.private_pem)?;
+        node.write(&format!("{pki}/sa.pub"), 0o644, &k.public_pem())?;
+        made.extend([format!("{pki}/sa.key"), format!("{pki}/sa.pub")]);
     }
     made.extend(control_plane_files(node, cfg, endpoint, true)?);
     kubelet_files(node, cfg)?;
@@ -398,27 +492,29 @@ pub fn join(node: &Node, cfg: &Config, endpoint: &str, fail: bool) -> Result<Vec
         if !cp.certificate_key.as_deref().unwrap_or_default().is_empty() {
             // download-certs (controlplaneprepare.go): the shared CAs from the kubeadm-certs Secret.
             let pki = cfg.cert_dir();
-            let etcd: &[&str] = if cfg.local_etcd_dir().is_some() {
-                &SHARED_ETCD_CERTS
-            } else {
-                &[]
-            };
-            for f in SHARED_CERTS.iter().chain(etcd) {
-                let abs = format!("{pki}/{f}");
-                if node.write_if_absent(&abs, 0o600, &placeholder(&abs))? {
-                    made.push(abs);
+            let mut cas = vec!["ca", "front-proxy-ca"];
+            if cfg.local_etcd_dir().is_some() {
+                cas.push("etcd/ca");
+            }
+            for ca in cas {
+                let (crt, key) = (format!("{pki}/{ca}.crt"), format!("{pki}/{ca}.key"));
+                if !node.exists(&crt) {
+                    write_ca(node, &crt, &key)?;
+                    made.extend([crt, key]);
                 }
+            }
+            if !node.exists(&format!("{pki}/sa.key")) {
+                let k = new_key()?;
+                node.write(&format!("{pki}/sa.key"), 0o600, &k.private_pem)?;
+                node.write(&format!("{pki}/sa.pub"), 0o644, &k.public_pem())?;
+                made.extend([format!("{pki}/sa.key"), format!("{pki}/sa.pub")]);
             }
         }
         made.extend(control_plane_files(node, cfg, endpoint, false)?);
     }
-    let ca = join
-        .ca_cert_path
-        .clone()
-        .unwrap_or_else(|| "/etc/kubernetes/pki/ca.crt".into());
-    if node.write_if_absent(&ca, 0o644, &placeholder(&ca))? {
-        made.push(ca);
-    }
+    // kubelet-start also writes the cluster CA from discovery to caCertPath; the stand-in
+    // has no cluster and does not fake that CA (a made-up one would fail nodeagent's
+    // caCertHashes check on the next boot, where the real one passes), so it writes none.
     let boot = format!("{KUBERNETES_DIR}/bootstrap-kubelet.conf");
     node.write(
         &boot,
@@ -482,10 +578,20 @@ mod tests {
         join_preflight(&node, &c).unwrap();
         let e = control_plane_ready(&node, &c).unwrap_err();
         assert!(e.contains("failure loading certificate authority"), "{e}");
-        for f in SHARED_CERTS.iter().chain(SHARED_ETCD_CERTS.iter()) {
-            node.write(&format!("/etc/kubernetes/pki/{f}"), 0o600, "x")
-                .unwrap();
+        for ca in ["ca", "front-proxy-ca", "etcd/ca"] {
+            let pki = "/etc/kubernetes/pki";
+            write_ca(
+                &node,
+                &format!("{pki}/{ca}.crt"),
+                &format!("{pki}/{ca}.key"),
+            )
+            .unwrap();
         }
+        let sa = new_key().unwrap();
+        node.write("/etc/kubernetes/pki/sa.key", 0o600, &sa.private_pem)
+            .unwrap();
+        node.write("/etc/kubernetes/pki/sa.pub", 0o644, &sa.public_pem())
+            .unwrap();
         control_plane_ready(&node, &c).unwrap();
         // A failed attempt leaves bootstrap-kubelet.conf: the next preflight fails.
         join(&node, &c, "10.0.0.1:6443", true).unwrap_err();
