@@ -192,6 +192,25 @@ fn status_exit_codes() {
 }
 
 #[test]
+fn status_of_a_disabled_node_says_so_and_wait_returns_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("etc/nodeagent")).unwrap();
+    std::fs::write(dir.path().join("etc/nodeagent/disabled"), "").unwrap();
+    let root = dir.path().to_str().unwrap();
+    let start = Instant::now();
+    // Without a timeout: this waited forever before.
+    let (code, out, _) = nodeagent(&["status", "--root", root, "--wait"]);
+    assert_eq!((code, out.trim()), (0, "status: disabled"));
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
+    );
+    let (_, out, _) = nodeagent(&["status", "--root", root, "--json"]);
+    assert!(out.contains("\"disabled\""), "{out}");
+}
+
+#[test]
 fn status_wait_times_out_or_follows_the_run() {
     let dir = tempfile::tempdir().unwrap();
     status_of(dir.path(), |r| r.phase(Phase::Waiting, Some("kubeadm")));

@@ -216,7 +216,27 @@ fn local_stage_refuses_what_the_main_stage_refuses() {
         "vm\n",
         "a refused document changes nothing with the two units either"
     );
-    // A template that needs a host fact the local stage may not have yet is left to main.
+    // An undefined template variable is refused too.
+    std::fs::write(
+        t.path().join("d/guestinfo.userdata"),
+        "## template: jinja\n#cloud-config\nruncmd:\n- echo {{ no_such_variable }}\n",
+    )
+    .unwrap();
+    let (code, _, err) = agent(&[
+        "run",
+        "--stage",
+        "local",
+        "--transport",
+        &transport,
+        "--root",
+        &root,
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(
+        std::fs::read_to_string(Path::new(&root).join("etc/hostname")).unwrap(),
+        "vm\n"
+    );
+    // A template that needs the address the host gets only once the network is up is not.
     std::fs::write(
         t.path().join("d/guestinfo.userdata"),
         "## template: jinja\n#cloud-config\nruncmd:\n- echo {{ ds.meta_data.local_ipv4 }}\n",

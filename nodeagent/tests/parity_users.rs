@@ -31,6 +31,7 @@ fn new_primary_group_with_groups_is_created_first() {
                 primary_group: Some("kdevs".into()),
                 groups: vec!["kops".into()],
                 lock_passwd: true,
+                sudo: vec!["ALL=(ALL) NOPASSWD:ALL".into()],
                 ssh_authorized_keys: vec!["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK0 k@test".into()],
                 ..Default::default()
             }),
@@ -59,6 +60,10 @@ fn new_primary_group_with_groups_is_created_first() {
         kdev.split(':').nth(3).unwrap().parse::<u32>().unwrap(),
         gid(kdevs)
     );
+    // cloud-init's ensure_sudo_dir chmods /etc/sudoers.d to 0750 (Debian's sudo ships 0755).
+    use std::os::unix::fs::PermissionsExt;
+    let m = std::fs::metadata(r.join("etc/sudoers.d")).unwrap();
+    assert_eq!(m.permissions().mode() & 0o7777, 0o750);
     assert_eq!(
         std::fs::read_to_string(r.join("home/kdev/.ssh/authorized_keys")).unwrap(),
         "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK0 k@test\n"

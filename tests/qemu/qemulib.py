@@ -279,6 +279,8 @@ def stage_fast_root(kernel, nodeagent, kubeadm):
         if open(binary, "rb").read(4) == b"\x7fELF":
             for lib in shared_libs(binary):
                 copy_with_parents(lib, stage)
+    # The stand-in acts on / only where this marker says it is the guest's kubeadm.
+    open(os.path.join(stage, "etc", "kubeadm-standin.guest"), "w").close()
     moddir = os.path.join(stage, "lib", "modules", kernel.version)
     for name, path, deps in kernel.module_closure(MODULES):
         copy_with_parents(path, moddir, os.path.relpath(path, kernel.moddir))

@@ -281,6 +281,7 @@ def stage(name, variant, kernel, nodeagent=None, kubeadm=None, seed=None, workdi
             os.unlink(p)
     if kubeadm:
         q.install_stripped(kubeadm, os.path.join(root, "usr/local/lib/qemu-test/kubeadm-standin"))
+        _write(root, "/etc/kubeadm-standin.guest", "")
         _write(root, "/usr/local/bin/kubeadm", KUBEADM_WRAPPER, 0o755)
         _write(root, "/etc/systemd/system/qemu-test-apiserver.socket", APISERVER_SOCKET)
         _write(root, "/etc/systemd/system/qemu-test-apiserver@.service", APISERVER_SERVICE)
@@ -519,15 +520,22 @@ def sc_systemd_reboot_clone(s):
 
 
 def sc_systemd_wait_on_network(s):
-    """systemd tier: metadata asks wait-on-network ipv4; the harness gives the NIC its address
-    only 15 s after the agent started waiting: the agent reports phase waiting (with the detail), then bootstraps (done), and
-    only after the address came."""
+    """systemd tier: a worker whose metadata asks wait-on-network ipv4; the harness gives the
+    NIC its address only 15 s after the agent started waiting: the agent reports phase waiting
+    (with the detail), then joins (done), and only after the address came. The join's API
+    server endpoint is the test socket on 127.0.0.1:6443; kubeadm is the stand-in."""
     c = sc.Checks()
     t = sysd(s)
+    _, _, _, nodeagent = s.fast()
+    if not sc.mint_available(nodeagent):
+        return ["nodeagent mint is not available to make worker join data"]
+    pki = sc.mint_pki(nodeagent, s.workdir, "demo")
     mac = "52:54:00:12:34:57"
-    userdata, _ = sc.cp_init_data("sd-wait-1", "sd-wait-1")
-    meta = sc.capv_metadata("sd-wait-1", "sd-wait-1", "wait-on-network:\n  ipv4: true\n  ipv6: false\n")
-    fw = q.fwcfg_guestinfo(metadata=meta, userdata=userdata, extra={"test.late-address": f"15 {mac} 10.0.2.15/24"})
+    fw = sc.mint_bundle(nodeagent, s.workdir, "worker", "demo", "sd-wait-1", "127.0.0.1:6443", pki)
+    # CAPV metadata without a network section, so the address comes only from the harness.
+    fw.pop("guestinfo.metadata.encoding", None)
+    fw["guestinfo.metadata"] = sc.capv_metadata("sd-wait-1", "sd-wait-1", "wait-on-network:\n  ipv4: true\n  ipv6: false\n")
+    fw["test.late-address"] = f"15 {mac} 10.0.2.15/24"
     vm = t.vm("systemd-wait-on-network", t.disk("systemd-wait-on-network", "nodeagent"), fw,
               nets=[("user,restrict=on", mac)])
     c.ok(s.boot(vm, 300), "guest did not power off")
@@ -541,6 +549,10 @@ def sc_systemd_wait_on_network(s):
     c.ok(late is not None and done is not None and done > late,
          f"done ({done}) must come after the address ({late})")
     c.ok("inet 10.0.2.15/24" in (sc.report_file(files, "/run/test/ip-addr.txt") or b"").decode(), "late address missing")
+    join = "join --config /run/kubeadm/kubeadm-join-config.yaml"
+    calls = sc.standin_calls(files)
+    c.eq(calls, [(join, "ok")], "kubeadm calls (one worker join)")
+    c.eq((sc.report_file(files, sc.SENTINEL) or b"").decode().strip(), "success", "sentinel")
     return c.failures
 
 

@@ -267,6 +267,19 @@ fn sudo(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()>
         text.push_str(&format!("{} {}\n", u.name, rule));
     }
     let path = sudoers_file(&u.name);
+    // cloud-init's ensure_sudo_dir: util.ensure_dir("/etc/sudoers.d", 0o750), which also
+    // chmods a directory that is already there (Debian's sudo ships it 0755).
+    let dir = t.path("/etc/sudoers.d")?;
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    if !dir.is_dir() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o750)
+            .create(&dir)
+            .map_err(|e| err(place, format!("mkdir /etc/sudoers.d: {e}")))?;
+    }
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o750))
+        .map_err(|e| err(place, format!("chmod /etc/sudoers.d: {e}")))?;
     // Validate before it can take effect: a broken sudoers.d file disables sudo entirely.
     if t.path("/usr/sbin/visudo")
         .map(|p| p.exists())

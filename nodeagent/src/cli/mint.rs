@@ -417,6 +417,40 @@ fn ssh_key_line(path: &Path) -> Result<String> {
     Ok(line.to_string())
 }
 
+/// The cluster a bootstrap bundle joins: the full PKI for control planes, only the CA
+/// certificate (PEM) for workers; from `--pki DIR` or `--from-secrets FILE`.
+fn load_cluster(
+    a: &BootstrapArgs,
+    role: crate::mint::bootstrap::Role,
+) -> Result<(Option<pki::Pki>, String)> {
+    match (&a.pki, &a.from_secrets) {
+        (_, Some(file)) => {
+            let bytes = read_bounded(file, secrets::MAX_SECRETS_BYTES as u64)?;
+            let text =
+                String::from_utf8(bytes).map_err(|_| usage("--from-secrets", "not UTF-8 YAML"))?;
+            let parsed = secrets::parse(&text, Some(&a.cluster))
+                .map_err(|e| e.within(&file.display().to_string()))?;
+            let ca = parsed.pki.ca.cert_pem.clone();
+            Ok((Some(parsed.pki), ca))
+        }
+        (Some(dir), None) if role.ships_pki() => {
+            let p = pki::Pki::read(dir)?;
+            let ca = p.ca.cert_pem.clone();
+            Ok((Some(p), ca))
+        }
+        (Some(dir), None) => {
+            let f = dir.join("ca.crt");
+            let ca = String::from_utf8(read_bounded(&f, pki::MAX_PEM_BYTES)?)
+                .map_err(|_| usage("--pki", "ca.crt is not UTF-8"))?;
+            Ok((None, ca))
+        }
+        (None, None) => Err(usage(
+            "--pki",
+            "give the cluster's --pki DIR (or --from-secrets FILE)",
+        )),
+    }
+}
+
 fn run_bootstrap(a: BootstrapArgs) -> Result<()> {
     use crate::mint::bootstrap::{KubeadmApi, Role, Spec, User};
     use crate::mint::emit::{self, Encoding, Format};
@@ -448,37 +482,7 @@ fn run_bootstrap(a: BootstrapArgs) -> Result<()> {
         ..e
     })?;
 
-    // The cluster: full PKI for control planes, only the CA certificate for workers.
-    let (pki, ca_pem) = match (&a.pki, &a.from_secrets) {
-        (_, Some(file)) => {
-            let bytes = read_bounded(file, secrets::MAX_SECRETS_BYTES as u64)?;
-            let text =
-                String::from_utf8(bytes).map_err(|_| usage("--from-secrets", "not UTF-8 YAML"))?;
-            let parsed = secrets::parse(&text, Some(&a.cluster))
-                .map_err(|e| e.within(&file.display().to_string()))?;
-            let ca = parsed.pki.ca.cert_pem.clone();
-            (Some(parsed.pki), ca)
-        }
-        (Some(dir), None) if role.ships_pki() => {
-            let p = pki::Pki::read(dir)?;
-            let ca = p.ca.cert_pem.clone();
-            (Some(p), ca)
-        }
-        (Some(dir), None) => {
-            let f = dir.join("ca.crt");
-            (
-                None,
-                String::from_utf8(read_bounded(&f, pki::MAX_PEM_BYTES)?)
-                    .map_err(|_| usage("--pki", "ca.crt is not UTF-8"))?,
-            )
-        }
-        (None, None) => {
-            return Err(usage(
-                "--pki",
-                "give the cluster's --pki DIR (or --from-secrets FILE)",
-            ));
-        }
-    };
+    let (pki, ca_pem) = load_cluster(&a, role)?;
     let hashes = crate::pki::hash::discovery_hashes(ca_pem.as_bytes())
         .map_err(|e| e.within("--pki ca.crt"))?;
 
@@ -526,63 +530,14 @@ fn run_bootstrap(a: BootstrapArgs) -> Result<()> {
         ));
     }
 
-    let mut files: Vec<(PathBuf, Vec<u8>, u32)> = Vec::new();
-    let mut printed = String::new();
-    for nb in &bundles {
-        let b = &nb.bundle;
-        match (format, &a.out) {
-            (Format::Dir | Format::Fwcfg, Some(out)) => {
-                let dir = out.join(&b.node);
-                for (k, v) in emit::keys(b, encoding) {
-                    let mode = if k.starts_with("userdata") {
-                        0o600
-                    } else {
-                        0o644
-                    };
-                    files.push((dir.join(format!("guestinfo.{k}")), v.into_bytes(), mode));
-                }
-                if format == Format::Fwcfg {
-                    printed.push_str(&emit::fwcfg_args(&dir));
-                    printed.push('\n');
-                } else {
-                    printed.push_str(&format!(
-                        "{} mac={} dir={}\n",
-                        b.node,
-                        nb.mac,
-                        dir.display()
-                    ));
-                }
-            }
-            (Format::Guestinfo, Some(out)) => files.push((
-                out.join(format!("{}.guestinfo", b.node)),
-                emit::guestinfo_lines(b, encoding).into_bytes(),
-                0o600,
-            )),
-            (Format::Govc, Some(out)) => files.push((
-                out.join(format!("{}.govc", b.node)),
-                emit::govc_command(b, encoding).into_bytes(),
-                0o600,
-            )),
-            (Format::Guestinfo, None) => printed.push_str(&emit::guestinfo_lines(b, encoding)),
-            (Format::Govc, None) => printed.push_str(&emit::govc_command(b, encoding)),
-            (Format::Dir | Format::Fwcfg, None) => unreachable!("checked above"),
-        }
-    }
+    let (mut files, printed) = emit::outputs(&bundles, format, encoding, a.out.as_deref())?;
     let tokens: Vec<&str> = bundles.iter().filter_map(|b| b.token.as_deref()).collect();
     match (&a.out, tokens.is_empty()) {
-        (Some(out), false) => {
-            let now = time::OffsetDateTime::now_utc();
-            let mut manifest = String::new();
-            for t in &tokens {
-                manifest.push_str("---\n");
-                manifest.push_str(&token::secret_manifest(t, ttl, now)?);
-            }
-            files.push((
-                out.join("bootstrap-tokens.yaml"),
-                manifest.into_bytes(),
-                0o600,
-            ));
-        }
+        (Some(out), false) => files.push((
+            out.join("bootstrap-tokens.yaml"),
+            token::secret_manifests(&tokens, ttl, time::OffsetDateTime::now_utc())?.into_bytes(),
+            0o600,
+        )),
         (None, false) => eprintln!(
             "note: no --out, so the bootstrap-token Secrets were not written; create them in the workload cluster before the nodes boot"
         ),

@@ -92,13 +92,23 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     };
     // A document the main stage will refuse is refused by the local stage too, so that a
     // refusal changes nothing on disk with the two units as with `--stage all` (no hostname,
-    // no network written). Template errors are left to the main stage: before the network
-    // is up, host facts a template uses (an address) may not exist yet.
-    if stage == StageSel::Local
-        && let Err(e) = pipeline::prepare(&inputs)
-        && e.stage != crate::error::Stage::Template
-    {
-        return Err(report_bad_input(&inputs, &target, e));
+    // no network written). Before the network is up the host has no address yet, which the
+    // main stage's facts will have: the check stands a placeholder in for it.
+    if stage == StageSel::Local {
+        let real = inputs.facts.clone();
+        inputs
+            .facts
+            .local_ipv4
+            .get_or_insert_with(|| "192.0.2.1".into());
+        inputs
+            .facts
+            .local_ipv6
+            .get_or_insert_with(|| "2001:db8::1".into());
+        let checked = pipeline::prepare(&inputs);
+        inputs.facts = real;
+        if let Err(e) = checked {
+            return Err(report_bad_input(&inputs, &target, e));
+        }
     }
     if stage != StageSel::All {
         let earlier = Earlier {

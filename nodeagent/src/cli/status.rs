@@ -32,6 +32,16 @@ pub fn run(args: Args) -> i32 {
     let deadline = args
         .timeout
         .map(|t| Instant::now() + Duration::from_secs_f64(t.max(0.0)));
+    // The units do not start on a disabled node: nothing will ever write a status, so
+    // `--wait` must not wait for one.
+    if read_status(&args.root).is_err() && disabled(&args.root) {
+        if args.json {
+            println!("{}", serde_json::json!({"v": 1, "phase": "disabled"}));
+        } else {
+            println!("status: disabled");
+        }
+        return exit::OK;
+    }
     loop {
         let status = read_status(&args.root).ok();
         let terminal = status.as_ref().is_some_and(|s| s.phase.is_terminal());
@@ -45,6 +55,15 @@ pub fn run(args: Args) -> i32 {
             pause.min(d.saturating_duration_since(Instant::now()))
         }));
     }
+}
+
+/// `/etc/nodeagent/disabled` under `root`, or (on the node itself) `nodeagent=disabled` on
+/// the kernel command line: the units' own conditions.
+fn disabled(root: &std::path::Path) -> bool {
+    root.join("etc/nodeagent/disabled").exists()
+        || (root == std::path::Path::new("/")
+            && std::fs::read_to_string("/proc/cmdline")
+                .is_ok_and(|c| c.split_whitespace().any(|w| w == "nodeagent=disabled")))
 }
 
 /// Exit code for a status (pure; `None` = not started yet).

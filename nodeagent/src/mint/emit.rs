@@ -137,3 +137,66 @@ pub fn govc_command(b: &Bundle, enc: Encoding) -> String {
     cmd.push('\n');
     cmd
 }
+
+/// A file `mint bootstrap` writes: path, content, mode.
+pub type OutFile = (std::path::PathBuf, Vec<u8>, u32);
+
+/// What `mint bootstrap` writes under `out` and prints for `bundles` in `format`: per-node
+/// `guestinfo.K` files (userdata 0600, the rest 0644) for `dir`/`fwcfg`, one file per node for
+/// `guestinfo`/`govc` (0600), or the same text on stdout when there is no `out`.
+pub fn outputs(
+    bundles: &[super::fleet::NodeBundle],
+    format: Format,
+    encoding: Encoding,
+    out: Option<&Path>,
+) -> Result<(Vec<OutFile>, String)> {
+    let mut files: Vec<OutFile> = Vec::new();
+    let mut printed = String::new();
+    for nb in bundles {
+        let b = &nb.bundle;
+        match (format, out) {
+            (Format::Dir | Format::Fwcfg, Some(out)) => {
+                let dir = out.join(&b.node);
+                for (k, v) in keys(b, encoding) {
+                    let mode = if k.starts_with("userdata") {
+                        0o600
+                    } else {
+                        0o644
+                    };
+                    files.push((dir.join(format!("guestinfo.{k}")), v.into_bytes(), mode));
+                }
+                if format == Format::Fwcfg {
+                    printed.push_str(&fwcfg_args(&dir));
+                    printed.push('\n');
+                } else {
+                    printed.push_str(&format!(
+                        "{} mac={} dir={}\n",
+                        b.node,
+                        nb.mac,
+                        dir.display()
+                    ));
+                }
+            }
+            (Format::Guestinfo, Some(out)) => files.push((
+                out.join(format!("{}.guestinfo", b.node)),
+                guestinfo_lines(b, encoding).into_bytes(),
+                0o600,
+            )),
+            (Format::Govc, Some(out)) => files.push((
+                out.join(format!("{}.govc", b.node)),
+                govc_command(b, encoding).into_bytes(),
+                0o600,
+            )),
+            (Format::Guestinfo, None) => printed.push_str(&guestinfo_lines(b, encoding)),
+            (Format::Govc, None) => printed.push_str(&govc_command(b, encoding)),
+            (Format::Dir | Format::Fwcfg, None) => {
+                return Err(Error::new(
+                    Stage::Usage,
+                    "--out",
+                    "this format writes files: pass --out DIR",
+                ));
+            }
+        }
+    }
+    Ok((files, printed))
+}

@@ -51,6 +51,16 @@ pub fn parse(token: &str) -> Result<(&str, &str)> {
 }
 
 /// The bootstrap-token Secret CABPK creates in the workload cluster (docs/formats.md d.6).
+/// The bootstrap-token Secrets for `tokens`, as one multi-document YAML.
+pub fn secret_manifests(tokens: &[&str], ttl: Duration, now: OffsetDateTime) -> Result<String> {
+    let mut manifest = String::new();
+    for t in tokens {
+        manifest.push_str("---\n");
+        manifest.push_str(&secret_manifest(t, ttl, now)?);
+    }
+    Ok(manifest)
+}
+
 pub fn secret_manifest(token: &str, ttl: Duration, now: OffsetDateTime) -> Result<String> {
     let (id, secret) = parse(token)?;
     let expiration = (now + ttl)

@@ -32,7 +32,13 @@ fn main() {
         std::thread::sleep(std::time::Duration::from_secs_f64(s));
     }
     let node = Node {
-        root: node::root_from_env(),
+        root: match node::root_from_env() {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("kubeadm-standin: {e}");
+                std::process::exit(2);
+            }
+        },
     };
     let mut state = load_state(&state_path);
     let mut record = json!({

@@ -552,11 +552,22 @@ pub fn reset(node: &Node, cert_dir: &str) -> Vec<String> {
     removed
 }
 
-/// The node's root: `KUBEADM_STANDIN_ROOT`, else `/` (a guest, where the stand-in is kubeadm).
-pub fn root_from_env() -> PathBuf {
-    std::env::var_os("KUBEADM_STANDIN_ROOT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new("/").to_path_buf())
+/// Marks a test guest's image: there, and only there, the stand-in is the node's kubeadm and
+/// acts on `/` without being told (tests/qemu writes it into both tiers' images).
+pub const GUEST_MARKER: &str = "/etc/kubeadm-standin.guest";
+
+/// The node's root: `KUBEADM_STANDIN_ROOT`, else `/` inside a test guest. Anywhere else an
+/// unset root is refused: the stand-in must never write a development machine's
+/// /etc/kubernetes or empty its /var/lib/kubelet.
+pub fn root_from_env() -> Result<PathBuf, String> {
+    match std::env::var_os("KUBEADM_STANDIN_ROOT") {
+        Some(r) => Ok(PathBuf::from(r)),
+        None if Path::new(GUEST_MARKER).exists() => Ok(Path::new("/").to_path_buf()),
+        None => Err(format!(
+            "KUBEADM_STANDIN_ROOT is not set and this is no test guest ({GUEST_MARKER} is absent): \
+             refusing to act on this machine's /"
+        )),
+    }
 }
 
 #[cfg(test)]
