@@ -281,6 +281,11 @@ def stage_fast_root(kernel, nodeagent, kubeadm):
                 copy_with_parents(lib, stage)
     # The stand-in acts on / only where this marker says it is the guest's kubeadm.
     open(os.path.join(stage, "etc", "kubeadm-standin.guest"), "w").close()
+    # A busybox test image has no disk tools (cloud-guest-utils, e2fsprogs), which a node
+    # image carries: disk growth is off here, as an image without them would configure it.
+    os.makedirs(os.path.join(stage, "etc", "nodeagent"), exist_ok=True)
+    with open(os.path.join(stage, "etc", "nodeagent", "config.yaml"), "w") as f:
+        f.write("growpart:\n  mode: \"off\"\nresize_rootfs: false\n")
     moddir = os.path.join(stage, "lib", "modules", kernel.version)
     for name, path, deps in kernel.module_closure(MODULES):
         copy_with_parents(path, moddir, os.path.relpath(path, kernel.moddir))
