@@ -1,12 +1,26 @@
-//! Crash test: SIGKILL the agent at random points of a run (files, users, commands), run it
-//! again, and compare the final tree and the command-execution record with an uninterrupted
-//! run. The agent here is this test binary re-executed (`crash_child`): the same apply engine
-//! `nodeagent run` uses, on a hand-built plan, in an overlay of a debootstrap'd Debian rootfs,
-//! with the image's real shadow tools.
+//! Crash tests: SIGKILL the agent at random points of a run (files, users, commands and, in
+//! the kubeadm variant, kubeadm), run it again, and compare the final tree and the
+//! command-execution record with an uninterrupted run. The agent here is this test binary
+//! re-executed (`crash_child`): the same apply engine `nodeagent run` uses, on a hand-built
+//! plan, in an overlay of a debootstrap'd Debian rootfs, with the image's real shadow tools.
 //!
-//! `APPLY_CRASH_ITERATIONS` (default 500) sets the number of killed runs.
+//! * `crash_test_500_kills` (CI): the agent alone is killed; no kubeadm step.
+//! * `crash_test_with_kubeadm` (opt-in, `--run-ignored`): the plan ends in `kubeadm init`;
+//!   half the kills hit the agent alone (its supervised commands and kubeadm live on, as after
+//!   an OOM kill of the agent), half the whole process tree (as a `systemctl kill`). kubeadm is
+//!   the kubeadm stand-in (tests/kubeadm-standin; no real kubeadm exists here) behind a wrapper
+//!   that records every start and end and notices a start while another kubeadm still runs.
+//!
+//! Kill delays are drawn below the fastest of three uninterrupted runs, so kills land also when
+//! the machine is faster than during calibration; the loop is bounded by a number of
+//! iterations and every run by a deadline, so a slow or stuck machine fails the test with a
+//! message instead of stalling it. `APPLY_CRASH_ITERATIONS` sets the number of kills (default
+//! 500 for the agent alone, 40 with kubeadm; 500 is the full check); the seed is printed and
+//! replayed with `NODEAGENT_TEST_SEED`.
 
 mod apply_common;
+#[allow(unused)]
+mod kube_common;
 use apply_common::*;
 use nodeagent::plan::*;
 use std::collections::BTreeMap;
@@ -16,13 +30,48 @@ use std::time::{Duration, Instant};
 
 const BOOT: &str = "boot-crash";
 
+/// Deadline of one agent run (uninterrupted runs take seconds; the kubeadm stand-in's are the
+/// longest): a run that outlives it is a hang, and the test fails naming the root.
+const RUN_DEADLINE: Duration = Duration::from_secs(300);
+
 fn big(n: usize, tag: &str) -> String {
     (0..n)
         .map(|i| format!("{tag} line {i:06} ................................................\n"))
         .collect()
 }
 
-fn crash_plan() -> Plan {
+/// Which crash test a process belongs to (the child learns it from `CRASH_KUBEADM`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Variant {
+    /// Files, users and commands; the agent alone is killed.
+    AgentAlone,
+    /// The same plus real CAs and `kubeadm init`; the agent alone or the whole tree is killed.
+    Kubeadm,
+}
+
+/// Real CAs and the service-account key: the kubeadm stand-in signs the apiserver certificate
+/// with ca.key. The same in every process of a test run (each child builds the plan again):
+/// generated once into cargo's test tmpdir and read back.
+fn crash_pki() -> Vec<(String, String, u32)> {
+    use nodeagent::mint::pki::{Algorithm, Pki};
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("apply-crash-pki");
+    let pki = Pki::read(&dir).unwrap_or_else(|_| {
+        let p = Pki::generate(Algorithm::EcdsaP256, time::Duration::days(365)).unwrap();
+        let tmp = dir.with_extension(format!("tmp{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        p.write(&tmp, true).unwrap();
+        // Another process may have renamed its own first: that one is kept.
+        let _ = std::fs::rename(&tmp, &dir);
+        let _ = std::fs::remove_dir_all(&tmp);
+        Pki::read(&dir).unwrap()
+    });
+    pki.files()
+        .iter()
+        .map(|(n, c, m)| (n.to_string(), c.to_string(), *m))
+        .collect()
+}
+
+fn crash_plan(v: Variant) -> Plan {
     let mut steps = vec![
         step(
             "hostname",
@@ -50,26 +99,44 @@ fn crash_plan() -> Plan {
         ),
         sh("bootcmd[0]", "echo bootcmd >> \"$NODEAGENT_ROOT/var/cmd-record\"", Frequency::PerBoot),
     ];
-    for (i, name) in ["ca", "sa", "front-proxy-ca", "etcd/ca"].iter().enumerate() {
+    if v == Variant::Kubeadm {
+        for (name, content, mode) in crash_pki() {
+            steps.push(wf(file(
+                &format!("/etc/kubernetes/pki/{name}"),
+                &content,
+                "root:root",
+                mode,
+            )));
+        }
         steps.push(wf(file(
-            &format!("/etc/kubernetes/pki/{name}.key"),
-            &big(400 + i * 50, name),
+            "/run/kubeadm/kubeadm.yaml",
+            KUBEADM_CONFIG,
             "root:root",
-            0o600,
+            0o640,
         )));
+    } else {
+        // Large files, so that kills land inside writes.
+        for (i, name) in ["ca", "sa", "front-proxy-ca", "etcd/ca"].iter().enumerate() {
+            steps.push(wf(file(
+                &format!("/etc/kubernetes/pki/{name}.key"),
+                &big(400 + i * 50, name),
+                "root:root",
+                0o600,
+            )));
+            steps.push(wf(file(
+                &format!("/etc/kubernetes/pki/{name}.crt"),
+                &big(200, name),
+                "root:root",
+                0o644,
+            )));
+        }
         steps.push(wf(file(
-            &format!("/etc/kubernetes/pki/{name}.crt"),
-            &big(200, name),
+            "/run/kubeadm/kubeadm.yaml",
+            &big(300, "kubeadm"),
             "root:root",
-            0o644,
+            0o640,
         )));
     }
-    steps.push(wf(file(
-        "/run/kubeadm/kubeadm.yaml",
-        &big(300, "kubeadm"),
-        "root:root",
-        0o640,
-    )));
     steps.push(wf(file(
         "/opt/deep/new/dir/tool.sh",
         "#!/bin/sh\necho hi\n",
@@ -118,17 +185,89 @@ fn crash_plan() -> Plan {
             Frequency::PerInstance,
         ));
     }
+    if v == Variant::Kubeadm {
+        steps.push(step(
+            "kubeadm",
+            RunStage::Main,
+            Frequency::PerInstance,
+            Action::Kubeadm(KubeadmSpec {
+                mode: KubeadmMode::Init,
+                config_path: "/run/kubeadm/kubeadm.yaml".into(),
+                extra_args: vec![],
+                sentinel: true,
+                endpoint: None,
+                original: "kubeadm init --config /run/kubeadm/kubeadm.yaml".into(),
+            }),
+        ));
+    }
     plan("vm-crash", steps)
+}
+
+/// CABPK's init config (shared corpus, controlplane-init-v1beta3-k8s-1.26.6).
+const KUBEADM_CONFIG: &str = "---\napiServer: {}\napiVersion: kubeadm.k8s.io/v1beta3\nclusterName: test\ncontrolPlaneEndpoint: 127.0.0.1:6443\ncontrollerManager: {}\ndns: {}\netcd: {}\nkind: ClusterConfiguration\nkubernetesVersion: v1.26.6\nnetworking:\n  dnsDomain: cluster.local\n  podSubnet: 192.168.0.0/16\nscheduler: {}\n\n---\napiVersion: kubeadm.k8s.io/v1beta3\nkind: InitConfiguration\nlocalAPIEndpoint: {}\nnodeRegistration:\n  imagePullPolicy: IfNotPresent\n  taints: null\n";
+
+/// `kubeadm` on the agent's PATH: records `start PID` and `end PID RC` in `$KUBEADM_STARTS`,
+/// and `overlap PID` when another kubeadm holds the flock on `$KUBEADM_STARTS.lock` (still
+/// running; the lock dies with it), then runs the stand-in, slowed so that kills land in it,
+/// on the agent's root (`KUBEADM_STANDIN_ROOT`: the stand-in acts on the node's files, never
+/// the host's `/etc`).
+fn kubeadm_wrapper(dir: &Path, root: &Path) -> std::path::PathBuf {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = format!(
+        "#!/bin/sh\n\
+         exec 8>>\"$KUBEADM_STARTS.lock\"\n\
+         flock -n 8 || echo \"overlap $$\" >> \"$KUBEADM_STARTS\"\n\
+         echo \"start $$ $1\" >> \"$KUBEADM_STARTS\"\n\
+         KUBEADM_STANDIN_SLEEP=0.2 KUBEADM_STANDIN_ROOT=\"{}\" {} \"$@\"\n\
+         rc=$?\n\
+         echo \"end $$ $rc\" >> \"$KUBEADM_STARTS\"\n\
+         exit $rc\n",
+        root.display(),
+        kube_common::standin().display()
+    );
+    let p = bin.join("kubeadm");
+    std::fs::write(&p, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+/// What the kubeadm starts of one iteration say: (starts, overlapping starts, starts after a
+/// successful one, successful ends).
+fn kubeadm_record(starts: &Path) -> (usize, usize, usize, usize) {
+    let text = std::fs::read_to_string(starts).unwrap_or_default();
+    let (mut n, mut overlap, mut after_success, mut ok) = (0, 0, 0, 0);
+    for l in text.lines() {
+        let f: Vec<&str> = l.split(' ').collect();
+        match f.as_slice() {
+            ["start", ..] => {
+                n += 1;
+                if ok > 0 {
+                    after_success += 1;
+                }
+            }
+            ["overlap", ..] => overlap += 1,
+            ["end", _, "0"] => ok += 1,
+            _ => {}
+        }
+    }
+    (n, overlap, after_success, ok)
 }
 
 /// The agent process: one run of the plan against `CRASH_ROOT`.
 #[test]
-#[ignore = "child process of crash_test_500_kills"]
+#[ignore = "child process of the crash tests"]
 fn crash_child() {
     let Ok(root) = std::env::var("CRASH_ROOT") else {
         return;
     };
-    let code = match run(Path::new(&root), &crash_plan(), true, false, BOOT) {
+    let v = if std::env::var_os("CRASH_KUBEADM").is_some() {
+        Variant::Kubeadm
+    } else {
+        Variant::AgentAlone
+    };
+    let code = match run(Path::new(&root), &crash_plan(v), true, false, BOOT) {
         Ok(_) => 0,
         Err(e) => {
             eprintln!("child: {e}");
@@ -138,30 +277,209 @@ fn crash_child() {
     std::process::exit(code);
 }
 
-fn spawn(root: &Path) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            "crash_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("CRASH_ROOT", root)
-        .env("NODEAGENT_LOG", "error")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap()
+/// The agent, in a session of its own so that the whole tree it starts can be found.
+fn spawn(root: &Path, v: Variant) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    let aux = aux_dir(root);
+    let path = format!(
+        "{}:{}",
+        aux.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    let procs = freezer().procs();
+    // SAFETY: setsid, open, write and close between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::setsid();
+            if let Some(p) = &procs {
+                let fd = libc::open(p.as_ptr(), libc::O_WRONLY);
+                if fd >= 0 {
+                    libc::write(fd, b"0".as_ptr().cast(), 1);
+                    libc::close(fd);
+                }
+            }
+            Ok(())
+        });
+    }
+    if v == Variant::Kubeadm {
+        cmd.env("CRASH_KUBEADM", "1");
+    }
+    cmd.args([
+        "--ignored",
+        "--exact",
+        "crash_child",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("CRASH_ROOT", root)
+    .env("PATH", path)
+    .env("KUBEADM_STARTS", aux.join("starts"))
+    .env("KUBEADM_STANDIN_LOG", aux.join("standin.jsonl"))
+    .env("NODEAGENT_LOG", "error")
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap()
+}
+
+/// Wait for the agent at most `RUN_DEADLINE`; past it, kill its tree and fail.
+fn wait_bounded(child: &mut std::process::Child, root: &Path) -> std::process::ExitStatus {
+    let t = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if t.elapsed() > RUN_DEADLINE {
+            kill_tree(child.id());
+            let _ = child.wait();
+            panic!(
+                "agent run in {} did not end within {RUN_DEADLINE:?}",
+                root.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Per-iteration files outside the compared tree: the kubeadm wrapper and its records.
+fn aux_dir(root: &Path) -> std::path::PathBuf {
+    root.parent().unwrap().join("aux")
+}
+
+/// A freezer cgroup (v1) the agents run in, so that a whole-tree kill is atomic: frozen at one
+/// instant, then killed. Without it (no freezer hierarchy), the session is killed process by
+/// process, which lets a command finish between its supervisor's death and its own.
+struct Freezer(Option<std::path::PathBuf>);
+
+impl Freezer {
+    fn new() -> Freezer {
+        let base = Path::new("/sys/fs/cgroup/freezer");
+        let dir = base.join(format!("nodeagent-crash-{}", std::process::id()));
+        Freezer(
+            (base.join("freezer.state").exists() || base.join("tasks").exists())
+                .then(|| std::fs::create_dir(&dir).ok().map(|()| dir))
+                .flatten(),
+        )
+    }
+
+    /// `cgroup.procs` to write `0` to in the child (v1: moves the writer itself).
+    fn procs(&self) -> Option<std::ffi::CString> {
+        let p = self.0.as_ref()?.join("cgroup.procs");
+        std::ffi::CString::new(p.into_os_string().into_encoded_bytes()).ok()
+    }
+
+    /// Freeze, SIGKILL, thaw; false when there is no freezer (caller falls back).
+    fn kill_all(&self) -> bool {
+        let Some(dir) = &self.0 else { return false };
+        let state = dir.join("freezer.state");
+        std::fs::write(&state, "FROZEN").unwrap();
+        let t = Instant::now();
+        while std::fs::read_to_string(&state).unwrap().trim() != "FROZEN" {
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "cgroup did not freeze"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap();
+        for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+            // SAFETY: kill with a pid read from the cgroup.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        std::fs::write(&state, "THAWED").unwrap();
+        while !std::fs::read_to_string(dir.join("cgroup.procs"))
+            .unwrap()
+            .trim()
+            .is_empty()
+        {
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "processes survive SIGKILL"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        true
+    }
+}
+
+impl Drop for Freezer {
+    fn drop(&mut self) {
+        if let Some(d) = &self.0 {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}
+
+static FREEZER: std::sync::OnceLock<Freezer> = std::sync::OnceLock::new();
+
+fn freezer() -> &'static Freezer {
+    FREEZER.get_or_init(Freezer::new)
+}
+
+/// SIGKILL every process of the agent's session (the agent, supervisors, commands, kubeadm),
+/// until none is left.
+fn kill_tree(sid: u32) {
+    if freezer().kill_all() {
+        return;
+    }
+    for _ in 0..50 {
+        let mut found = false;
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            // Fields after the command name `(...)`: state ppid pgrp session ...
+            let Some(rest) = stat.rsplit_once(") ").map(|(_, r)| r) else {
+                continue;
+            };
+            let f: Vec<&str> = rest.split(' ').collect();
+            if f.get(3) == Some(&sid.to_string().as_str()) && f.first() != Some(&"Z") {
+                found = true;
+                // SAFETY: kill with a pid read from /proc.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+        if !found {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    panic!("processes of session {sid} survive SIGKILL");
 }
 
 fn skip(p: &str) -> bool {
-    p.starts_with("var/lib/nodeagent")
+    // var/cmd-record is compared by `record_counts`.
+    p == "var/cmd-record"
+        || p.starts_with("var/lib/nodeagent")
         || p.starts_with("run/nodeagent")
         || p.starts_with("var/log/nodeagent")
         // shadow's backup copies (`passwd-`): the previous state, not the state.
         || (p.starts_with("etc/") && p.ends_with('-'))
 }
+
+/// With kubeadm, also kubeadm's own certificates: the stand-in, as kubeadm, makes fresh keys
+/// on each init (kubeadm starts are counted instead). The agent's PKI files are compared.
+fn skip_kubeadm(p: &str) -> bool {
+    skip(p)
+        || p.strip_prefix("etc/kubernetes/pki/")
+            .is_some_and(|n| !AGENT_PKI.contains(&n))
+}
+
+/// The PKI files the plan writes (nodeagent::mint::pki's kubeadm layout).
+const AGENT_PKI: [&str; 8] = [
+    "ca.crt",
+    "ca.key",
+    "etcd/ca.crt",
+    "etcd/ca.key",
+    "front-proxy-ca.crt",
+    "front-proxy-ca.key",
+    "sa.pub",
+    "sa.key",
+];
 
 /// The step a kill interrupted: the last `begin` without its `done`.
 fn interrupted(root: &Path) -> String {
@@ -211,16 +529,31 @@ fn partial_files(root: &Path, lower: &Path, p: &Plan) -> Vec<String> {
     bad
 }
 
-fn run_to_completion(root: &Path) -> usize {
+/// Run the agent until one run succeeds (at most 5 runs, each bounded); returns the runs.
+fn run_to_completion(root: &Path, v: Variant) -> usize {
+    let aux = aux_dir(root);
+    if v == Variant::Kubeadm && !aux.exists() {
+        kubeadm_wrapper(&aux, root);
+    }
     for attempt in 1..=5 {
-        let st = spawn(root).wait().unwrap();
+        let st = wait_bounded(&mut spawn(root, v), root);
         if st.success() {
             return attempt;
         }
     }
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    if v == Variant::Kubeadm {
+        cmd.env("CRASH_KUBEADM", "1");
+    }
+    let out = cmd
+        .args(["--ignored", "--exact", "crash_child", "--nocapture"])
+        .env("CRASH_ROOT", root)
+        .output()
+        .unwrap();
     panic!(
-        "agent did not finish after 5 attempts in {}",
-        root.display()
+        "agent did not finish after 5 attempts in {}: {}",
+        root.display(),
+        String::from_utf8_lossy(&out.stderr)
     );
 }
 
@@ -235,26 +568,64 @@ fn record_counts(root: &Path) -> BTreeMap<String, usize> {
 
 #[test]
 fn crash_test_500_kills() {
+    crash_test(Variant::AgentAlone, 500);
+}
+
+#[test]
+#[ignore = "opt-in (cargo nextest run -p nodeagent --test apply_crash --run-ignored only -E 'test(crash_test_with_kubeadm)'): minutes per 100 kills"]
+fn crash_test_with_kubeadm() {
+    crash_test(Variant::Kubeadm, 40);
+}
+
+fn crash_test(v: Variant, default_kills: usize) {
     let Some(lower) = rootfs() else {
         return;
     };
-    let iterations: usize = std::env::var("APPLY_CRASH_ITERATIONS")
+    let target: usize = std::env::var("APPLY_CRASH_ITERATIONS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(500);
-    let p = crash_plan();
+        .unwrap_or(default_kills);
+    let p = crash_plan(v);
+    let kubeadm = v == Variant::Kubeadm;
 
-    // Reference: an uninterrupted run.
+    // Reference: an uninterrupted run, then two more for the calibration.
     let reference = Overlay::new(&lower);
+    let mut times = Vec::new();
     let t0 = Instant::now();
-    assert_eq!(run_to_completion(&reference.root), 1);
-    let full = t0.elapsed();
+    assert_eq!(run_to_completion(&reference.root, v), 1);
+    times.push(t0.elapsed());
+    for _ in 0..2 {
+        let ov = Overlay::new(&lower);
+        let t = Instant::now();
+        assert_eq!(run_to_completion(&ov.root, v), 1);
+        times.push(t.elapsed());
+    }
+    let skip: fn(&str) -> bool = if kubeadm { skip_kubeadm } else { skip };
     let want = snapshot(&reference.upper, &skip);
     let want_record = record_counts(&reference.root);
     assert_eq!(want_record.len(), 9, "{want_record:?}");
     assert!(want_record.values().all(|&n| n == 1));
+    if kubeadm {
+        assert_eq!(
+            kubeadm_record(&aux_dir(&reference.root).join("starts")),
+            (1, 0, 0, 1),
+            "the reference run starts kubeadm once"
+        );
+        assert!(
+            reference
+                .root
+                .join("run/cluster-api/bootstrap-success.complete")
+                .exists()
+        );
+    }
+    // Delays are drawn in [0, 95 % of the fastest run]. A fresh root's first run that ends
+    // before its kill lowers the bound to that delay: the machine got faster.
+    let mut upper = times.iter().min().copied().unwrap() * 95 / 100;
+    let calibration: Vec<u128> = times.iter().map(Duration::as_millis).collect();
 
-    let mut rng = prereq::seed() | 1;
+    let seed = prereq::seed();
+    eprintln!("crash test seed {seed} (replay with NODEAGENT_TEST_SEED={seed})");
+    let mut rng = seed | 1;
     let mut next = move || {
         rng ^= rng << 13;
         rng ^= rng >> 7;
@@ -263,21 +634,40 @@ fn crash_test_500_kills() {
     };
     let (mut kills, mut diffs, mut partial, mut repeated, mut reruns) =
         (0usize, 0usize, 0usize, 0usize, 0usize);
+    let (mut tree_kills, mut kubeadm_starts, mut double_starts) = (0usize, 0usize, 0usize);
     let mut where_killed: BTreeMap<String, usize> = BTreeMap::new();
     let mut done_iterations = 0;
-    while kills < iterations {
+    // Bounded by iterations: each tries 1-4 kills, so `target` iterations are plenty for
+    // `target` kills unless the kills keep missing (then the assertion below says so).
+    while kills < target && done_iterations < target {
         let ov = Overlay::new(&lower);
         // One to four kills per iteration, each at a random instant of a run.
         let n = 1 + (next() % 4) as usize;
-        for _ in 0..n {
-            let mut child = spawn(&ov.root);
-            let delay = Duration::from_micros(next() % (full.as_micros() as u64 * 95 / 100 + 1));
+        if kubeadm {
+            kubeadm_wrapper(&aux_dir(&ov.root), &ov.root);
+        }
+        let mut iteration_tree_kills = 0;
+        for attempt in 0..n {
+            let mut child = spawn(&ov.root, v);
+            let delay = Duration::from_micros(next() % (upper.as_micros() as u64 + 1));
+            let whole_tree = kubeadm && next() % 2 == 0;
             std::thread::sleep(delay);
             let finished = child.try_wait().unwrap().is_some();
-            let _ = child.kill();
-            child.wait().unwrap();
+            if whole_tree {
+                kill_tree(child.id());
+            } else {
+                let _ = child.kill();
+            }
+            wait_bounded(&mut child, &ov.root);
             if finished {
+                if attempt == 0 {
+                    upper = upper.min(delay);
+                }
                 continue;
+            }
+            if whole_tree {
+                tree_kills += 1;
+                iteration_tree_kills += 1;
             }
             kills += 1;
             *where_killed.entry(interrupted(&ov.root)).or_insert(0) += 1;
@@ -288,7 +678,9 @@ fn crash_test_500_kills() {
                 "partial files visible after a kill: {bad:?}"
             );
         }
-        reruns += run_to_completion(&ov.root);
+        // The agent alone was killed: its orphans (a supervised command, kubeadm) may still
+        // run. The rerun must adopt them, not start them again; it runs while they do.
+        reruns += run_to_completion(&ov.root, v);
         let got = snapshot(&ov.upper, &skip);
         let temp: Vec<&String> = got
             .keys()
@@ -306,24 +698,59 @@ fn crash_test_500_kills() {
             eprintln!("final tree differs from the uninterrupted run: {d:?}");
         }
         let rec = record_counts(&ov.root);
-        repeated += rec.values().filter(|&&c| c > 1).count();
-        if rec != want_record {
+        // Every command ran to its end exactly once. A whole-tree kill stops a command
+        // midway (as a power cut would): that one starts again, by design (commands.rs).
+        let ends = |r: &BTreeMap<String, usize>| -> BTreeMap<String, usize> {
+            r.iter()
+                .filter(|(k, _)| !k.ends_with(" start"))
+                .map(|(k, v)| (k.clone(), *v))
+                .collect()
+        };
+        let killed_midway = iteration_tree_kills > 0;
+        repeated += ends(&rec).values().filter(|&&c| c > 1).count();
+        if kubeadm {
+            let (starts, overlap, after_success, ok) =
+                kubeadm_record(&aux_dir(&ov.root).join("starts"));
+            kubeadm_starts += starts;
+            double_starts += overlap + after_success;
+            if ok != 1 {
+                diffs += 1;
+                eprintln!("kubeadm succeeded {ok} times in one iteration");
+            }
+        }
+        if (killed_midway && ends(&rec) != ends(&want_record))
+            || (!killed_midway && rec != want_record)
+        {
             diffs += 1;
             eprintln!("command-execution record differs: {rec:?}");
         }
         done_iterations += 1;
     }
     eprintln!(
-        "crash test: {kills} SIGKILLs in {done_iterations} iterations, {reruns} completing runs; \
+        "crash test (seed {seed}): {kills} SIGKILLs ({tree_kills} of the whole process tree, \
+         the rest of the agent alone) in {done_iterations} iterations, {reruns} completing runs; \
          differences {diffs}, partial files {partial}, repeated per-instance commands {repeated}; \
-         uninterrupted run {:.0} ms; kills by interrupted step: {where_killed:?}",
-        full.as_secs_f64() * 1000.0
+         kubeadm starts {kubeadm_starts}, double starts {double_starts}; \
+         uninterrupted runs {calibration:?} ms, delays drawn below {} ms; \
+         kills by interrupted step: {where_killed:?}",
+        upper.as_millis()
     );
-    assert_eq!((diffs, partial, repeated), (0, 0, 0));
+    assert!(
+        kills >= target,
+        "only {kills} of {target} kills landed in {done_iterations} iterations \
+         (delays below {} ms; uninterrupted runs {calibration:?} ms)",
+        upper.as_millis()
+    );
+    assert_eq!((diffs, partial, repeated, double_starts), (0, 0, 0, 0));
     // The kills must have landed in every kind of step, or the test proves little.
-    for kind in ["write_files", "users", "runcmd"] {
+    let kinds: &[&str] = if kubeadm {
+        &["write_files", "users", "runcmd", "kubeadm"]
+    } else {
+        &["write_files", "users", "runcmd"]
+    };
+    for kind in kinds {
         assert!(
-            where_killed.get(kind).copied().unwrap_or(0) > 0 || iterations < 100,
+            where_killed.get(*kind).copied().unwrap_or(0) > 0 || target < 100,
             "no kill during {kind}: {where_killed:?}"
         );
     }
