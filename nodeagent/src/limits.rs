@@ -14,6 +14,11 @@ pub const MAX_YAML_DEPTH: usize = 64;
 pub const MAX_YAML_ALIAS_EXPANSIONS: usize = 10_000;
 /// Most YAML nodes in one document after alias expansion.
 pub const MAX_YAML_NODES: usize = 1_000_000;
+/// Largest YAML document in memory, aliases expanded: each node's struct plus its text.
+/// Node and alias counts alone let a large anchor, aliased a few thousand times, expand to
+/// gigabytes; this bounds the loader's memory, and so the copies made from it (JSON value,
+/// typed config, plan), under the 256 MiB peak of a run.
+pub const MAX_YAML_EXPANDED_BYTES: usize = 32 * 1024 * 1024;
 /// Template fuel (minijinja instructions) for one render. The largest real template seen
 /// (cloud-init's cloud.cfg.tmpl) uses ~310; 2M fails a runaway loop in ~60 ms of CPU.
 pub const TEMPLATE_FUEL: u64 = 2_000_000;
@@ -26,7 +31,7 @@ pub const MAX_RENDERED_BYTES: usize = 64 * 1024 * 1024;
 pub const TEMPLATE_MEMORY_BYTES: u64 = 1024 * 1024 * 1024;
 /// Sum of all decoded `write_files` contents in one plan (each may gunzip up to
 /// MAX_GUNZIP_BYTES; without a total, 10,000 of them would exhaust memory).
-pub const MAX_WRITE_FILES_TOTAL_BYTES: usize = 128 * 1024 * 1024;
+pub const MAX_WRITE_FILES_TOTAL_BYTES: usize = 64 * 1024 * 1024;
 /// Most `write_files` entries in one cloud-config.
 pub const MAX_WRITE_FILES: usize = 10_000;
 /// Timeout of one guestinfo RPC helper call (vmware-rpctool / vmtoolsd), in milliseconds.

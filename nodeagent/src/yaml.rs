@@ -198,8 +198,11 @@ struct Builder {
     opts: LoadOptions,
     stack: Vec<Frame>,
     docs: Vec<Node>,
-    anchors: std::collections::HashMap<usize, (Node, usize)>,
+    /// Anchored nodes with their size (nodes, bytes), for aliases.
+    anchors: std::collections::HashMap<usize, (Node, (usize, usize))>,
     nodes: usize,
+    /// Bytes of the document as built, aliases expanded (`node_bytes`): the loader's memory.
+    bytes: usize,
     alias_expansions: usize,
     error: Option<Error>,
 }
@@ -212,15 +215,34 @@ fn err_at(mark: &Marker, msg: impl Into<String>) -> Error {
     )
 }
 
-fn count_nodes(node: &Node) -> usize {
-    1 + match &node.value {
-        Value::Seq(items) => items.iter().map(count_nodes).sum(),
-        Value::Map(entries) => entries
-            .iter()
-            .map(|(k, v)| count_nodes(k) + count_nodes(v))
-            .sum(),
-        _ => 0,
+/// Memory one node stands for: the struct and the text it holds (not its children).
+fn node_bytes(node: &Node) -> usize {
+    std::mem::size_of::<Node>()
+        + node.plain.as_ref().map_or(0, String::len)
+        + match &node.value {
+            Value::Str(s) => s.len(),
+            Value::Binary(b) => b.len(),
+            _ => 0,
+        }
+}
+
+/// Nodes and bytes (`node_bytes`) of a whole subtree: what one alias to it adds.
+fn measure(node: &Node) -> (usize, usize) {
+    let mut total = (1, node_bytes(node));
+    let mut add = |n: &Node| {
+        let (c, b) = measure(n);
+        total.0 += c;
+        total.1 += b;
+    };
+    match &node.value {
+        Value::Seq(items) => items.iter().for_each(&mut add),
+        Value::Map(entries) => entries.iter().for_each(|(k, v)| {
+            add(k);
+            add(v)
+        }),
+        _ => {}
     }
+    total
 }
 
 impl Builder {
@@ -231,6 +253,7 @@ impl Builder {
             docs: Vec::new(),
             anchors: Default::default(),
             nodes: 0,
+            bytes: 0,
             alias_expansions: 0,
             error: None,
         }
@@ -303,7 +326,9 @@ impl Builder {
                         ),
                     ));
                 }
-                self.nodes += size;
+                // The copy's own node is counted when it is pushed; its subtree here.
+                self.add_bytes(size.1.saturating_sub(node_bytes(&node)), &mark)?;
+                self.nodes += size.0;
                 if self.nodes > limits::MAX_YAML_NODES {
                     return Err(err_at(
                         &mark,
@@ -331,7 +356,24 @@ impl Builder {
         Ok(())
     }
 
+    /// Count bytes the document grows by; over `MAX_YAML_EXPANDED_BYTES` it is refused. A few
+    /// aliases to a large anchor stay under the node and alias counts but not under this.
+    fn add_bytes(&mut self, n: usize, mark: &Marker) -> Result<()> {
+        self.bytes = self.bytes.saturating_add(n);
+        if self.bytes > limits::MAX_YAML_EXPANDED_BYTES {
+            return Err(err_at(
+                mark,
+                format!(
+                    "document expands to more than {} MiB in memory (MAX_YAML_EXPANDED_BYTES; aliases count as copies)",
+                    limits::MAX_YAML_EXPANDED_BYTES >> 20
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn push_value(&mut self, node: Node, anchor: usize, mark: &Marker) -> Result<()> {
+        self.add_bytes(node_bytes(&node), mark)?;
         if !matches!(node.value, Value::Seq(_) | Value::Map(_)) {
             self.nodes += 1;
             if self.nodes > limits::MAX_YAML_NODES {
@@ -344,7 +386,7 @@ impl Builder {
             self.nodes += 1;
         }
         if anchor > 0 {
-            let size = count_nodes(&node);
+            let size = measure(&node);
             self.anchors.insert(anchor, (node.clone(), size));
         }
         match self.stack.last_mut() {

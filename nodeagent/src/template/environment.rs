@@ -87,6 +87,8 @@ fn jinja2_dialect(env: &mut Environment<'static>, compat: bool) {
     env.add_filter("int", python::filters::int);
     env.add_filter("float", python::filters::float);
     env.add_filter("center", python::filters::center);
+    env.add_filter("indent", python::filters::indent);
+    env.add_filter("format", python::filters::format);
     env.add_filter("wordcount", python::filters::wordcount);
     env.add_filter("tojson", python::filters::tojson);
     env.add_filter("replace", python::filters::replace);

@@ -403,3 +403,88 @@ fn dump(v: &Value, indent: Option<usize>, level: usize, out: &mut String) -> Res
 fn json_str(s: &str, out: &mut String) {
     crate::instance::python_json_string(s, out)
 }
+
+/// minijinja's `indent`, refused first when its result would pass the render cap: it builds
+/// width × lines in one string before the output writer's cap could see it.
+pub fn indent(
+    value: minijinja::value::StringInput<'_>,
+    width: Option<usize>,
+    first: Option<bool>,
+    blank: Option<bool>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
+    let w = match width {
+        Some(w) => w,
+        None => kwargs.peek::<Option<usize>>("width")?.unwrap_or(4),
+    };
+    let lines = value.as_str().matches('\n').count() + 1;
+    check_len(value.as_str().len().saturating_add(w.saturating_mul(lines)))?;
+    minijinja::filters::indent(value, width, first, blank, kwargs)
+}
+
+/// Sum of the widths and precisions of a printf format's conversion specs
+/// (`%(name)-08.3f`: 8 + 3); numbers in literal text are not counted.
+fn spec_widths(fmt: &str) -> usize {
+    let mut total = 0usize;
+    let mut rest = fmt;
+    while let Some(at) = rest.find('%') {
+        let mut spec = rest.get(at + 1..).unwrap_or_default();
+        if let Some(named) = spec.strip_prefix('(') {
+            spec = named.split_once(')').map_or("", |(_, r)| r);
+        }
+        spec = spec.trim_start_matches(['-', '+', ' ', '#', '0']);
+        for part in 0..2 {
+            if part == 1 {
+                match spec.strip_prefix('.') {
+                    Some(r) => spec = r,
+                    None => break,
+                }
+            }
+            let end = spec
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(spec.len());
+            let (digits, r) = spec.split_at(end);
+            total = total.saturating_add(digits.parse::<usize>().unwrap_or(if digits.is_empty() {
+                0
+            } else {
+                usize::MAX
+            }));
+            spec = r;
+        }
+        // `%%` is a literal percent sign: skip its second `%`.
+        rest = spec.strip_prefix('%').unwrap_or(spec);
+    }
+    total
+}
+
+/// minijinja's printf-style `format`, refused first when its result could pass the render
+/// cap: a width or precision (`%999999999d`, `%.*f`) is padding built in one string. The
+/// bound counts the format, every argument's text, every number in the format and, for `*`,
+/// every integer argument.
+pub fn format(
+    state: &mut minijinja::State,
+    format_str: &Value,
+    format_args: minijinja::value::Rest<minijinja::value::ValueOrKwargs>,
+) -> Result<Value, Error> {
+    use minijinja::value::{ArgType, Rest, ValueOrKwargs};
+    let values = format_args.into_values();
+    let mut fmt = String::new();
+    super::py_str(format_str, &mut fmt);
+    let mut bound = fmt.len();
+    for v in &values {
+        let mut s = String::new();
+        super::py_str(v, &mut s);
+        bound = bound.saturating_add(s.len());
+        if fmt.contains('*') {
+            let n = v.as_i64().map_or(0, i64::unsigned_abs);
+            bound = bound.saturating_add(usize::try_from(n).unwrap_or(usize::MAX));
+        }
+    }
+    bound = bound.saturating_add(spec_widths(&fmt));
+    check_len(bound)?;
+    let args = values
+        .iter()
+        .map(|v| ValueOrKwargs::from_value(Some(v)))
+        .collect::<Result<Vec<_>, _>>()?;
+    minijinja::filters::format(state, format_str, Rest(args))
+}
