@@ -340,8 +340,11 @@ fn secret_value_at(line: &str, lower: &str, i: usize) -> Option<(usize, usize)> 
             return value_range(line, j);
         }
     }
+    // `users[0].passwd: not a password hash` is an error naming a key path, not a YAML key
+    // with a value: a key right after `.` is a path's last part (redacting would eat "not").
+    let in_key_path = i > 0 && bytes.get(i - 1) == Some(&b'.');
     for key in SECRET_KEYS {
-        if lower.starts_with(key.as_bytes()) {
+        if !in_key_path && lower.starts_with(key.as_bytes()) {
             let mut j = i + key.len();
             if matches!(bytes.get(j), Some(b'"' | b'\'')) {
                 j += 1;
@@ -534,6 +537,8 @@ mod tests {
     #[test]
     fn not_secret_keys_untouched() {
         for s in [
+            "users[0].passwd: not a password hash (value not shown)",
+            "plan: users[1].hashed_passwd: not a password hash",
             "token-id: abcdef",
             "caCertHashes: [sha256:00]",
             "tokens: 3",

@@ -112,14 +112,79 @@ fn init_logging(default: &str, journald: bool) {
             .try_init();
         return;
     }
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let _ = tracing_subscriber::registry()
         .with(filter)
         .with(
             tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
+                .with_writer(move || EscapedStderr { ansi })
                 .with_target(false)
                 .without_time()
-                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
+                .with_ansi(ansi),
         )
         .try_init();
+}
+
+/// stderr for the text log, one line per event: a control character inside an event (a
+/// newline in a path or a key from userdata) is written escaped (`\n`, `\x1b`), so input
+/// cannot forge log lines (the fmt layer hands over each event in one write). The journald
+/// layer needs no escaping: there each event is one journal entry, fields apart.
+struct EscapedStderr {
+    /// The layer's own colour codes stay; without colours an ESC byte is input, escaped.
+    ansi: bool,
+}
+
+impl std::io::Write for EscapedStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        std::io::stderr().write_all(&escape_log_event(buf, self.ansi))?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
+/// One formatted event with its control characters escaped, its final newline kept.
+fn escape_log_event(buf: &[u8], ansi: bool) -> Vec<u8> {
+    let body = buf.strip_suffix(b"\n").unwrap_or(buf);
+    let mut out = Vec::with_capacity(buf.len() + 8);
+    for &b in body {
+        match b {
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.push(b),
+            0x1b if ansi => out.push(b),
+            c if c < 0x20 || c == 0x7f => out.extend_from_slice(format!("\\x{c:02x}").as_bytes()),
+            c => out.push(c),
+        }
+    }
+    if body.len() < buf.len() {
+        out.push(b'\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod log_escape_tests {
+    use super::escape_log_event;
+
+    #[test]
+    fn a_newline_in_a_field_cannot_start_a_forged_line() {
+        let event = b" INFO wrote /etc/x\n ERROR forged: node compromised\n";
+        let out = escape_log_event(event, false);
+        assert_eq!(
+            out,
+            b" INFO wrote /etc/x\\n ERROR forged: node compromised\n".to_vec()
+        );
+        assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 1);
+        assert_eq!(
+            escape_log_event(b"a\x1b[2Jb\r\n", false),
+            b"a\\x1b[2Jb\\r\n".to_vec()
+        );
+        // The layer's own colours stay when it writes them.
+        assert_eq!(
+            escape_log_event(b"\x1b[32mINFO\x1b[0m x\n", true),
+            b"\x1b[32mINFO\x1b[0m x\n".to_vec()
+        );
+    }
 }

@@ -37,21 +37,14 @@ pub(super) fn py_splitlines(s: &str) -> Vec<&str> {
     lines
 }
 
-/// cloud-init's syntax error text: `Unable to parse Jinja template due to syntax error:
-/// <msg> on line <n>: <text>`, `n` counting the header as line 1, `text` redacted.
-pub(super) fn syntax_message(msg: &str, template_line: usize, body: &str) -> String {
-    let text = py_splitlines(body)
-        .get(template_line.wrapping_sub(1))
-        .map(|l| l.trim_matches(py_space).to_string())
-        .unwrap_or_default();
-    let text = if text.is_empty() {
-        String::new()
-    } else {
-        format!(": {}", crate::redact::redact_text(&text))
-    };
-    // minijinja's details can quote template tokens: redact them like the line itself.
+/// cloud-init's syntax error text, `Unable to parse Jinja template due to syntax error: <msg>
+/// on line <n>`, `n` counting the header as line 1. cloud-init appends the line's text; we
+/// do not: userdata lines hold tokens, keys and passwords, and the message goes to the
+/// journal, status.json (world-readable) and the platform. The line number finds it.
+pub(super) fn syntax_message(msg: &str, template_line: usize) -> String {
+    // minijinja's details can quote template tokens: redact them.
     format!(
-        "Unable to parse Jinja template due to syntax error: {} on line {}{text}",
+        "Unable to parse Jinja template due to syntax error: {} on line {}",
         crate::redact::redact_text(msg),
         template_line + 1
     )
@@ -69,14 +62,13 @@ pub(super) fn syntax_error(e: &minijinja::Error, body: &str) -> Error {
         detail.to_string()
     };
     let msg = msg.as_str();
-    err(Some(line + 1), syntax_message(msg, line, body))
+    err(Some(line + 1), syntax_message(msg, line))
 }
 
 /// Map a render-time error to our error: name the variable and the userdata line.
 pub(super) fn runtime_error(
     e: &minijinja::Error,
     source: &str,
-    body: &str,
     overflow: bool,
     vars: &Json,
     compat: bool,
@@ -115,7 +107,7 @@ pub(super) fn runtime_error(
             let l = line.unwrap_or(1);
             return err(
                 Some(l + 1),
-                syntax_message(&format!("No {what} named '{name}'."), l, body),
+                syntax_message(&format!("No {what} named '{name}'."), l),
             );
         }
         _ => {}

@@ -128,7 +128,7 @@ fn render_body(body: &str, vars: &Json, compat: bool) -> Result<Rendered> {
         overflow: false,
     };
     if let Err(e) = tmpl.render_captured_to(ctx, &mut out) {
-        return Err(runtime_error(&e, &source, body, out.overflow, vars, compat));
+        return Err(runtime_error(&e, &source, out.overflow, vars, compat));
     }
     let mut text =
         String::from_utf8(out.buf).map_err(|_| err(None, "rendered output is not valid UTF-8"))?;
