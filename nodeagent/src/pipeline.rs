@@ -73,6 +73,25 @@ pub fn open_transport(opts: &Options) -> Result<Opened> {
     })
 }
 
+/// The platform channel for reporting a failure of `open_transport` itself (an invalid
+/// `/etc/nodeagent/config.yaml`): `--transport`, or detection in the default order.
+pub fn fallback_transport(opts: &Options) -> Option<Box<dyn Transport>> {
+    if let Ok(opened) = open_transport(opts) {
+        return Some(opened.transport);
+    }
+    let root = if opts.root.as_os_str().is_empty() {
+        PathBuf::from("/")
+    } else {
+        opts.root.clone()
+    };
+    match &opts.transport {
+        Some(spec) => transport::from_spec(spec).ok(),
+        None => transport::detect(&ImageConfig::default().transports, &root)
+            .ok()
+            .map(|(t, _)| t),
+    }
+}
+
 pub fn gather(opts: &Options) -> Result<Inputs> {
     let Opened {
         root,

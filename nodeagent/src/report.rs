@@ -515,10 +515,10 @@ pub fn keys_to_redact(redact_userdata: bool, metadata_redact: &[String]) -> Vec<
 /// Overwrite each key with `---` and its `.encoding` with a blank, as cloud-init does, so
 /// the bootstrap secrets no longer sit in the VM's ExtraConfig (delegates to the transport
 /// layer's `redact_keys`). Returns the keys that could not be cleared.
-pub fn redact_guestinfo(transport: &dyn Transport, keys: &[String]) -> Vec<String> {
+pub fn redact_guestinfo(transport: &dyn Transport, keys: &[String]) -> Vec<(String, String)> {
     crate::transport::redact_keys(transport, keys)
         .into_iter()
-        .map(|e| e.place)
+        .map(|e| (e.place, e.message))
         .collect()
 }
 

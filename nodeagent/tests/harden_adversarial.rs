@@ -414,17 +414,16 @@ fn yaml_billion_laughs() {
         s.push_str(&format!("{c}: &{c} [{items}]\n"));
     }
     s.push_str("runcmd: *i\n");
+    // The bytes bound (each node's struct counts) is crossed before MAX_YAML_NODES.
+    let msg = format!(
+        "document expands to more than {} MiB in memory (MAX_YAML_EXPANDED_BYTES",
+        MAX_YAML_EXPANDED_BYTES >> 20
+    );
     refused(
         &cloud_config(&s),
         None,
-        Expect::new(
-            Stage::CloudConfig,
-            "userdata line 7 column 29",
-            &format!("document expands to more than {MAX_YAML_NODES} nodes"),
-        )
-        .validate_says(&format!(
-            "userdata line 7 column 29: document expands to more than {MAX_YAML_NODES} nodes"
-        )),
+        Expect::new(Stage::CloudConfig, "userdata line 7 column 14", &msg)
+            .validate_says(&format!("userdata line 7 column 14: {msg}")),
     );
 }
 
@@ -602,9 +601,9 @@ fn template_endless_recursion() {
 // ---- cloud-config: counts, paths, modes, owners ----
 
 #[test]
-fn one_hundred_thousand_write_files() {
+fn one_more_write_files_entry_than_the_limit() {
     let mut s = String::from("write_files:\n");
-    for i in 0..100_000 {
+    for i in 0..=MAX_WRITE_FILES {
         s.push_str(&format!("- path: /tmp/f{i}\n  content: x\n"));
     }
     refused(
@@ -613,7 +612,10 @@ fn one_hundred_thousand_write_files() {
         Expect::new(
             Stage::CloudConfig,
             "userdata write_files",
-            &format!("100000 entries; the limit is {MAX_WRITE_FILES}"),
+            &format!(
+                "{} entries; the limit is {MAX_WRITE_FILES}",
+                MAX_WRITE_FILES + 1
+            ),
         )
         .within(60),
     );
@@ -961,4 +963,357 @@ fn template_costly_filter_repeated_runs_out_of_cpu_time() {
         .within(120)
         .out_of_process_only(),
     );
+}
+
+// ---- memory: expanded YAML bytes, accepted growth, filter output, command floods ----
+
+/// `nodeagent run --root R` (no --exec) on `e`, asserting exit 0 (peak memory and the kill
+/// timeout are asserted by `agent`).
+fn accepted(e: &Env) -> Out {
+    let out = run(e);
+    assert_eq!(out.code, 0, "run must accept the input\n{}", out.stderr);
+    out
+}
+
+/// A large anchor aliased a few hundred times: few nodes, few aliases, but each alias is a
+/// copy in memory. Bounded in expanded bytes (MAX_YAML_EXPANDED_BYTES), refused at the alias
+/// that crosses it.
+#[test]
+fn yaml_large_anchor_aliased_is_bounded_in_bytes() {
+    let big = "x".repeat(64 * 1024);
+    let n = 2 * MAX_YAML_EXPANDED_BYTES / big.len();
+    assert!(n < MAX_YAML_ALIAS_EXPANSIONS);
+    let s = format!("a: &a \"{big}\"\nruncmd: [{}]\n", vec!["*a"; n].join(","));
+    let ud = cloud_config(&s);
+    // The crossing alias's column follows from the per-node cost; the library names it.
+    let place =
+        match nodeagent::cloudconfig::parse(std::str::from_utf8(&ud).unwrap(), "userdata", false) {
+            Err(e) => e.place,
+            Ok(_) => panic!("aliases expanding to {n} x 64 KiB accepted"),
+        };
+    assert!(place.starts_with("userdata line 3 column "), "{place}");
+    refused(
+        &ud,
+        None,
+        Expect::new(
+            Stage::CloudConfig,
+            &place,
+            &format!(
+                "document expands to more than {} MiB in memory (MAX_YAML_EXPANDED_BYTES",
+                MAX_YAML_EXPANDED_BYTES >> 20
+            ),
+        ),
+    );
+}
+
+/// The largest write_files contents a plan accepts, from a few hundred KiB of gzip: the
+/// run stays under the memory bound (the issue measured 367 MB for 60 MiB).
+#[test]
+fn largest_accepted_write_files_stay_under_the_memory_bound() {
+    let per_file = (MAX_WRITE_FILES_TOTAL_BYTES / 2).min(MAX_GUNZIP_BYTES) - 1024;
+    let files = MAX_WRITE_FILES_TOTAL_BYTES / per_file;
+    let gz = b64(&gzip_zeros(per_file));
+    let mut s = String::from("write_files:\n");
+    for i in 0..files {
+        s.push_str(&format!(
+            "- path: /var/big{i}\n  encoding: gz+b64\n  content: {gz}\n"
+        ));
+    }
+    let e = env(&cloud_config(&s), None);
+    let out = accepted(&e);
+    for i in 0..files {
+        let len = std::fs::metadata(e.r.join(format!("var/big{i}")))
+            .unwrap()
+            .len();
+        assert_eq!(len as usize, per_file);
+    }
+    eprintln!(
+        "{files} x {per_file} bytes written: {:?}, peak {} KiB",
+        out.elapsed, out.max_rss_kib
+    );
+}
+
+/// A flood of runcmd items in a userdata under the size limit: refused by the expanded-bytes
+/// bound long before the items cost hundreds of MB (900k items took 886 MB).
+#[test]
+fn runcmd_flood_is_refused_within_the_memory_bound() {
+    let n = (MAX_DECODED_BYTES - 64) / 4;
+    let mut s = String::with_capacity(n * 4 + 16);
+    s.push_str("runcmd:\n");
+    for _ in 0..n {
+        s.push_str("- a\n");
+    }
+    let ud = cloud_config(&s);
+    let place =
+        match nodeagent::cloudconfig::parse(std::str::from_utf8(&ud).unwrap(), "userdata", false) {
+            Err(e) => e.place,
+            Ok(_) => panic!("{n} runcmd items accepted"),
+        };
+    refused(
+        &ud,
+        None,
+        Expect::new(
+            Stage::CloudConfig,
+            &place,
+            &format!(
+                "document expands to more than {} MiB in memory",
+                MAX_YAML_EXPANDED_BYTES >> 20
+            ),
+        )
+        .within(60),
+    );
+}
+
+/// The most runcmd items the bytes bound lets through: planned and journaled (skipped, no
+/// --exec) under the memory bound.
+#[test]
+fn largest_accepted_runcmd_stays_under_the_memory_bound() {
+    // Each item costs two nodes' worth of the bound at most (its node and its text).
+    let n = MAX_YAML_EXPANDED_BYTES / 2 / 128;
+    let mut s = String::from("runcmd:\n");
+    for i in 0..n {
+        s.push_str(&format!("- echo {i}\n"));
+    }
+    let e = env(&cloud_config(&s), None);
+    let out = accepted(&e);
+    eprintln!(
+        "{n} runcmd items: {:?}, peak {} KiB",
+        out.elapsed, out.max_rss_kib
+    );
+}
+
+/// `indent` builds width x lines in one string before the output cap sees it.
+#[test]
+fn template_indent_past_the_render_cap_is_refused() {
+    let ud = "## template: jinja\n#cloud-config\n{{ (\"a\\n\" * 100000) | indent(1000) }}\n";
+    refused(
+        ud.as_bytes(),
+        None,
+        Expect::new(
+            Stage::Template,
+            "userdata line 3",
+            // 100 000 lines of "a" plus 1000 spaces each, counted before building it.
+            "invalid operation: result would be 100201000 bytes, over the 64 MiB render limit",
+        ),
+    );
+}
+
+/// printf widths are padding built in one string: `%999999999d` is a gigabyte.
+#[test]
+fn template_format_width_past_the_render_cap_is_refused() {
+    let ud = "## template: jinja\n#cloud-config\n{{ \"%999999999d\" | format(1) }}\n";
+    refused(
+        ud.as_bytes(),
+        None,
+        Expect::new(
+            Stage::Template,
+            "userdata line 3",
+            "invalid operation: result would be 1000000011 bytes, over the 64 MiB render limit",
+        ),
+    );
+}
+
+// ---- secrets and escaping ----
+
+/// A jinja syntax error on a line holding a password: cloud-init quotes the line; nodeagent
+/// names it only, so the password reaches no report.
+#[test]
+fn jinja_syntax_error_does_not_quote_the_line() {
+    let ud = b"## template: jinja\n#cloud-config\nchpasswd: {list: 'root:Hunter2Secret'} {{ oops\n";
+    refused(
+        ud,
+        None,
+        Expect::new(
+            Stage::Template,
+            "userdata line 3",
+            "Unable to parse Jinja template due to syntax error: ",
+        ),
+    );
+    let e = env(ud, None);
+    let out = run(&e);
+    let published =
+        std::fs::read_to_string(e.d.join("guestinfo.nodeagent.status")).unwrap_or_default();
+    let everything = format!("{}{}{}", out.stderr, reports_text(&e.r), published);
+    assert!(everything.contains("on line 3"), "{everything}");
+    assert!(
+        !everything.contains("Hunter2"),
+        "line quoted:\n{everything}"
+    );
+}
+
+/// A newline in a path cannot start a log line of its own on stderr: every line of the
+/// agent's stderr is one event, control characters inside it escaped.
+#[test]
+fn newlines_in_input_do_not_forge_log_lines() {
+    let ud = cloud_config("write_files:\n- path: \"/tmp/a\\n ERROR forged line\"\n  content: x\n");
+    let e = env(&ud, None);
+    let dir = format!("dir:{}", e.d.display());
+    let start = Instant::now();
+    let child = Command::new(env!("CARGO_BIN_EXE_nodeagent"))
+        .args(["run", "--transport", &dir, "--facts"])
+        .arg(&e.facts)
+        .arg("--root")
+        .arg(&e.r)
+        // Info level: the write is logged with its path.
+        .env("NODEAGENT_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (out, killed, rss) = harden_common::wait_measured(child, start, KILL_AFTER);
+    assert!(!killed && rss < harden_common::PEAK_RSS_BOUND_KIB);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // cloud-init writes such a path too; what matters is how it is logged.
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("a\\n ERROR forged line"),
+        "path not logged escaped:\n{stderr}"
+    );
+    for line in stderr.lines() {
+        assert!(
+            !line.trim_start().starts_with("ERROR forged"),
+            "forged line on stderr:\n{stderr}"
+        );
+    }
+}
+
+// ---- visibility ----
+
+/// An invalid /etc/nodeagent/config.yaml: the run fails, and status.json, the events journal
+/// and the platform all say `failed` with the reason (before, nothing was written anywhere).
+#[test]
+fn invalid_image_config_is_reported_failed_everywhere() {
+    let e = env(&cloud_config("runcmd: [true]\n"), None);
+    std::fs::create_dir_all(e.r.join("etc/nodeagent")).unwrap();
+    std::fs::write(
+        e.r.join("etc/nodeagent/config.yaml"),
+        "no_such_setting: 1\n",
+    )
+    .unwrap();
+    let out = run(&e);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("config.yaml"), "{}", out.stderr);
+    let status: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(e.r.join(REPORTS[0])).unwrap()).unwrap();
+    assert_eq!(status["phase"], "failed", "{status}");
+    assert!(
+        status["error"].as_str().unwrap().contains("config.yaml"),
+        "{status}"
+    );
+    let events = std::fs::read_to_string(e.r.join(REPORTS[1])).unwrap();
+    assert!(events.contains("\"phase\":\"failed\""), "{events}");
+    let published: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(e.d.join("guestinfo.nodeagent.status")).unwrap())
+            .unwrap();
+    assert_eq!(published["phase"], "failed", "{published}");
+    assert!(out.elapsed < Duration::from_secs(20), "{:?}", out.elapsed);
+}
+
+/// A guestinfo key the metadata asks to redact that cannot be overwritten: the secret stays
+/// readable on the platform, so the run is `degraded` (exit 2) with the reason, not `done`.
+#[test]
+fn failed_guestinfo_redaction_is_degraded_with_a_reason() {
+    let e = env(&cloud_config("final_message: hi\n"), None);
+    std::fs::write(
+        e.d.join("guestinfo.metadata"),
+        format!("{METADATA}redact: [secretkey]\n"),
+    )
+    .unwrap();
+    // A directory where the transport writes the key's value: the write fails.
+    std::fs::create_dir_all(e.d.join("guestinfo.secretkey/x")).unwrap();
+    let dir = format!("dir:{}", e.d.display());
+    let out = agent(&[
+        "run".as_ref(),
+        "--transport".as_ref(),
+        dir.as_ref(),
+        "--root".as_ref(),
+        e.r.as_os_str(),
+        "--facts".as_ref(),
+        e.facts.as_os_str(),
+        "--exec".as_ref(),
+    ]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("guestinfo.secretkey could not be redacted: "),
+        "{}",
+        out.stderr
+    );
+    let status: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(e.r.join(REPORTS[0])).unwrap()).unwrap();
+    // `done` with warnings is degraded (`nodeagent status` exits 2).
+    assert_eq!(status["phase"], "done", "{status}");
+    assert!(
+        status["warnings"]
+            .to_string()
+            .contains("guestinfo.secretkey could not be redacted"),
+        "{status}"
+    );
+}
+
+// ---- exactly once ----
+
+/// A supervisor killed alone while its command runs: the command goes with it (it never
+/// finishes unsupervised, with no status recorded, to be started again by the next run while
+/// it still runs), and its process group id is left for the next run to kill what remains.
+#[test]
+fn a_supervisor_killed_alone_takes_its_command_with_it() {
+    let t = tempfile::tempdir().unwrap();
+    let rc = t.path().join("h.rc");
+    let rec = t.path().join("record");
+    let script = format!("echo start >> {0}; sleep 3; echo end >> {0}", rec.display());
+    let mut sup = Command::new(env!("CARGO_BIN_EXE_nodeagent"))
+        .args(["__supervise"])
+        .arg(&rc)
+        .args(["60", "/bin/sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !std::fs::read_to_string(&rec)
+        .unwrap_or_default()
+        .contains("start")
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "command did not start"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pgid: i32 = std::fs::read_to_string(t.path().join("h.pgid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    sup.kill().unwrap();
+    sup.wait().unwrap();
+    // The shell (the group leader) dies with its supervisor.
+    let gone = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| {
+                s.rsplit_once(") ")
+                    .is_some_and(|(_, r)| r.starts_with(['Z', 'X']))
+            })
+            .unwrap_or(true)
+    };
+    let t1 = Instant::now();
+    while !gone(pgid) {
+        assert!(
+            t1.elapsed() < Duration::from_secs(5),
+            "command outlived its supervisor"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(
+        std::fs::read_to_string(&rec).unwrap(),
+        "start\n",
+        "the command finished without its supervisor"
+    );
+    assert!(!rc.exists(), "no status for a command that did not finish");
+    // What the shell started (`sleep`) is still in the group: the next run kills it
+    // (commands::reap_orphan_group) before starting the command again.
+    // SAFETY: signal to a process group this test made.
+    unsafe { libc::kill(-pgid, libc::SIGKILL) };
 }

@@ -189,6 +189,7 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
             let _ = std::fs::remove_file(&fl.rc);
         }
     }
+    reap_orphan_group(&fl.rc);
     super::begin(ctx, step, None)?;
 
     let timeout = if c.timeout_secs > 0 {
@@ -276,6 +277,56 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
         place,
         format!("command `{}` failed: {why}{last}", shown(&c.run)),
     ))
+}
+
+/// Longest wait for an orphaned command's process group to die after SIGKILL.
+const REAP_ORPHAN_WAIT: Duration = Duration::from_secs(10);
+
+/// A supervisor killed alone (its command got SIGKILL with it, `supervise::run`) leaves the
+/// command's process group id in `<h>.pgid`: whatever is left of that group (children of the
+/// command) is killed before the command starts again, so two copies never run at once. The
+/// caller holds the step's lock and found no status: no live supervisor owns the group.
+pub(super) fn reap_orphan_group(rc: &Path) {
+    let file = rc.with_extension("pgid");
+    // A record from an earlier boot names a pid of that boot: never signal it.
+    let this_boot = std::fs::metadata(&file)
+        .and_then(|m| m.modified())
+        .ok()
+        .zip(boot_time())
+        .is_some_and(|(written, booted)| written >= booted);
+    let pgid = std::fs::read_to_string(&file)
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+        .filter(|&p| p > 1 && this_boot);
+    if let Some(pgid) = pgid {
+        use nix::sys::signal::{Signal, killpg};
+        let group = nix::unistd::Pid::from_raw(pgid);
+        if killpg(group, Signal::SIGKILL).is_ok() {
+            tracing::warn!(
+                pgid,
+                "killed what was left of a command whose supervisor was killed"
+            );
+            let t = std::time::Instant::now();
+            // Signal 0: does any process of the group still exist (zombies count until reaped
+            // by init, so the wait is bounded).
+            while killpg(group, None).is_ok() && t.elapsed() < REAP_ORPHAN_WAIT {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&file);
+}
+
+/// When the system booted (`btime` of /proc/stat).
+fn boot_time() -> Option<std::time::SystemTime> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let secs = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    Some(std::time::UNIX_EPOCH + Duration::from_secs(secs))
 }
 
 /// Run a system tool of the target: directly on a node, via `chroot DIR` under `--root`.

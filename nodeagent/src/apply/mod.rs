@@ -701,6 +701,8 @@ fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Resu
                 return Ok(Outcome::Adopted);
             }
             let _ = std::fs::remove_file(&fl.rc);
+            // A supervisor killed alone took kubeadm with it; kill what kubeadm left running.
+            commands::reap_orphan_group(&fl.rc);
             begin(ctx, step, None)?;
             reporter.phase(Phase::Kubeadm, Some(&step.id));
             // What `kubeadm reset -f` deletes between join attempts, written again from the plan.

@@ -58,7 +58,15 @@ fn main_with(args: &[OsString], piped: bool) -> i32 {
             libc::fcntl(LOCK_FD, libc::F_SETFD, flags | libc::FD_CLOEXEC);
         }
     }
-    let rc = run(program, &args[3..], Duration::from_secs(timeout), piped);
+    let pgid_file = Path::new(rc_file).with_extension("pgid");
+    let rc = run(
+        program,
+        &args[3..],
+        Duration::from_secs(timeout),
+        piped,
+        &pgid_file,
+    );
+    let _ = std::fs::remove_file(&pgid_file);
     if let Err(e) = record(Path::new(rc_file), rc) {
         eprintln!(
             "nodeagent {ARG}: cannot record exit status in {}: {e}",
@@ -75,9 +83,57 @@ fn main_with(args: &[OsString], piped: bool) -> i32 {
 /// Piped ([`ARG_PIPED`]): the output is read through process.rs and copied to ours as it
 /// arrives; once our reader is gone (the agent was killed) it is still read and dropped, so
 /// the program never blocks on a full pipe or gets a SIGPIPE.
-fn run(program: &OsString, args: &[OsString], timeout: Duration, piped: bool) -> i32 {
+///
+/// Should the supervisor itself be killed while the program runs, the program gets SIGKILL
+/// (`PR_SET_PDEATHSIG`) and its process group id is in `pgid_file`: the next run kills what
+/// is left of the group (`commands::reap_orphan_group`) before it starts the command again,
+/// so a command never runs twice at once and never finishes without its status recorded.
+fn run(
+    program: &OsString,
+    args: &[OsString],
+    timeout: Duration,
+    piped: bool,
+    pgid_file: &Path,
+) -> i32 {
     let mut cmd = Command::new(program);
     cmd.args(args);
+    let pgid_out = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(pgid_file)
+        .ok();
+    let pgid_fd = pgid_out.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+    // Our pid, so the child notices when we died before its prctl took effect.
+    let parent = std::process::id() as libc::pid_t;
+    use std::os::unix::process::CommandExt;
+    // SAFETY: only async-signal-safe calls (prctl, getppid, getpid, write, _exit) between
+    // fork and exec; the number is formatted into a stack buffer.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if libc::getppid() != parent {
+                // The supervisor died before the prctl: do not run unsupervised.
+                libc::_exit(137);
+            }
+            if let Some(fd) = pgid_fd {
+                // The program leads its own process group (process.rs): its pid is the group.
+                let mut buf = [0u8; 24];
+                let mut n = libc::getpid() as u64;
+                let mut i = buf.len();
+                loop {
+                    i -= 1;
+                    buf[i] = b'0' + (n % 10) as u8;
+                    n /= 10;
+                    if n == 0 {
+                        break;
+                    }
+                }
+                libc::write(fd, buf[i..].as_ptr().cast(), buf.len() - i);
+            }
+            Ok(())
+        });
+    }
     // 0 = no timeout, as for coreutils `timeout` (the agent always passes one).
     let limits = process::Limits {
         deadline: (!timeout.is_zero()).then_some(timeout),

@@ -114,11 +114,54 @@ fn pid_alive(pid: i32) -> bool {
     pid > 0
         && (unsafe { libc::kill(pid, 0) } == 0
             || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH))
+        && !zombie(pid)
+}
+
+/// A killed tool nobody reaped yet (its parent, the agent, died too, and the reaper is slow or
+/// absent, as in some containers) still answers signal 0, but holds nothing.
+fn zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, r)| r.starts_with(['Z', 'X'])))
+        .unwrap_or(false)
+}
+
+/// Whether process `pid` started after `written` (with a second of slack for clock
+/// granularity): then it is not the process that wrote a file at `written`. From
+/// /proc/PID/stat's start time (clock ticks after boot) and /proc/stat's boot time.
+fn started_after(pid: i32, written: Option<std::time::SystemTime>) -> bool {
+    let Some(written) = written else {
+        return false;
+    };
+    let start = (|| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // Fields after `(comm) `: state is field 3, starttime field 22.
+        let rest = stat.rsplit_once(") ")?.1;
+        let ticks: u64 = rest.split(' ').nth(19)?.parse().ok()?;
+        let btime: u64 = std::fs::read_to_string("/proc/stat")
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix("btime "))?
+            .trim()
+            .parse()
+            .ok()?;
+        // SAFETY: sysconf has no preconditions.
+        let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+            .ok()?
+            .max(1);
+        Some(
+            std::time::UNIX_EPOCH
+                + std::time::Duration::from_secs(btime)
+                + std::time::Duration::from_millis(ticks * 1000 / hz),
+        )
+    })();
+    start.is_some_and(|s| s > written + std::time::Duration::from_secs(1))
 }
 
 /// What a killed shadow tool leaves in /etc: its `DB.PID` temp link and `DB.lock` naming a
-/// dead pid. shadow removes a stale lock itself but never the temp file; both go here (the
-/// agent holds the run lock, so no tool of ours is running).
+/// dead pid, or a pid reused by a later process (shadow then refuses: "cannot lock
+/// /etc/passwd"). shadow removes a stale lock itself but never the temp file; both go here
+/// (the agent holds the run lock, so no tool of ours is running).
 fn clean_shadow_leftovers(t: &super::Target) -> Result<()> {
     let etc = t.path("/etc/passwd")?;
     let Some(etc) = etc.parent() else {
@@ -144,7 +187,10 @@ fn clean_shadow_leftovers(t: &super::Target) -> Result<()> {
         } else {
             continue;
         };
-        if pid.is_some_and(|p| !pid_alive(p)) {
+        // A live pid may be a new process that got the dead tool's number: it started after
+        // the file was written, so it cannot be the tool that wrote it.
+        let written = e.metadata().and_then(|m| m.modified()).ok();
+        if pid.is_some_and(|p| !pid_alive(p) || started_after(p, written)) {
             tracing::warn!(file = %name, "removing what a killed shadow tool left behind");
             std::fs::remove_file(e.path()).map_err(|er| err(&name, er))?;
         }
@@ -236,7 +282,7 @@ pub fn user(ctx: &mut Ctx<'_>, u: &UserSpec, new_user: Option<&str>) -> Result<O
     }
     if let Some(hash) = &u.passwd {
         if hash.contains(['\n', ':']) {
-            return Err(err(&place, "passwd: not a password hash"));
+            return Err(err(&place, "the passwd value is not a password hash"));
         }
         let line = format!("{}:{}\n", u.name, hash);
         commands::run_tool(&t, &["chpasswd", "-e"], Some(line.as_bytes()))
@@ -382,6 +428,21 @@ fn keys(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()>
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_lock_older_than_its_pid_is_stale() {
+        use std::time::{Duration, SystemTime};
+        let me = std::process::id() as i32;
+        // This process started after 1970: a lock written then is not ours.
+        assert!(super::started_after(me, Some(SystemTime::UNIX_EPOCH)));
+        // A lock written now or later may be ours.
+        assert!(!super::started_after(me, Some(SystemTime::now())));
+        assert!(!super::started_after(
+            me,
+            Some(SystemTime::now() + Duration::from_secs(3600))
+        ));
+        assert!(!super::started_after(me, None));
+    }
+
     use super::*;
 
     #[test]

@@ -61,12 +61,13 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     let mut inputs = match pipeline::gather(&args.data.options()) {
         Ok(i) => i,
         Err(e) => {
-            // Undecodable data (a gzip bomb, bad base64, oversize): the platform still hears
-            // why, through the transport when one could be opened.
-            if let Ok(opened) = pipeline::open_transport(&args.data.options()) {
-                let mut reporter = Reporter::new(Some(opened.transport.as_ref()), &target.root, "");
-                reporter.failed("read", &crate::redact::redact_text(&e.to_string()), &[]);
-            }
+            // Undecodable data (a gzip bomb, bad base64, oversize) or an invalid image config:
+            // status.json, the events journal and the platform (when a transport can be
+            // opened, with the default detection order if the config is what failed) all
+            // hear why.
+            let transport = pipeline::fallback_transport(&args.data.options());
+            let mut reporter = Reporter::new(transport.as_deref(), &target.root, "");
+            reporter.failed("read", &crate::redact::redact_text(&e.to_string()), &[]);
             return Err(e);
         }
     };
@@ -292,10 +293,13 @@ fn execute_locked(
                     }
                 }
             }
-            for failed in report::redact_guestinfo(inputs.transport.as_ref(), &keys) {
-                let w = format!("guestinfo.{failed} could not be redacted");
-                eprintln!("warning: {w}");
+            // A secret left readable on the platform is a degraded run (exit 2), with why.
+            for (failed, why) in report::redact_guestinfo(inputs.transport.as_ref(), &keys) {
+                let key = failed.strip_prefix("guestinfo.").unwrap_or(&failed);
+                let w = format!("guestinfo.{key} could not be redacted: {why}");
+                eprintln!("warning: {}", crate::redact::redact_text(&w));
                 reporter.warning(&w);
+                summary.warnings.push(w);
             }
         }
         reporter.done();
