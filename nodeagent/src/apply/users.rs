@@ -117,6 +117,37 @@ fn pid_alive(pid: i32) -> bool {
         && !zombie(pid)
 }
 
+/// Programs that take shadow's locks. A live pid running anything else is a reused number
+/// (pids wrap quickly on a busy machine, and the start-time test has a second of slack).
+fn shadow_tool(pid: i32) -> bool {
+    const TOOLS: &[&str] = &[
+        "useradd",
+        "usermod",
+        "userdel",
+        "groupadd",
+        "groupmod",
+        "groupdel",
+        "groupmems",
+        "chpasswd",
+        "chgpasswd",
+        "passwd",
+        "gpasswd",
+        "newusers",
+        "vipw",
+        "vigr",
+        "chage",
+        "chsh",
+        "chfn",
+        "pwconv",
+        "pwunconv",
+        "grpconv",
+        "grpunconv",
+        "pwck",
+        "grpck",
+    ];
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| TOOLS.contains(&c.trim()))
+}
+
 /// A killed tool nobody reaped yet (its parent, the agent, died too, and the reaper is slow or
 /// absent, as in some containers) still answers signal 0, but holds nothing.
 fn zombie(pid: i32) -> bool {
@@ -159,8 +190,8 @@ fn started_after(pid: i32, written: Option<std::time::SystemTime>) -> bool {
 }
 
 /// What a killed shadow tool leaves in /etc: its `DB.PID` temp link and `DB.lock` naming a
-/// dead pid, or a pid reused by a later process (shadow then refuses: "cannot lock
-/// /etc/passwd"). shadow removes a stale lock itself but never the temp file; both go here
+/// dead pid, or a pid reused by a later process or by a program that is not a shadow tool
+/// (shadow then refuses: "cannot lock /etc/passwd"). shadow removes a stale lock itself but never the temp file; both go here
 /// (the agent holds the run lock, so no tool of ours is running).
 fn clean_shadow_leftovers(t: &super::Target) -> Result<()> {
     let etc = t.path("/etc/passwd")?;
@@ -190,7 +221,7 @@ fn clean_shadow_leftovers(t: &super::Target) -> Result<()> {
         // A live pid may be a new process that got the dead tool's number: it started after
         // the file was written, so it cannot be the tool that wrote it.
         let written = e.metadata().and_then(|m| m.modified()).ok();
-        if pid.is_some_and(|p| !pid_alive(p) || started_after(p, written)) {
+        if pid.is_some_and(|p| !pid_alive(p) || started_after(p, written) || !shadow_tool(p)) {
             tracing::warn!(file = %name, "removing what a killed shadow tool left behind");
             std::fs::remove_file(e.path()).map_err(|er| err(&name, er))?;
         }
