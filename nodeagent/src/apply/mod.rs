@@ -24,7 +24,7 @@ use crate::config::ImageConfig;
 use crate::error::{Error, Result, Stage};
 use crate::plan::{Action, Frequency, Plan, RunStage, Step};
 use crate::report::{Phase, Reporter};
-use crate::state::Journal;
+use crate::state::{DoneResult, Event, Journal, RunResult};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -180,28 +180,10 @@ impl UserDb {
     }
 }
 
-/// Which steps `run --stage` executes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StageSel {
-    Local,
-    Main,
-    All,
-}
-
-impl StageSel {
-    pub fn includes(self, s: RunStage) -> bool {
-        matches!(
-            (self, s),
-            (StageSel::All, _)
-                | (StageSel::Local, RunStage::Local)
-                | (StageSel::Main, RunStage::Main)
-        )
-    }
-}
-
 pub struct Options {
     pub target: Target,
-    pub stage: StageSel,
+    /// Which steps `run --stage` executes.
+    pub stage: RunStage,
     /// Run commands, disk tools, kubeadm and service restarts (always on a real node).
     pub exec: bool,
     pub compat: bool,
@@ -265,11 +247,11 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    fn as_str(self) -> &'static str {
+    fn result(self) -> DoneResult {
         match self {
-            Outcome::Ok => "ok",
-            Outcome::Skipped => "skipped",
-            Outcome::Adopted => "adopted",
+            Outcome::Ok => DoneResult::Ok,
+            Outcome::Skipped => DoneResult::Skipped,
+            Outcome::Adopted => DoneResult::Adopted,
         }
     }
 }
@@ -353,15 +335,22 @@ pub fn apply(
     res.map(|()| summary)
 }
 
-fn record_done(ctx: &mut Ctx<'_>, step: &Step, ms: f64, result: &str, durable: bool) -> Result<()> {
-    let mut r = ctx.journal.record("done");
-    r.step = Some(step.id.clone());
-    r.stage = Some(stage_str(step.stage).into());
-    r.frequency = Some(freq_str(step.frequency).into());
-    r.duration_ms = Some((ms * 1000.0).round() / 1000.0);
-    r.result = Some(result.into());
+fn record_done(
+    ctx: &mut Ctx<'_>,
+    step: &Step,
+    ms: f64,
+    result: DoneResult,
+    durable: bool,
+) -> Result<()> {
+    let r = ctx.journal.record(Event::Done {
+        step: step.id.clone(),
+        stage: step.stage,
+        frequency: step.frequency,
+        duration_ms: (ms * 1000.0).round() / 1000.0,
+        result,
+    });
     ctx.journal.append(r, durable)?;
-    tracing::info!(step = %step.id, result, duration_ms = ms, "step done");
+    tracing::info!(step = %step.id, ?result, duration_ms = ms, "step done");
     Ok(())
 }
 
@@ -420,14 +409,8 @@ fn apply_locked(
     summary: &mut Summary,
     run_started: Instant,
 ) -> Result<()> {
-    let stage_name = match opts.stage {
-        StageSel::Local => "local",
-        StageSel::Main => "main",
-        StageSel::All => "all",
-    };
-    let mut r = journal.record("run-start");
-    r.stage = Some(stage_name.into());
-    journal.append(r, false)?;
+    let stage = opts.stage;
+    journal.append(journal.record(Event::RunStart { stage }), false)?;
     reporter.phase(Phase::Applying, None);
     let mut ctx = Ctx {
         opts,
@@ -470,7 +453,7 @@ fn apply_locked(
             let (ok, failure) = file_batch(&mut ctx, &batch);
             let ms = started.elapsed().as_secs_f64() * 1000.0 / batch.len() as f64;
             for s in &batch[..ok] {
-                record_done(&mut ctx, s, ms, "ok", false)?;
+                record_done(&mut ctx, s, ms, DoneResult::Ok, false)?;
                 summary.ran.push(s.id.clone());
             }
             pos += ok;
@@ -491,7 +474,7 @@ fn apply_locked(
             Ok(outcome) => {
                 // A `skipped` record (no --exec) finishes nothing, so it needs no sync.
                 let durable = needs_durable_begin(&step.action) && outcome != Outcome::Skipped;
-                record_done(&mut ctx, step, ms, outcome.as_str(), durable)?;
+                record_done(&mut ctx, step, ms, outcome.result(), durable)?;
                 summary.ran.push(step.id.clone());
                 pos += batch_len;
             }
@@ -508,24 +491,26 @@ fn apply_locked(
                     );
                     tracing::warn!(step = %step.id, "{msg}");
                     summary.warnings.push(msg);
-                    record_done(&mut ctx, step, ms, "failed-ignored", true)?;
+                    record_done(&mut ctx, step, ms, DoneResult::FailedIgnored, true)?;
                     summary.ran.push(step.id.clone());
                     pos += 1;
                     continue;
                 }
                 let reason = crate::redact::redact_text(&e.to_string());
-                let mut r = ctx.journal.record("failed");
-                r.step = Some(step.id.clone());
-                r.stage = Some(stage_str(step.stage).into());
-                r.duration_ms = Some(ms);
-                r.error = Some(reason.clone());
+                let r = ctx.journal.record(Event::Failed {
+                    step: step.id.clone(),
+                    stage: step.stage,
+                    duration_ms: ms,
+                    error: reason.clone(),
+                });
                 let _ = ctx.journal.append(r, true);
                 tracing::error!(step = %step.id, phase = "failed", "{reason}");
                 reporter.failed(&step.id, e.kind(), &reason, &[]);
-                let mut r = ctx.journal.record("run-end");
-                r.stage = Some(stage_name.into());
-                r.result = Some("failed".into());
-                r.duration_ms = Some(run_started.elapsed().as_secs_f64() * 1000.0);
+                let r = ctx.journal.record(Event::RunEnd {
+                    stage,
+                    duration_ms: run_started.elapsed().as_secs_f64() * 1000.0,
+                    result: RunResult::Failed,
+                });
                 let _ = ctx.journal.append(r, true);
                 let place = format!("step {}", step.id);
                 let mut e = e.map_message(|m| crate::redact::redact_text(&m));
@@ -539,35 +524,23 @@ fn apply_locked(
         }
     }
     summary.warnings.append(&mut ctx.warnings);
-    let mut r = ctx.journal.record("run-end");
-    r.stage = Some(stage_name.into());
-    r.result = Some("ok".into());
-    r.duration_ms = Some(run_started.elapsed().as_secs_f64() * 1000.0);
+    let r = ctx.journal.record(Event::RunEnd {
+        stage,
+        duration_ms: run_started.elapsed().as_secs_f64() * 1000.0,
+        result: RunResult::Ok,
+    });
     ctx.journal.append(r, true)?;
     Ok(())
 }
 
-fn stage_str(s: RunStage) -> &'static str {
-    match s {
-        RunStage::Local => "local",
-        RunStage::Main => "main",
-    }
-}
-
-fn freq_str(f: Frequency) -> &'static str {
-    match f {
-        Frequency::PerBoot => "per-boot",
-        Frequency::PerInstance => "per-instance",
-    }
-}
-
 fn begin(ctx: &mut Ctx<'_>, step: &Step, expect: Option<String>) -> Result<()> {
-    let mut r = ctx.journal.record("begin");
-    r.step = Some(step.id.clone());
-    r.stage = Some(stage_str(step.stage).into());
-    r.frequency = Some(freq_str(step.frequency).into());
-    r.expect = expect;
-    let durable = needs_durable_begin(&step.action) || r.expect.is_some();
+    let durable = needs_durable_begin(&step.action) || expect.is_some();
+    let r = ctx.journal.record(Event::Begin {
+        step: step.id.clone(),
+        stage: step.stage,
+        frequency: step.frequency,
+        expect,
+    });
     ctx.journal.append(r, durable)
 }
 
@@ -582,7 +555,7 @@ fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Resu
                 .journal
                 .last_begin(&step.id)
                 .filter(|r| step.frequency == Frequency::PerInstance || r.boot == boot)
-                .and_then(|r| r.expect.clone());
+                .and_then(|r| r.event.expect().map(str::to_string));
             if prior.is_some() && files::current_hash(&t, &f.path)? == prior {
                 return Ok(Outcome::Adopted);
             }
@@ -626,7 +599,7 @@ fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Resu
             let prior = ctx
                 .journal
                 .last_begin(&step.id)
-                .and_then(|r| r.expect.clone())
+                .and_then(|r| r.event.expect().map(str::to_string))
                 .filter(|e| e.starts_with(users::NEW_USER));
             let db = ctx.db()?;
             let expect = match prior {
