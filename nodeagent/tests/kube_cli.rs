@@ -156,7 +156,14 @@ fn status_exit_codes() {
         ("done", Box::new(|r: &mut Reporter| r.done()), 0),
         (
             "failed",
-            Box::new(|r: &mut Reporter| r.failed("kubeadm", "join failed", &["boom".into()])),
+            Box::new(|r: &mut Reporter| {
+                r.failed(
+                    "kubeadm",
+                    nodeagent::error::ErrorKind::CommandFailed,
+                    "join failed",
+                    &["boom".into()],
+                )
+            }),
             1,
         ),
         (
@@ -329,7 +336,12 @@ fn collect_logs_has_the_pieces_and_no_secrets() {
         )
         .unwrap();
     let mut rep = Reporter::new(None, root, "i-1");
-    rep.failed("kubeadm", "exit status 1", &["x".into()]);
+    rep.failed(
+        "kubeadm",
+        nodeagent::error::ErrorKind::CommandFailed,
+        "exit status 1",
+        &["x".into()],
+    );
     let out = root.join("logs.tar.gz");
     let (code, _, err) = nodeagent(&[
         "collect-logs",
