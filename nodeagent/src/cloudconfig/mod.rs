@@ -201,12 +201,10 @@ pub fn parse(text: &str, source: &str, compat: bool) -> Result<Parsed> {
     from_node(&root, source, compat)
 }
 
-fn at_source(e: Error, source: &str) -> Error {
-    Error {
-        stage: Stage::CloudConfig,
-        place: format!("{source} {}", e.place),
-        message: e.message,
-    }
+fn at_source(mut e: Error, source: &str) -> Error {
+    e.stage = Stage::CloudConfig;
+    e.place = format!("{source} {}", e.place);
+    e
 }
 
 /// Build the typed config from a loaded YAML tree.
