@@ -1317,3 +1317,24 @@ fn a_supervisor_killed_alone_takes_its_command_with_it() {
     // SAFETY: signal to a process group this test made.
     unsafe { libc::kill(-pgid, libc::SIGKILL) };
 }
+
+/// Found by the structure-aware fuzzer (fuzz/corpus/structured/regress-mounts-*): with
+/// `mount_default_fields` shorter than two fields, a second entry for the same device
+/// without a mount point indexed field 1 of the first and aborted the agent. Now both are
+/// skipped with a warning, as entries without a mount point are.
+#[test]
+fn mounts_with_one_default_field_do_not_abort() {
+    let e = env(
+        &cloud_config("mount_default_fields: [x]\nmounts:\n- [/dev/sdb]\n- [/dev/sdb]\n"),
+        None,
+    );
+    let out = run(&e);
+    // Done with warnings (degraded): nothing to mount.
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("mounts[0]: no mount point"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.elapsed < Duration::from_secs(20), "{:?}", out.elapsed);
+}

@@ -980,8 +980,12 @@ fn mounts(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
             }
         }
         if e.get(1).cloned().flatten().is_none() {
-            for earlier in entries.iter_mut().filter(|x| x[0] == e[0]) {
-                earlier[1] = None;
+            // `mount_default_fields` may be shorter than 2: an entry can end after its device
+            // (found by the structure-aware fuzzer: indexing field 1 panicked).
+            for earlier in entries.iter_mut().filter(|x| x.first() == e.first()) {
+                if let Some(mount_point) = earlier.get_mut(1) {
+                    *mount_point = None;
+                }
             }
         }
         entries.push(e);
