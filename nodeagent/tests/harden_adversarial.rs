@@ -172,6 +172,21 @@ fn run(e: &Env) -> Out {
     ])
 }
 
+/// `run` with `--exec`: commands run (on the host, in R) and the platform is redacted.
+fn run_exec(e: &Env) -> Out {
+    let dir = format!("dir:{}", e.d.display());
+    agent(&[
+        "run".as_ref(),
+        "--transport".as_ref(),
+        dir.as_ref(),
+        "--root".as_ref(),
+        e.r.as_os_str(),
+        "--facts".as_ref(),
+        e.facts.as_os_str(),
+        "--exec".as_ref(),
+    ])
+}
+
 fn validate(e: &Env) -> Out {
     agent(&[
         "validate".as_ref(),
@@ -909,17 +924,7 @@ fn secrets_in_a_failing_command_line_stay_out_of_every_report() {
         "runcmd:\n- \"PGPASSWORD=hunter2pw psql --db-password=s3cretpw -H 'Authorization: Bearer eyJtokenvalue' || exit 3\"\n",
     );
     let e = env(&ud, None);
-    let dir = format!("dir:{}", e.d.display());
-    let out = agent(&[
-        "run".as_ref(),
-        "--transport".as_ref(),
-        dir.as_ref(),
-        "--root".as_ref(),
-        e.r.as_os_str(),
-        "--facts".as_ref(),
-        e.facts.as_os_str(),
-        "--exec".as_ref(),
-    ]);
+    let out = run_exec(&e);
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(out.stderr.contains("runcmd"), "{}", out.stderr);
     assert!(out.stderr.contains("exit status 3"), "{}", out.stderr);
@@ -1221,17 +1226,7 @@ fn failed_guestinfo_redaction_is_degraded_with_a_reason() {
     .unwrap();
     // A directory where the transport writes the key's value: the write fails.
     std::fs::create_dir_all(e.d.join("guestinfo.secretkey/x")).unwrap();
-    let dir = format!("dir:{}", e.d.display());
-    let out = agent(&[
-        "run".as_ref(),
-        "--transport".as_ref(),
-        dir.as_ref(),
-        "--root".as_ref(),
-        e.r.as_os_str(),
-        "--facts".as_ref(),
-        e.facts.as_os_str(),
-        "--exec".as_ref(),
-    ]);
+    let out = run_exec(&e);
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(
         out.stderr
