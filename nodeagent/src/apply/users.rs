@@ -46,13 +46,34 @@ pub fn group(ctx: &mut Ctx<'_>, g: &GroupSpec) -> Result<Outcome> {
         let has = current
             .groups
             .get(&g.name)
-            .is_some_and(|(_, ms)| ms.contains(m));
+            .is_some_and(|(_, ms)| ms.contains(m))
+            && gshadow_has(&t, &g.name, m);
         if !has {
             commands::run_tool(&t, &["usermod", "-a", "-G", &g.name, m], None)
                 .map_err(|e| e.within(&place))?;
         }
     }
     Ok(Outcome::Ok)
+}
+
+/// Whether `/etc/gshadow` lists `member` in `group` (true when the target has no gshadow or
+/// no entry for the group: usermod would not add one). A `usermod -a -G` killed between
+/// writing /etc/group and /etc/gshadow leaves the member in the first only (seen in the
+/// kubeadm crash test); checking both makes the rerun finish the job.
+fn gshadow_has(t: &super::Target, group: &str, member: &str) -> bool {
+    let Ok(text) = t.path("/etc/gshadow").map(std::fs::read_to_string) else {
+        return true;
+    };
+    let Ok(text) = text else {
+        return true;
+    };
+    text.lines()
+        .map(|l| l.split(':').collect::<Vec<_>>())
+        .find(|f| f.first() == Some(&group))
+        .is_none_or(|f| {
+            f.get(3)
+                .is_some_and(|ms| ms.split(',').any(|x| x == member))
+        })
 }
 
 /// `useradd` arguments for a new user (cloud-init's option mapping; password set separately).
