@@ -696,6 +696,7 @@ fn a_worker_shows_kubeadms_missing_rows_and_errors_are_clear() {
         v["error"]["place"].as_str().unwrap().ends_with("nope"),
         "{v}"
     );
+    assert_eq!(v["error"]["kind"], "not-found", "{v}");
     let (code, _, err) = nodeagent(&["certs", "--warn-within", "soon", pki.to_str().unwrap()]);
     assert_ne!(code, 0);
     assert!(err.contains("--warn-within"), "{err}");

@@ -69,7 +69,7 @@ pub fn run(args: Args) -> i32 {
         Err(e) if args.json => {
             println!(
                 "{}",
-                serde_json::json!({"error": {"kind": "unreadable", "place": e.place, "message": e.message}})
+                serde_json::json!({"error": {"kind": e.kind().as_str(), "place": e.place, "message": e.to_string()}})
             );
             exit::FAILED
         }

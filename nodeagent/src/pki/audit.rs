@@ -539,13 +539,15 @@ pub fn kubeadm_date(unix: i64) -> String {
 /// The audit. Errors only when the PKI directory cannot be read at all; everything else is
 /// a problem in the report.
 pub fn audit(input: &Input) -> Result<Report> {
-    std::fs::read_dir(input.pki_dir).map_err(|e| {
-        Error::new(
+    let unreadable_dir = |e| {
+        Error::io(
             Stage::Kubeadm,
             input.pki_dir.display().to_string(),
-            format!("cannot read the PKI directory: {e}"),
+            "cannot read the PKI directory",
+            e,
         )
-    })?;
+    };
+    std::fs::read_dir(input.pki_dir).map_err(unreadable_dir)?;
     let mut problems = Vec::new();
     let mut warnings = Vec::new();
     let config = match find_config(input) {
@@ -591,13 +593,7 @@ pub fn audit(input: &Input) -> Result<Report> {
         .chain(LEAVES.iter().map(|(_, f, _)| *f))
         .collect();
     let mut extra_files = Vec::new();
-    walk(input.pki_dir, &mut extra_files).map_err(|e| {
-        Error::new(
-            Stage::Kubeadm,
-            input.pki_dir.display().to_string(),
-            format!("cannot read the PKI directory: {e}"),
-        )
-    })?;
+    walk(input.pki_dir, &mut extra_files).map_err(unreadable_dir)?;
     extra_files.sort();
     let mut others: Vec<(String, Option<Loaded>)> = Vec::new();
     for path in extra_files {
