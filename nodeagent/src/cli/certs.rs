@@ -9,7 +9,8 @@ use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// PKI directory (default: /etc/kubernetes/pki under --root).
+    /// PKI directory (default: the kubeadm config's certificatesDir, else
+    /// /etc/kubernetes/pki, under --root).
     pub dir: Option<PathBuf>,
     /// Print JSON instead of tables (errors too).
     #[arg(long)]
@@ -39,7 +40,7 @@ pub fn run(args: Args) -> i32 {
     let pki_dir = args
         .dir
         .clone()
-        .unwrap_or_else(|| args.root.join("etc/kubernetes/pki"));
+        .unwrap_or_else(|| audit::default_pki_dir(&args.root, args.kubeadm_config.as_deref()));
     let kubeconfig_dir = args.kubeconfig_dir.clone().unwrap_or_else(|| {
         pki_dir
             .parent()
