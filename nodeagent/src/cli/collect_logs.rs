@@ -7,7 +7,10 @@
 //! - `userdata-redacted.yaml`: the rendered userdata with every `write_files` content
 //!   replaced by its length and SHA-256 (base64 or gzip contents cannot be redacted by
 //!   pattern), then pattern-redacted (tokens, passwords, PEM bodies);
-//! - the image config; `MANIFEST.txt` says what was included or skipped and why.
+//! - the image config; `nodeagent-output.log` (and its rotated `.1`);
+//! - `version.txt` (`nodeagent --version`); on the node itself (root `/`) also `dmesg.txt`
+//!   and `units.txt` (state and properties of nodeagent's units), each command bounded;
+//! - `MANIFEST.txt` says what was included or skipped and why.
 //!
 //! Never included: `instance-data-sensitive.json`, the raw userdata, anything under the PKI dir.
 
@@ -24,6 +27,9 @@ pub struct Args {
     /// Node root to collect from.
     #[arg(long, value_name = "DIR", default_value = "/")]
     pub root: PathBuf,
+    /// Print `{"output": FILE, "files": [NAME...]}` (errors as JSON too).
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(args: Args) -> i32 {
@@ -41,13 +47,22 @@ pub fn run(args: Args) -> i32 {
     });
     let entries = gather(&args.root);
     match write_archive(&out, &entries) {
+        Ok(()) if args.json => {
+            let names: Vec<&str> = entries.iter().map(|(n, _)| n.as_str()).collect();
+            super::common::print_json(&serde_json::json!({"output": out, "files": names}));
+            exit::OK
+        }
         Ok(()) => {
             eprintln!("wrote {} ({} files)", out.display(), entries.len());
             exit::OK
         }
         Err(e) => {
-            eprintln!("nodeagent collect-logs: {}: {e}", out.display());
-            exit::FAILED
+            let e = crate::error::Error::new(
+                crate::error::Stage::State,
+                out.display().to_string(),
+                e.to_string(),
+            );
+            super::common::fail("collect-logs", &e, args.json)
         }
     }
 }
@@ -92,6 +107,18 @@ pub fn gather(root: &Path) -> Vec<(String, Vec<u8>)> {
         &mut manifest,
     );
     add(
+        "nodeagent-output.log",
+        &crate::outlog::path(root),
+        &same,
+        &mut manifest,
+    );
+    add(
+        "nodeagent-output.log.1",
+        &root.join(format!("{}.1", crate::outlog::PATH)),
+        &same,
+        &mut manifest,
+    );
+    add(
         "image-config.yaml",
         &root.join(crate::config::PATH),
         &same,
@@ -130,34 +157,84 @@ pub fn gather(root: &Path) -> Vec<(String, Vec<u8>)> {
             sdir.display()
         )),
     }
+    files.push((
+        "version.txt".into(),
+        format!("nodeagent {}\n", crate::cli::VERSION).into_bytes(),
+    ));
+    manifest.push_str("included version.txt\n");
     if root == Path::new("/") {
-        match std::process::Command::new("journalctl")
-            .args([
-                "--no-pager",
-                "-o",
-                "short-precise",
-                "-b",
-                "-u",
-                "nodeagent*",
-            ])
-            .output()
-        {
-            Ok(o) => {
-                files.push((
-                    "journal.txt".into(),
-                    redact_text(&String::from_utf8_lossy(&o.stdout)).into_bytes(),
-                ));
-                manifest.push_str("included journal.txt (journalctl -b -u 'nodeagent*')\n");
+        let commands: [(&str, &[&str]); 4] = [
+            (
+                "journal.txt",
+                &[
+                    "journalctl",
+                    "--no-pager",
+                    "-o",
+                    "short-precise",
+                    "-b",
+                    "-u",
+                    "nodeagent*",
+                ],
+            ),
+            ("dmesg.txt", &["dmesg", "--ctime"]),
+            (
+                "units.txt",
+                &[
+                    "systemctl",
+                    "--no-pager",
+                    "status",
+                    "nodeagent-local.service",
+                    "nodeagent.service",
+                ],
+            ),
+            (
+                "units-show.txt",
+                &[
+                    "systemctl",
+                    "show",
+                    "-p",
+                    "Id,LoadState,ActiveState,SubState,Result,ExecMainStatus,UnitFileState,ActiveEnterTimestamp,InactiveExitTimestamp",
+                    "nodeagent-local.service",
+                    "nodeagent.service",
+                ],
+            ),
+        ];
+        for (name, argv) in commands {
+            match command_output(argv) {
+                Ok(text) => {
+                    files.push((name.into(), redact_text(&text).into_bytes()));
+                    manifest.push_str(&format!("included {name} ({})\n", argv.join(" ")));
+                }
+                Err(e) => manifest.push_str(&format!("skipped {name}: {e}\n")),
             }
-            Err(e) => manifest.push_str(&format!("skipped journal.txt: journalctl: {e}\n")),
         }
     } else {
         manifest.push_str(
-            "skipped journal.txt: --root is not / (the host journal is not the node's)\n",
+            "skipped journal.txt, dmesg.txt, units.txt: --root is not / (the host's are not the node's)\n",
         );
     }
     files.push(("MANIFEST.txt".into(), manifest.into_bytes()));
     files
+}
+
+/// Stdout (and stderr) of a diagnostic command, bounded in time and size. `systemctl status`
+/// exits 3 for an inactive unit: its output is still what we want.
+fn command_output(argv: &[&str]) -> Result<String, String> {
+    let (prog, rest) = argv.split_first().ok_or("no command")?;
+    let mut cmd = std::process::Command::new(prog);
+    cmd.args(rest);
+    let limits = crate::process::Limits::new(std::time::Duration::from_secs(15))
+        .stdout_cap(8 * 1024 * 1024)
+        .stderr_cap(64 * 1024);
+    let out = crate::process::run(cmd, &limits, None).map_err(|e| e.to_string())?;
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.stderr.is_empty() {
+        text.push_str(&String::from_utf8_lossy(&out.stderr));
+    }
+    if out.stdout.is_empty() && !out.status.success() {
+        return Err(format!("{prog}: {}", crate::process::describe(&out.status)));
+    }
+    Ok(text)
 }
 
 /// Rendered userdata with file contents replaced by `<redacted: N bytes, sha256 …>`.

@@ -3,12 +3,16 @@
 use crate::error::{Error, Result, Stage};
 use crate::mint::{fsio, kubeconfig, pki, secrets, token, validate};
 use clap::Subcommand;
+use clap::builder::PossibleValuesParser;
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(subcommand)]
     pub command: Cmd,
+    /// Errors as JSON on stdout (`{"error": {kind, place, message}}`).
+    #[arg(long, global = true)]
+    pub json: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -85,7 +89,7 @@ pub struct KubeconfigArgs {
 #[derive(clap::Args, Debug)]
 pub struct BootstrapArgs {
     /// init (first control plane), control-plane (joining control plane) or worker.
-    #[arg(long)]
+    #[arg(long, value_parser = PossibleValuesParser::new(["init", "control-plane", "worker"]))]
     pub role: String,
     #[arg(long)]
     pub cluster: String,
@@ -111,10 +115,10 @@ pub struct BootstrapArgs {
     #[arg(long, default_value = "24h")]
     pub token_ttl: String,
     /// v1beta3 or v1beta4 (default by version, as CAPI chooses).
-    #[arg(long)]
+    #[arg(long, value_parser = PossibleValuesParser::new(["v1beta3", "v1beta4"]))]
     pub kubeadm_api: Option<String>,
     /// dhcp, dhcp6, or static:ADDR/PREFIX,gw=IP,dns=IP[,dns=IP...]
-    #[arg(long, default_value = "dhcp")]
+    #[arg(long, default_value = "dhcp", value_hint = clap::ValueHint::Other)]
     pub network: String,
     /// NIC MAC address (with --nodes N, node i gets MAC+i); default: random locally administered.
     #[arg(long)]
@@ -126,10 +130,12 @@ pub struct BootstrapArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// dir, guestinfo, fwcfg or govc.
-    #[arg(long, default_value = "dir")]
+    #[arg(long, default_value = "dir",
+          value_parser = PossibleValuesParser::new(["dir", "guestinfo", "fwcfg", "govc"]))]
     pub format: String,
     /// base64 or gzip+base64.
-    #[arg(long, default_value = "base64")]
+    #[arg(long, default_value = "base64",
+          value_parser = PossibleValuesParser::new(["base64", "gzip+base64"]))]
     pub encoding: String,
     /// Number of worker bundles to mint.
     #[arg(long, default_value_t = 1)]
@@ -151,7 +157,8 @@ pub struct PkiArgs {
     #[arg(long)]
     pub out: PathBuf,
     /// ecdsa-p256 (default), ecdsa-p384, rsa-2048 or rsa-4096.
-    #[arg(long, default_value = "ecdsa-p256")]
+    #[arg(long, default_value = "ecdsa-p256", ignore_case = true,
+          value_parser = PossibleValuesParser::new(["ecdsa-p256", "ecdsa-p384", "rsa-2048", "rsa-4096"]))]
     pub algorithm: String,
     /// CA validity: 10y, 3650d, 87600h.
     #[arg(long, default_value = "10y")]
@@ -182,6 +189,7 @@ pub struct HashArgs {
 }
 
 pub fn run(args: Args) -> i32 {
+    let json = args.json;
     let result = match args.command {
         Cmd::Pki(a) => run_pki(a),
         Cmd::Token(a) => run_token(a),
@@ -192,10 +200,8 @@ pub fn run(args: Args) -> i32 {
     };
     match result {
         Ok(()) => crate::error::exit::OK,
-        Err(e) => {
-            eprintln!("nodeagent mint: {e}");
-            crate::error::exit::FAILED
-        }
+        // Bad flag values are usage errors (64); everything else is a failure (1).
+        Err(e) => super::common::fail("mint", &e, json),
     }
 }
 

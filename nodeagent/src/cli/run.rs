@@ -25,6 +25,12 @@ pub struct Args {
     /// from DIR/etc; commands only with --exec).
     #[command(flatten)]
     pub data: super::common::DataArgs,
+    /// Print the run's outcome as JSON on stdout (errors as JSON too); logs stay on stderr.
+    #[arg(long)]
+    pub json: bool,
+    /// `nodeagent single`: only this module's steps (crate::single).
+    #[arg(skip)]
+    pub only: Option<crate::single::Selection>,
 }
 
 /// Where `run` logs: the journal on a real node (the root is `/` and journald is up), so the
@@ -38,11 +44,10 @@ pub fn run(args: Args) -> i32 {
     let target = Target::new(&args.data.root);
     match run_inner(&args, target) {
         Ok(code) => code,
+        // Any error of a run is a failure (1), whatever its stage: the units and the platform
+        // know 0, 1 and 2 only.
         Err(e) => {
-            eprintln!(
-                "nodeagent run: {}",
-                crate::redact::redact_text(&e.to_string())
-            );
+            super::common::fail("run", &e, args.json);
             exit::FAILED
         }
     }
@@ -113,6 +118,7 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     if stage != StageSel::All {
         let earlier = Earlier {
             ran: 0,
+            skipped: 0,
             already: 0,
             warnings: net_warning.into_iter().collect(),
         };
@@ -150,6 +156,7 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
 /// What the local half of `--stage all` hands to the main half, which reports for both.
 struct Earlier {
     ran: usize,
+    skipped: usize,
     already: usize,
     warnings: Vec<String>,
 }
@@ -193,7 +200,15 @@ fn execute_locked(
     earlier: Option<Earlier>,
 ) -> Result<Executed> {
     // kubeadm pre-flight already ran inside plan::build, before anything was written.
-    let plan = &prepared.plan;
+    let selected;
+    let plan = match &args.only {
+        Some(sel) => {
+            selected =
+                crate::single::select(&prepared.plan, sel, &crate::report::now_ms().to_string());
+            &selected
+        }
+        None => &prepared.plan,
+    };
     let state = State::open(&target.root)?;
     let mut journal = state.begin_instance(&plan.instance_id)?;
     let iid = &plan.instance_id;
@@ -226,33 +241,53 @@ fn execute_locked(
         // This very binary, even if the file was replaced since it started.
         supervisor: "/proc/self/exe".into(),
     };
-    let mut reporter = Reporter::new(Some(inputs.transport.as_ref()), &opts.target.root, iid);
+    // `single` leaves the bootstrap's status and the platform alone, as `cloud-init single`
+    // does: its reporter writes to a scratch directory and publishes nothing.
+    let scratch = args
+        .only
+        .as_ref()
+        .map(|_| std::env::temp_dir().join(format!("nodeagent-single-{}", std::process::id())));
+    let mut reporter = match &scratch {
+        Some(dir) => Reporter::new(None, dir, iid),
+        None => Reporter::new(Some(inputs.transport.as_ref()), &opts.target.root, iid),
+    };
     reporter.phase(Phase::Reading, None);
     // As cloud-init's VMware datasource does once the network is up: vm-operator takes the
     // VM's primary IP from these keys. Only to a platform that keeps them.
     if stage != StageSel::Local
         && opts.exec
+        && scratch.is_none()
         && matches!(inputs.transport.name(), "vmware" | "fwcfg")
     {
         report::publish_local_addresses(inputs.transport.as_ref(), &inputs.facts);
     }
     let mut plan_run = plan.clone();
     plan_run.warnings = prepared.warnings.clone();
-    let mut summary = apply::apply(&plan_run, &opts, &mut journal, &mut reporter)?;
+    let applied = apply::apply(&plan_run, &opts, &mut journal, &mut reporter);
+    if let (Err(_), Some(dir)) = (&applied, &scratch) {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    let mut summary = applied?;
     if stage == StageSel::Local && args.stage == StageArg::All {
         // The main half reports for both.
         return Ok(Executed {
             code: exit::OK,
             earlier: Earlier {
                 ran: summary.ran.len(),
+                skipped: summary.skipped.len(),
                 already: summary.already.len(),
                 warnings: summary.warnings,
             },
         });
     }
-    let (mut ran, mut already) = (summary.ran.len(), summary.already.len());
+    let (mut ran, mut skipped, mut already) = (
+        summary.ran.len(),
+        summary.skipped.len(),
+        summary.already.len(),
+    );
     if let Some(e) = earlier {
         ran += e.ran;
+        skipped += e.skipped;
         already += e.already;
         let mine = std::mem::take(&mut summary.warnings);
         summary.warnings = e.warnings;
@@ -266,15 +301,18 @@ fn execute_locked(
         eprintln!("warning: {}", crate::redact::redact_text(w));
         reporter.warning(w);
     }
-    eprintln!(
-        "nodeagent run: {ran} steps done, {already} already finished earlier (instance {iid})",
-    );
+    let outcome = crate::apply::RunCounts {
+        ran,
+        skipped,
+        already,
+    };
+    eprintln!("nodeagent run: {} (instance {iid})", outcome.summary());
     if stage != StageSel::Local {
         // After success: the image config's `redact_userdata` and the metadata's `redact:`
         // keys are overwritten with `---` (cloud-init does the latter right after reading; the
         // main stage here reads the platform again, so both wait for success). Only with
         // --exec (always on a real node): a --root dry run leaves the platform's data alone.
-        if opts.exec {
+        if opts.exec && scratch.is_none() {
             let keys =
                 report::keys_to_redact(opts.config.redact_userdata, &prepared.metadata.redact);
             // Later boots read the saved copies once the platform's are blanked: make them
@@ -298,17 +336,36 @@ fn execute_locked(
                 reporter.warning(&w);
             }
         }
-        reporter.done();
+        reporter.done_noting(outcome.nothing_executed().as_deref());
+    }
+    if let Some(dir) = &scratch {
+        let _ = std::fs::remove_dir_all(dir);
     }
     let code = if summary.warnings.is_empty() {
         exit::OK
     } else {
         exit::DEGRADED
     };
+    if args.json {
+        super::common::print_json(&serde_json::json!({
+            "instance_id": iid,
+            "stage": match args.stage {
+                StageArg::Local => "local",
+                StageArg::Main => "main",
+                StageArg::All => "all",
+            },
+            "ran": ran,
+            "skipped": skipped,
+            "already": already,
+            "warnings": summary.warnings.iter().map(|w| crate::redact::redact_text(w)).collect::<Vec<_>>(),
+            "exit": code,
+        }));
+    }
     Ok(Executed {
         code,
         earlier: Earlier {
             ran,
+            skipped,
             already,
             warnings: summary.warnings,
         },
