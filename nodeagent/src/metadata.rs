@@ -133,9 +133,10 @@ fn parse_object(text: &str, place: &str) -> Result<Map<String, Value>> {
     if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(text) {
         return Ok(m);
     }
-    let node = yaml::load(text, yaml::LoadOptions::default()).map_err(|e| Error {
-        stage: Stage::Metadata,
-        ..e.within(place)
+    let node = yaml::load(text, yaml::LoadOptions::default()).map_err(|e| {
+        let mut e = e.within(place);
+        e.stage = Stage::Metadata;
+        e
     })?;
     match node.to_json() {
         Value::Object(m) => Ok(m),

@@ -10,6 +10,7 @@
 //! Publishing never fails the run: a broken channel is logged and the run goes on.
 //! Every text that enters a status passes through `redact::redact_text` first.
 
+use crate::error::ErrorKind;
 use crate::redact::redact_text;
 use crate::transport::Transport;
 use serde::{Deserialize, Serialize};
@@ -73,6 +74,10 @@ pub struct Status {
     pub phase: Phase,
     pub step: Option<String>,
     pub error: Option<String>,
+    /// What kind of failure (`ErrorKind::as_str`) when `phase` is `failed` for a known
+    /// reason: a stable word the platform can act on where `error` is prose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<ErrorKind>,
     /// RFC 3339 UTC.
     pub started: String,
     pub updated: String,
@@ -103,6 +108,8 @@ impl Status {
             phase: Phase,
             step: Option<&'a str>,
             error: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            kind: Option<ErrorKind>,
             started: &'a str,
             updated: &'a str,
             boot: &'a str,
@@ -138,6 +145,7 @@ impl Status {
                 phase: self.phase,
                 step: step.as_deref(),
                 error: error.as_deref(),
+                kind: self.kind,
                 started: &self.started,
                 updated: &self.updated,
                 boot: &self.boot,
@@ -292,6 +300,7 @@ impl<'t> Reporter<'t> {
             phase: Phase::Reading,
             step: None,
             error: None,
+            kind: None,
             started: now.clone(),
             updated: now,
             boot: boot_id(),
@@ -358,7 +367,7 @@ impl<'t> Reporter<'t> {
     /// Terminal failure: the failing step, a redacted reason, the last lines of kubeadm output.
     /// Published once: a second call (the run loop reporting the step's error after kubeadm's
     /// executor already reported it with its output) is logged and otherwise ignored.
-    pub fn failed(&mut self, step: &str, reason: &str, output_tail: &[String]) {
+    pub fn failed(&mut self, step: &str, kind: ErrorKind, reason: &str, output_tail: &[String]) {
         if self.status.phase == Phase::Failed {
             tracing::debug!(
                 "failure already reported; not reporting again: {}",
@@ -372,6 +381,7 @@ impl<'t> Reporter<'t> {
         self.status.step = Some(redact_text(step));
         self.status.detail = None;
         self.status.error = Some(redact_text(&format!("{step}: {reason}")));
+        self.status.kind = Some(kind);
         self.publish();
     }
 
@@ -392,6 +402,7 @@ impl<'t> Reporter<'t> {
         self.status.detail = note.map(String::from);
         self.status.deadline_ms = None;
         self.status.error = None;
+        self.status.kind = None;
         self.status.output_tail.clear();
         self.publish();
     }
@@ -680,6 +691,7 @@ fn publish_panic(reason: &str) {
     status.phase = Phase::Failed;
     status.detail = None;
     status.error = Some(reason.to_string());
+    status.kind = Some(ErrorKind::Internal);
     status.updated = now_rfc3339();
     if let Ok(json) = serde_json::to_string_pretty(status) {
         let _ = write_run_file(&root.join(STATUS_JSON), json.as_bytes(), 0o644);
@@ -795,6 +807,7 @@ mod tests {
         r.detail("waiting for 10.0.0.1:6443");
         r.failed(
             "kubeadm",
+            ErrorKind::CommandFailed,
             "join failed --token abcdef.0123456789abcdef",
             &["out --certificate-key 00ff".into()],
         );
@@ -828,11 +841,13 @@ mod tests {
                 "phase",
                 "step",
                 "error",
+                "kind",
                 "started",
                 "updated",
                 "boot"
             ]
         );
+        assert_eq!(last["kind"], "command-failed");
         let err = last["error"].as_str().unwrap();
         assert!(
             err.starts_with("kubeadm: join failed") && err.contains("last output"),
@@ -854,7 +869,7 @@ mod tests {
         assert_eq!(mode, 0o644);
         // A second failure report (the run loop after kubeadm's executor) changes nothing:
         // one terminal report, with kubeadm's reason and tail.
-        r.failed("runcmd[0]", "step failed", &[]);
+        r.failed("runcmd[0]", ErrorKind::Invalid, "step failed", &[]);
         r.phase(Phase::Failed, None);
         let st = read_status(dir.path()).unwrap();
         assert_eq!(st.output_tail.len(), 1);
@@ -872,7 +887,12 @@ mod tests {
         let iid = "i".repeat(10_000);
         let mut r = Reporter::new(None, dir.path(), &iid);
         let step = format!("write_files[0]:/{}", "p".repeat(5000));
-        r.failed(&step, &"\u{1}\u{2}é".repeat(5000), &["\u{7}".repeat(3000)]);
+        r.failed(
+            &step,
+            ErrorKind::Io,
+            &"\u{1}\u{2}é".repeat(5000),
+            &["\u{7}".repeat(3000)],
+        );
         let t = std::time::Instant::now();
         let json = r.status().compact_json();
         assert!(t.elapsed() < std::time::Duration::from_secs(2));
@@ -899,7 +919,12 @@ mod tests {
         let tail: Vec<String> = (0..200)
             .map(|i| format!("line {i} {}", "x".repeat(100)))
             .collect();
-        r.failed("kubeadm", &"reason ".repeat(2000), &tail);
+        r.failed(
+            "kubeadm",
+            ErrorKind::Timeout,
+            &"reason ".repeat(2000),
+            &tail,
+        );
         let json = r.status().compact_json();
         assert!(
             json.len() <= crate::limits::MAX_STATUS_BYTES,

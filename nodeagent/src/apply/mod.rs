@@ -568,22 +568,20 @@ fn apply_locked(
                 r.error = Some(reason.clone());
                 let _ = ctx.journal.append(r, true);
                 tracing::error!(step = %step.id, phase = "failed", "{reason}");
-                reporter.failed(&step.id, &reason, &[]);
+                reporter.failed(&step.id, e.kind(), &reason, &[]);
                 let mut r = ctx.journal.record("run-end");
                 r.stage = Some(stage_name.into());
                 r.result = Some("failed".into());
                 r.duration_ms = Some(run_started.elapsed().as_secs_f64() * 1000.0);
                 let _ = ctx.journal.append(r, true);
                 let place = format!("step {}", step.id);
-                return Err(Error {
-                    stage: e.stage,
-                    place: if e.place.is_empty() || e.place == place {
-                        place
-                    } else {
-                        format!("{place}: {}", e.place)
-                    },
-                    message: crate::redact::redact_text(&e.message),
-                });
+                let mut e = e.map_message(|m| crate::redact::redact_text(&m));
+                e.place = if e.place.is_empty() || e.place == place {
+                    place
+                } else {
+                    format!("{place}: {}", e.place)
+                };
+                return Err(e);
             }
         }
     }

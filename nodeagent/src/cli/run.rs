@@ -70,7 +70,12 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
             // why, through the transport when one could be opened.
             if let Ok(opened) = pipeline::open_transport(&args.data.options()) {
                 let mut reporter = Reporter::new(Some(opened.transport.as_ref()), &target.root, "");
-                reporter.failed("read", &crate::redact::redact_text(&e.to_string()), &[]);
+                reporter.failed(
+                    "read",
+                    e.kind(),
+                    &crate::redact::redact_text(&e.to_string()),
+                    &[],
+                );
             }
             return Err(e);
         }
@@ -170,7 +175,12 @@ fn report_bad_input(
 ) -> crate::error::Error {
     let iid = pipeline::instance_id(inputs).unwrap_or_default();
     let mut reporter = Reporter::new(Some(inputs.transport.as_ref()), &target.root, &iid);
-    reporter.failed("read", &crate::redact::redact_text(&e.to_string()), &[]);
+    reporter.failed(
+        "read",
+        e.kind(),
+        &crate::redact::redact_text(&e.to_string()),
+        &[],
+    );
     e
 }
 

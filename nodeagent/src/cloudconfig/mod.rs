@@ -205,12 +205,10 @@ fn parse_text(text: &str, source: &str, compat: bool) -> Result<Node> {
     .map_err(|e| at_source(e, source))
 }
 
-fn at_source(e: Error, source: &str) -> Error {
-    Error {
-        stage: Stage::CloudConfig,
-        place: format!("{source} {}", e.place),
-        message: e.message,
-    }
+fn at_source(mut e: Error, source: &str) -> Error {
+    e.stage = Stage::CloudConfig;
+    e.place = format!("{source} {}", e.place);
+    e
 }
 
 /// Build the typed config from a loaded YAML tree; the first error, if any.

@@ -7,7 +7,7 @@ use super::detect::SENTINEL;
 use super::endpoint;
 use super::preflight::under_root;
 use crate::config::KubeadmSettings;
-use crate::error::{Error, Result, Stage};
+use crate::error::{Error, ErrorKind, Result, Stage};
 use crate::plan::{KubeadmMode, KubeadmSpec};
 use crate::process;
 use crate::redact::StreamRedactor;
@@ -79,6 +79,8 @@ pub struct Outcome {
     pub success: bool,
     /// Why it failed: `exit status 1`, `timed out after 600s`, `cannot start kubeadm: …`.
     pub reason: String,
+    /// What kind of failure (`command-failed` or `timeout`) when it failed.
+    pub kind: ErrorKind,
     /// Last lines of output, redacted.
     pub tail: Vec<String>,
 }
@@ -131,9 +133,10 @@ pub fn execute_restoring(
         .clone()
         .unwrap_or_else(|| STEP.to_string());
     let step = step_name.as_str();
-    let fail = |reporter: &mut Reporter<'_>, reason: String, tail: &[String]| {
-        reporter.failed(step, &reason, tail);
-        Err(Error::new(
+    let fail = |reporter: &mut Reporter<'_>, kind: ErrorKind, reason: String, tail: &[String]| {
+        reporter.failed(step, kind, &reason, tail);
+        Err(Error::of(
+            kind,
             Stage::Kubeadm,
             STEP,
             crate::redact::redact_text(&reason),
@@ -152,6 +155,7 @@ pub fn execute_restoring(
             if !out.success {
                 return fail(
                     reporter,
+                    out.kind,
                     format!("kubeadm init failed: {}", out.reason),
                     &out.tail,
                 );
@@ -195,6 +199,7 @@ pub fn execute_restoring(
                         let tail = last.map(|o| o.tail).unwrap_or_default();
                         return fail(
                             reporter,
+                            ErrorKind::Timeout,
                             format!(
                                 "control-plane endpoint {ep} not reachable after {waited}s: {e}"
                             ),
@@ -242,6 +247,7 @@ pub fn execute_restoring(
                     let tail = last.map(|o| o.tail).unwrap_or_default();
                     return fail(
                         reporter,
+                        ErrorKind::Io,
                         format!("cannot restore the bootstrap files after kubeadm reset: {e}"),
                         &tail,
                     );
@@ -256,6 +262,7 @@ pub fn execute_restoring(
             if let Some(out) = last {
                 return fail(
                     reporter,
+                    out.kind,
                     format!(
                         "kubeadm join failed after {tried} attempt(s) in {}s: {}",
                         start.elapsed().as_secs(),
@@ -431,22 +438,24 @@ pub fn run_kubeadm(
     for splitter in &mut lines {
         splitter.finish(&mut |l| keep(l, log));
     }
-    let (success, reason) = match result {
-        Ok(s) if s.success() => (true, String::new()),
+    let (success, kind, reason) = match result {
+        Ok(s) if s.success() => (true, ErrorKind::CommandFailed, String::new()),
         // The supervisor stopped kubeadm at its deadline (as coreutils `timeout` says it).
         Ok(s) if sup.is_some() && s.code() == Some(crate::apply::supervise::TIMED_OUT) => (
             false,
+            ErrorKind::Timeout,
             format!(
                 "timed out after {}",
                 process::show_duration(own.max(Duration::from_secs(1)))
             ),
         ),
-        Ok(s) => (false, s.to_string()),
+        Ok(s) => (false, ErrorKind::CommandFailed, s.to_string()),
         Err(process::ProcessError::TimedOut { after, .. }) => (
             false,
+            ErrorKind::Timeout,
             format!("timed out after {}", process::show_duration(after)),
         ),
-        Err(e) => (false, e.to_string()),
+        Err(e) => (false, ErrorKind::CommandFailed, e.to_string()),
     };
     log.line(&format!(
         "# {} {}",
@@ -455,6 +464,7 @@ pub fn run_kubeadm(
     ));
     Outcome {
         success,
+        kind,
         reason,
         tail: tail.into(),
     }

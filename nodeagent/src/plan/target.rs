@@ -253,7 +253,9 @@ fn check_tools(plan: &Plan, view: &TargetView) -> Result<()> {
                 // A client that is not installed is configured anyway and warned about (as
                 // cloud-init, which would install it): only what apply refuses is refused.
                 crate::apply::ntp::pick(&n.client, view.chrony, view.timesyncd).map_err(|e| {
-                    Error::new(Stage::Plan, e.place, format!("{} in the target", e.message))
+                    let mut e = e.map_message(|m| format!("{m} in the target"));
+                    e.stage = Stage::Plan;
+                    e
                 })?;
             }
             Action::DiskSetup(d) => {
@@ -340,8 +342,8 @@ pub fn with_line(e: Error, doc: Option<(&crate::yaml::Node, &str)>) -> Error {
         return e;
     }
     // In the message, not the place: the place stays the key path callers match on.
-    let message = format!("{} ({source} {})", e.message, node.place());
-    Error { message, ..e }
+    let at = node.place();
+    e.map_message(|m| format!("{m} ({source} {at})"))
 }
 
 #[cfg(test)]
