@@ -4,22 +4,28 @@
 use crate::error::{Error, Stage, exit};
 use serde_json::{Value, json};
 
-/// The error's kind as scripts match on it: the stage that produced it, kebab-case
-/// (`usage`, `transport`, `cloud-config`, `kubeadm`, …).
-pub fn error_kind(err: &Error) -> String {
-    serde_json::to_value(err.stage)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_default()
+/// The error's kind as scripts match on it (`invalid`, `not-found`, `io`, `timeout`, …;
+/// error::ErrorKind), or `usage` for a command-line usage error (exit 64).
+pub fn error_kind(err: &Error) -> &'static str {
+    if err.stage == Stage::Usage {
+        "usage"
+    } else {
+        err.kind().as_str()
+    }
 }
 
 /// `{"error": {"kind", "place", "message"}}`, redacted (a template or YAML error may quote
 /// the userdata line it is about). The only place an error becomes JSON.
 pub fn error_json(err: &Error) -> Value {
+    // The message with its cause (an io::Error source), without the place in front.
+    let text = err.to_string();
+    let message = text
+        .strip_prefix(&format!("{}: ", err.place))
+        .unwrap_or(&text);
     json!({"error": {
         "kind": error_kind(err),
         "place": crate::redact::redact_text(&err.place),
-        "message": crate::redact::redact_text(&err.message),
+        "message": crate::redact::redact_text(message),
     }})
 }
 
@@ -126,7 +132,7 @@ mod tests {
             "kubeadm join --token abcdef.0123456789abcdef failed",
         );
         let j = error_json(&e);
-        assert_eq!(j["error"]["kind"], "kubeadm");
+        assert_eq!(j["error"]["kind"], e.kind().as_str());
         assert_eq!(j["error"]["place"], "step runcmd[0]:kubeadm");
         let m = j["error"]["message"].as_str().unwrap();
         assert!(!m.contains("0123456789abcdef"), "{m}");

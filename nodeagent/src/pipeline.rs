@@ -430,7 +430,7 @@ pub fn read_userdata_file(path: &Path) -> Result<String> {
             f.take(crate::limits::MAX_DECODED_BYTES as u64 + 1)
                 .read_to_end(&mut bytes)
         })
-        .map_err(|e| Error::new(Stage::Transport, &place, format!("cannot read: {e}")))?;
+        .map_err(|e| Error::io(Stage::Transport, &place, "cannot read", e))?;
     if bytes.len() > crate::limits::MAX_DECODED_BYTES {
         return Err(Error::new(
             Stage::Decode,

@@ -17,7 +17,8 @@ pub fn saved_instance_dir(root: &Path) -> Result<(String, PathBuf)> {
         .map(|s| s.trim_end().to_string())
         .unwrap_or_default();
     if iid.is_empty() {
-        return Err(Error::new(
+        return Err(Error::of(
+            crate::error::ErrorKind::NotFound,
             Stage::State,
             dir.join("instance-id").display().to_string(),
             "no saved instance data: nodeagent has not run on this node yet \
@@ -40,16 +41,12 @@ pub fn saved(root: &Path, sensitive: bool) -> Result<Value> {
         file("instance-data.json")
     };
     let text = std::fs::read_to_string(&path).map_err(|e| {
-        let hint = if e.kind() == std::io::ErrorKind::PermissionDenied {
-            " (try sudo)"
+        let what = if e.kind() == std::io::ErrorKind::PermissionDenied {
+            "cannot read (try sudo)"
         } else {
-            ""
+            "cannot read"
         };
-        Error::new(
-            Stage::State,
-            path.display().to_string(),
-            format!("cannot read: {e}{hint}"),
-        )
+        Error::io(Stage::State, path.display().to_string(), what, e)
     })?;
     let mut tree: Value = serde_json::from_str(&text).map_err(|e| {
         Error::new(

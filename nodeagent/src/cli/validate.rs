@@ -52,8 +52,9 @@ pub fn run(args: Args) -> i32 {
                     "file": name, "valid": false, "warnings": [], "errors": list,
                 }));
             } else if unreadable {
+                // `FILE: cannot read: <why>` (the place is the file).
                 for e in &errors {
-                    println!("{name}: {}", redact(&e.message));
+                    println!("{}", redact(&e.to_string()));
                 }
             } else {
                 for e in &errors {
