@@ -15,6 +15,7 @@ pub mod facts;
 pub mod instance;
 pub mod kubeadm;
 pub mod limits;
+pub mod logbundle;
 pub mod metadata;
 pub mod mint;
 pub mod netwait;

@@ -56,26 +56,18 @@ pub fn run(args: Args) -> i32 {
 
 /// `shutdown -r now`, as `cloud-init clean --reboot` runs it.
 fn reboot(json: bool) -> i32 {
-    match std::process::Command::new("shutdown")
+    let why = match std::process::Command::new("shutdown")
         .args(["-r", "now"])
         .status()
     {
-        Ok(s) if s.success() => crate::error::exit::OK,
-        Ok(s) => {
-            let e = crate::error::Error::new(
-                crate::error::Stage::State,
-                "--reboot",
-                format!("shutdown -r now: {s}"),
-            );
-            super::common::fail("clean", &e, json)
-        }
-        Err(e) => {
-            let e = crate::error::Error::new(
-                crate::error::Stage::State,
-                "--reboot",
-                format!("shutdown -r now: {e}"),
-            );
-            super::common::fail("clean", &e, json)
-        }
-    }
+        Ok(s) if s.success() => return crate::error::exit::OK,
+        Ok(s) => s.to_string(),
+        Err(e) => e.to_string(),
+    };
+    let e = crate::error::Error::new(
+        crate::error::Stage::State,
+        "--reboot",
+        format!("shutdown -r now: {why}"),
+    );
+    super::common::fail("clean", &e, json)
 }
