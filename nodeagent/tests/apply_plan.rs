@@ -282,7 +282,8 @@ fn bad_owner_fails_before_writing() {
 }
 
 #[test]
-fn compat_only_last_runcmd_counts() {
+fn only_last_runcmd_counts_with_or_without_compat() {
+    // cloud-init's one-script runcmd (tests/parity_runcmd.rs): the default, not only --compat.
     let p = plan(
         "vm-1",
         vec![
@@ -294,17 +295,13 @@ fn compat_only_last_runcmd_counts() {
             ),
         ],
     );
-    let d = tempfile::tempdir().unwrap();
-    let s = run(d.path(), &p, true, true, "b").unwrap();
-    assert_eq!(s.warnings.len(), 1, "{:?}", s.warnings);
-    assert_eq!(record(d.path()), "ok\n");
-    let d = tempfile::tempdir().unwrap();
-    assert!(
-        run(d.path(), &p, true, false, "b").is_err(),
-        "strict stops at the first failure"
-    );
-    assert_eq!(record(d.path()), "");
-    // In compat the last item's failure still fails the run.
+    for compat in [true, false] {
+        let d = tempfile::tempdir().unwrap();
+        let s = run(d.path(), &p, true, compat, "b").unwrap();
+        assert_eq!(s.warnings.len(), 1, "{:?}", s.warnings);
+        assert_eq!(record(d.path()), "ok\n");
+    }
+    // The last item's failure still fails the run.
     let p = plan(
         "vm-1",
         vec![
@@ -314,7 +311,7 @@ fn compat_only_last_runcmd_counts() {
     );
     let d = tempfile::tempdir().unwrap();
     assert!(
-        run(d.path(), &p, true, true, "b")
+        run(d.path(), &p, true, false, "b")
             .unwrap_err()
             .message
             .contains("exit status 4")

@@ -481,6 +481,8 @@ fn apply_locked(
     };
     let order = order(&steps);
     let mut pos = 0;
+    // A failed kubeadm step that later runcmd items still follow (see `carry_on`).
+    let mut deferred: Option<(&Step, Error, f64)> = None;
     while pos < order.len() {
         let step = steps[order[pos]];
         let per_boot = step.frequency == Frequency::PerBoot;
@@ -546,44 +548,48 @@ fn apply_locked(
                 let later_runcmd = order[pos + 1..]
                     .iter()
                     .any(|&j| is_runcmd_like(&steps[j].action));
-                if opts.compat && is_runcmd_like(&step.action) && later_runcmd {
-                    // cloud-init runs runcmd as one script without `set -e`: only the last
-                    // command's status counts.
-                    let msg = format!(
-                        "step {}: {} (ignored: --compat, not the last runcmd item)",
-                        step.id, e
-                    );
-                    tracing::warn!(step = %step.id, "{msg}");
-                    summary.warnings.push(msg);
-                    record_done(&mut ctx, step, ms, "failed-ignored", true)?;
-                    summary.ran.push(step.id.clone());
-                    pos += 1;
-                    continue;
+                match carry_on(&step.action, later_runcmd) {
+                    CarryOn::No => {
+                        return Err(fail(
+                            &mut ctx,
+                            reporter,
+                            stage_name,
+                            run_started,
+                            step,
+                            e,
+                            ms,
+                        ));
+                    }
+                    CarryOn::Warn => {
+                        let msg = format!("step {}: {} ({})", step.id, e, carry_on_reason(step));
+                        tracing::warn!(step = %step.id, "{msg}");
+                        summary.warnings.push(crate::redact::redact_text(&msg));
+                        record_done(&mut ctx, step, ms, "failed-ignored", true)?;
+                        summary.ran.push(step.id.clone());
+                    }
+                    CarryOn::FailAtEnd => {
+                        // The later runcmd items run first, as in cloud-init's one script;
+                        // the run still ends `failed` with this step's error.
+                        let reason = crate::redact::redact_text(&e.to_string());
+                        tracing::error!(step = %step.id, "{reason} (the later runcmd items run first)");
+                        deferred.get_or_insert((step, e, ms));
+                    }
                 }
-                let reason = crate::redact::redact_text(&e.to_string());
-                let mut r = ctx.journal.record("failed");
-                r.step = Some(step.id.clone());
-                r.stage = Some(stage_str(step.stage).into());
-                r.duration_ms = Some(ms);
-                r.error = Some(reason.clone());
-                let _ = ctx.journal.append(r, true);
-                tracing::error!(step = %step.id, phase = "failed", "{reason}");
-                reporter.failed(&step.id, e.kind(), &reason, &[]);
-                let mut r = ctx.journal.record("run-end");
-                r.stage = Some(stage_name.into());
-                r.result = Some("failed".into());
-                r.duration_ms = Some(run_started.elapsed().as_secs_f64() * 1000.0);
-                let _ = ctx.journal.append(r, true);
-                let place = format!("step {}", step.id);
-                let mut e = e.map_message(|m| crate::redact::redact_text(&m));
-                e.place = if e.place.is_empty() || e.place == place {
-                    place
-                } else {
-                    format!("{place}: {}", e.place)
-                };
-                return Err(e);
+                pos += 1;
             }
         }
+    }
+    if let Some((step, e, ms)) = deferred {
+        summary.warnings.append(&mut ctx.warnings);
+        return Err(fail(
+            &mut ctx,
+            reporter,
+            stage_name,
+            run_started,
+            step,
+            e,
+            ms,
+        ));
     }
     summary.warnings.append(&mut ctx.warnings);
     let mut r = ctx.journal.record("run-end");
@@ -592,6 +598,76 @@ fn apply_locked(
     r.duration_ms = Some(run_started.elapsed().as_secs_f64() * 1000.0);
     ctx.journal.append(r, true)?;
     Ok(())
+}
+
+/// What a failed step means for the rest of the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CarryOn {
+    /// The run stops here, `failed`.
+    No,
+    /// Logged; the run carries on and ends `degraded` with the error.
+    Warn,
+    /// The run carries on, then ends `failed` with this error.
+    FailAtEnd,
+}
+
+/// cloud-init runs `bootcmd` and `runcmd` each as one shell script without `set -e`: a failing
+/// item does not stop the items after it; only the script's last status fails the module, and
+/// a failed module does not stop the boot (bootcmd's later modules, runcmd's later items, all
+/// still run). So: a failing bootcmd item, or a runcmd item that later runcmd items follow,
+/// carries on, the run ending `degraded` (the item named); a failed kubeadm step that later
+/// runcmd items (postKubeadmCommands) follow lets them run, then ends the run `failed`. The
+/// last runcmd item failing ends the run `failed`, as cloud-init's status says `error`.
+fn carry_on(a: &Action, later_runcmd: bool) -> CarryOn {
+    match a {
+        Action::Command(c) if c.origin.starts_with("bootcmd") => CarryOn::Warn,
+        Action::Command(c) if c.origin.starts_with("runcmd") && later_runcmd => CarryOn::Warn,
+        Action::Kubeadm(_) if later_runcmd => CarryOn::FailAtEnd,
+        _ => CarryOn::No,
+    }
+}
+
+fn carry_on_reason(step: &Step) -> &'static str {
+    match &step.action {
+        Action::Command(c) if c.origin.starts_with("bootcmd") => {
+            "carried on: cloud-init runs bootcmd as one script and boots on when it fails"
+        }
+        _ => "carried on: cloud-init runs runcmd as one script, the later items still run",
+    }
+}
+
+/// Journal and report a step's failure and end the run `failed`: the error to return.
+fn fail(
+    ctx: &mut Ctx<'_>,
+    reporter: &mut Reporter<'_>,
+    stage_name: &str,
+    run_started: Instant,
+    step: &Step,
+    e: Error,
+    ms: f64,
+) -> Error {
+    let reason = crate::redact::redact_text(&e.to_string());
+    let mut r = ctx.journal.record("failed");
+    r.step = Some(step.id.clone());
+    r.stage = Some(stage_str(step.stage).into());
+    r.duration_ms = Some(ms);
+    r.error = Some(reason.clone());
+    let _ = ctx.journal.append(r, true);
+    tracing::error!(step = %step.id, phase = "failed", "{reason}");
+    reporter.failed(&step.id, e.kind(), &reason, &[]);
+    let mut r = ctx.journal.record("run-end");
+    r.stage = Some(stage_name.into());
+    r.result = Some("failed".into());
+    r.duration_ms = Some(run_started.elapsed().as_secs_f64() * 1000.0);
+    let _ = ctx.journal.append(r, true);
+    let place = format!("step {}", step.id);
+    let mut e = e.map_message(|m| crate::redact::redact_text(&m));
+    e.place = if e.place.is_empty() || e.place == place {
+        place
+    } else {
+        format!("{place}: {}", e.place)
+    };
+    e
 }
 
 fn stage_str(s: RunStage) -> &'static str {

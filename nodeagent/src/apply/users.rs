@@ -253,8 +253,62 @@ pub fn user(ctx: &mut Ctx<'_>, u: &UserSpec, new_user: Option<&str>) -> Result<O
     }
     if !u.ssh_authorized_keys.is_empty() {
         keys(ctx, u, &db, &place)?;
+    } else if !(u.no_create_home || u.system) {
+        ssh_files(ctx, u, &db, &place)?;
     }
     Ok(Outcome::Ok)
+}
+
+/// cloud-init's `ssh_authkey_fingerprints` module reads every `users` entry's authorized_keys
+/// through `ssh_util.extract_authorized_keys`, whose `check_create_path` makes a missing
+/// `~/.ssh` (0700) and an empty `~/.ssh/authorized_keys` (0600), both the user's (uid and
+/// primary gid), for new and existing users alike, keys or not (`no_create_home`/`system`
+/// users are skipped). Nothing present is changed; a symlink or a non-directory in the way
+/// is left alone, as there.
+fn ssh_files(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()> {
+    let t = ctx.target().clone();
+    let Some((uid, gid, home)) = db.users.get(&u.name).cloned() else {
+        return Err(err(place, "user not in /etc/passwd after useradd"));
+    };
+    if !home.starts_with('/') {
+        return Ok(());
+    }
+    let ssh_dir = format!("{}/.ssh", home.trim_end_matches('/'));
+    let host_dir = t.path(&ssh_dir)?;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+    match std::fs::symlink_metadata(&host_dir) {
+        Ok(m) if !m.is_dir() => return Ok(()),
+        Ok(_) => {}
+        Err(_) => {
+            // Parents (a home that is not there) as os.makedirs makes them: root's, 0755.
+            if let Some(parent) = host_dir.parent() {
+                files::ensure_parents(parent, 0, 0, place)?;
+            }
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&host_dir)
+                .map_err(|e| err(place, format!("mkdir {ssh_dir}: {e}")))?;
+            std::fs::set_permissions(&host_dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| err(place, e))?;
+            std::os::unix::fs::lchown(&host_dir, Some(uid), Some(gid))
+                .map_err(|e| err(place, e))?;
+        }
+    }
+    let path = t.path(&format!("{ssh_dir}/authorized_keys"))?;
+    if std::fs::symlink_metadata(&path).is_ok() {
+        return Ok(());
+    }
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(|e| err(place, format!("{ssh_dir}/authorized_keys: {e}")))?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| err(place, e))?;
+    std::os::unix::fs::fchown(&f, Some(uid), Some(gid)).map_err(|e| err(place, e))?;
+    f.sync_all().map_err(|e| err(place, e))
 }
 
 fn sudo(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()> {
