@@ -467,6 +467,14 @@ fn single_runs_one_module_and_always_runs_again() {
     assert!(o.stderr.contains("runcmd"), "{}", o.stderr);
     let o = n.cmd("single", &["--name", "apt_configure", "--json"]);
     assert_eq!(o.json()["error"]["place"], "--name");
+    // Bad input fails the command, and still publishes no status.
+    std::fs::write(n.d.join("guestinfo.userdata"), "#cloud-config
+bogus: 1
+").unwrap();
+    let o = n.cmd("single", &["--name", "runcmd"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stderr.contains("bogus"), "{}", o.stderr);
+    assert!(!n.r.join("run/nodeagent/status.json").exists());
 }
 
 #[test]

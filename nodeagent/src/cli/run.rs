@@ -68,7 +68,9 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         Err(e) => {
             // Undecodable data (a gzip bomb, bad base64, oversize): the platform still hears
             // why, through the transport when one could be opened.
-            if let Ok(opened) = pipeline::open_transport(&args.data.options()) {
+            // (`single` leaves the status and the platform alone.)
+            if let (None, Ok(opened)) = (&args.only, pipeline::open_transport(&args.data.options()))
+            {
                 let mut reporter = Reporter::new(Some(opened.transport.as_ref()), &target.root, "");
                 reporter.failed(
                     "read",
@@ -82,7 +84,8 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     };
     // The main unit waits for the network before host facts feed the templates; `--stage
     // all` waits after its local half (below), once the network configuration is written.
-    let net_warning = if stage == StageSel::Main && args.data.facts.is_none() {
+    let net_warning = if stage == StageSel::Main && args.data.facts.is_none() && args.only.is_none()
+    {
         let (facts, warning) = wait_on_network(&inputs, &target);
         inputs.facts = facts;
         warning
@@ -98,7 +101,7 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     };
     let prepared = match prepared {
         Ok(p) => p,
-        Err(e) => return Err(report_bad_input(&inputs, &target, e)),
+        Err(e) => return Err(report_bad_input(&inputs, &target, e, args.only.is_none())),
     };
     // A document the main stage will refuse is refused by the local stage too, so that a
     // refusal changes nothing on disk with the two units as with `--stage all` (no hostname,
@@ -117,7 +120,7 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         let checked = pipeline::prepare(&inputs);
         inputs.facts = real;
         if let Err(e) = checked {
-            return Err(report_bad_input(&inputs, &target, e));
+            return Err(report_bad_input(&inputs, &target, e, args.only.is_none()));
         }
     }
     if stage != StageSel::All {
@@ -133,16 +136,19 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     // the hostname in init-local, and the network stage gathers host facts after that, so
     // `{{ ds.meta_data.hostname }}` and friends see the new name. The whole plan was
     // validated above with the first facts: bad input still stops before any write.
-    let local =
-        pipeline::prepare_local(&inputs).map_err(|e| report_bad_input(&inputs, &target, e))?;
+    let local = pipeline::prepare_local(&inputs)
+        .map_err(|e| report_bad_input(&inputs, &target, e, args.only.is_none()))?;
     let mut earlier =
         execute(args, &inputs, &local, StageSel::Local, target.clone(), None)?.earlier;
     let prepared = if args.data.facts.is_none() {
         inputs.facts = crate::facts::Facts::detect(&inputs.root);
-        let (facts, warning) = wait_on_network(&inputs, &target);
-        inputs.facts = facts;
-        earlier.warnings.extend(warning);
-        pipeline::prepare(&inputs).map_err(|e| report_bad_input(&inputs, &target, e))?
+        if args.only.is_none() {
+            let (facts, warning) = wait_on_network(&inputs, &target);
+            inputs.facts = facts;
+            earlier.warnings.extend(warning);
+        }
+        pipeline::prepare(&inputs)
+            .map_err(|e| report_bad_input(&inputs, &target, e, args.only.is_none()))?
     } else {
         // `--facts FILE` stands for the host as it is; it is not detected again.
         prepared
@@ -172,7 +178,11 @@ fn report_bad_input(
     inputs: &pipeline::Inputs,
     target: &Target,
     e: crate::error::Error,
+    publish: bool,
 ) -> crate::error::Error {
+    if !publish {
+        return e;
+    }
     let iid = pipeline::instance_id(inputs).unwrap_or_default();
     let mut reporter = Reporter::new(Some(inputs.transport.as_ref()), &target.root, &iid);
     reporter.failed(
