@@ -439,9 +439,9 @@ impl<'t> Reporter<'t> {
         }
         // Plain values: no `Some(..)`/`None` in the journal.
         tracing::info!(
-            phase = self.status.phase.as_str(),
-            step = self.status.step.as_deref().unwrap_or("-"),
-            detail = self.status.detail.as_deref().unwrap_or("-"),
+            phase = %self.status.phase.as_str(),
+            step = %self.status.step.as_deref().unwrap_or("-"),
+            detail = %self.status.detail.as_deref().unwrap_or("-"),
             "status"
         );
     }

@@ -468,9 +468,13 @@ fn single_runs_one_module_and_always_runs_again() {
     let o = n.cmd("single", &["--name", "apt_configure", "--json"]);
     assert_eq!(o.json()["error"]["place"], "--name");
     // Bad input fails the command, and still publishes no status.
-    std::fs::write(n.d.join("guestinfo.userdata"), "#cloud-config
+    std::fs::write(
+        n.d.join("guestinfo.userdata"),
+        "#cloud-config
 bogus: 1
-").unwrap();
+",
+    )
+    .unwrap();
     let o = n.cmd("single", &["--name", "runcmd"]);
     assert_eq!(o.code, 1, "{}", o.stderr);
     assert!(o.stderr.contains("bogus"), "{}", o.stderr);
@@ -604,6 +608,52 @@ fn collect_logs_has_version_and_output_log() {
     ]);
     assert_eq!(o.code, 1);
     assert!(is_error_json(&o.json()));
+}
+
+#[test]
+fn mint_token_and_hash_json_and_errors() {
+    let o = nodeagent(&["mint", "token"]);
+    assert_eq!(o.code, 0);
+    let t = o.stdout.trim().to_string();
+    assert_eq!(t.len(), 23, "{t}");
+    let v = nodeagent(&["mint", "token", "--json"]).json();
+    assert_eq!(v["token"].as_str().unwrap().len(), 23);
+    let d = tempfile::tempdir().unwrap();
+    let pki = d.path().join("pki");
+    let o = nodeagent(&[
+        "mint",
+        "pki",
+        "--cluster",
+        "c",
+        "--out",
+        pki.to_str().unwrap(),
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let ca = pki.join("ca.crt");
+    let o = nodeagent(&["mint", "hash", "--ca", ca.to_str().unwrap()]);
+    let v = nodeagent(&["mint", "hash", "--ca", ca.to_str().unwrap(), "--json"]).json();
+    assert_eq!(v["hashes"][0].as_str().unwrap(), o.stdout.trim());
+    // A failure (an existing PKI without --force) is 1, and JSON with --json.
+    let o = nodeagent(&[
+        "mint",
+        "pki",
+        "--cluster",
+        "c",
+        "--out",
+        pki.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(o.code, 1);
+    assert!(
+        o.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--force")
+    );
+    // A bad value of a flag the minter checks itself is a usage error.
+    let o = nodeagent(&["mint", "token", "--token", "nope", "--json"]);
+    assert_eq!(o.code, 64);
+    assert_eq!(o.json()["error"]["place"], "--token");
 }
 
 #[test]

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 pub struct Args {
     #[command(subcommand)]
     pub command: Cmd,
-    /// Errors as JSON on stdout (`{"error": {kind, place, message}}`).
+    /// Errors as JSON on stdout (`{"error": {kind, place, message}}`); `token` and `hash`
+    /// print their result as JSON too (the others write Kubernetes YAML or files).
     #[arg(long, global = true)]
     pub json: bool,
 }
@@ -192,8 +193,8 @@ pub fn run(args: Args) -> i32 {
     let json = args.json;
     let result = match args.command {
         Cmd::Pki(a) => run_pki(a),
-        Cmd::Token(a) => run_token(a),
-        Cmd::Hash(a) => run_hash(a),
+        Cmd::Token(a) => run_token(a, json),
+        Cmd::Hash(a) => run_hash(a, json),
         Cmd::Secrets(a) => run_secrets(a),
         Cmd::Kubeconfig(a) => run_kubeconfig(a),
         Cmd::Bootstrap(a) => run_bootstrap(*a),
@@ -245,7 +246,7 @@ fn run_pki(a: PkiArgs) -> Result<()> {
     Ok(())
 }
 
-fn run_token(a: TokenArgs) -> Result<()> {
+fn run_token(a: TokenArgs, json: bool) -> Result<()> {
     let t = match a.token {
         Some(t) => {
             token::parse(&t)?;
@@ -259,18 +260,24 @@ fn run_token(a: TokenArgs) -> Result<()> {
             "{}",
             token::secret_manifest(&t, ttl, time::OffsetDateTime::now_utc())?
         );
+    } else if json {
+        super::common::print_json(&serde_json::json!({ "token": t }));
     } else {
         println!("{t}");
     }
     Ok(())
 }
 
-fn run_hash(a: HashArgs) -> Result<()> {
+fn run_hash(a: HashArgs, json: bool) -> Result<()> {
     let bytes = read_bounded(&a.ca, pki::MAX_PEM_BYTES)?;
-    for h in crate::pki::hash::discovery_hashes(&bytes)
-        .map_err(|e| e.within(&a.ca.display().to_string()))?
-    {
-        println!("{h}");
+    let hashes = crate::pki::hash::discovery_hashes(&bytes)
+        .map_err(|e| e.within(&a.ca.display().to_string()))?;
+    if json {
+        super::common::print_json(&serde_json::json!({ "hashes": hashes }));
+    } else {
+        for h in hashes {
+            println!("{h}");
+        }
     }
     Ok(())
 }
