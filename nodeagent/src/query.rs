@@ -13,9 +13,19 @@ pub const REDACTED: &str = "redacted for non-root user";
 /// Where the saved copies of the current instance live, and which instance that is.
 pub fn saved_instance_dir(root: &Path) -> Result<(String, PathBuf)> {
     let dir = state_dir(root);
-    let iid = std::fs::read_to_string(dir.join("instance-id"))
-        .map(|s| s.trim_end().to_string())
-        .unwrap_or_default();
+    let iid = match std::fs::read_to_string(dir.join("instance-id")) {
+        Ok(s) => s.trim_end().to_string(),
+        // The state directory is root's (0700): say so rather than "has not run".
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Err(Error::io(
+                Stage::State,
+                dir.join("instance-id").display().to_string(),
+                "cannot read (the state directory is root's: try sudo)",
+                e,
+            ));
+        }
+        Err(_) => String::new(),
+    };
     if iid.is_empty() {
         return Err(Error::of(
             crate::error::ErrorKind::NotFound,

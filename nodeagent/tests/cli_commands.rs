@@ -349,6 +349,34 @@ fn status_formats_and_exit_codes() {
 }
 
 #[test]
+fn status_wait_shows_the_kubeadm_waits_clock_and_times_out() {
+    use nodeagent::report::{Phase, Reporter};
+    let d = tempfile::tempdir().unwrap();
+    let mut r = Reporter::new(None, d.path(), "vm-1");
+    r.phase(Phase::Waiting, Some("runcmd[0]:kubeadm"));
+    r.detail_until("waiting for the control-plane endpoint 10.0.0.10:6443", 600);
+    let root = d.path().to_str().unwrap();
+    // 11 s: one tick of the wait's clock (every 10 s) before the timeout.
+    let o = nodeagent(&["status", "--root", root, "--wait", "--timeout", "11"]);
+    assert_eq!(o.code, 3, "{}", o.stdout);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        "phase waiting (runcmd[0]:kubeadm): waiting for the control-plane endpoint 10.0.0.10:6443"
+    );
+    let tick = lines[1];
+    assert!(
+        tick.starts_with("  waiting: 1") && tick.contains(" s elapsed, gives up in 5"),
+        "{tick}"
+    );
+    assert!(lines[2].starts_with("timed out after 11s"), "{}", o.stdout);
+    assert_eq!(lines[3], "status: running (waiting)");
+    // The status document carries the clock for scripts.
+    let v = nodeagent(&["status", "--root", root, "--json"]).json();
+    assert!(v["deadline_ms"].as_u64().unwrap() > v["since_ms"].as_u64().unwrap());
+}
+
+#[test]
 fn query_reads_the_boots_saved_data_and_formats() {
     let n = Node::new(USERDATA);
     let root = n.root();

@@ -31,16 +31,16 @@ impl DataArgs {
 
 /// Print an error the same way from every command (redacted, like `run`'s: a template or YAML
 /// error may quote the userdata line it is about) and return its exit code (64 for usage, 1
-/// otherwise). With `--json`, the error is JSON on stdout, where the script reads.
+/// otherwise). With `--json`, the error is also JSON on stdout, where the script reads; the
+/// line on stderr stays for the human watching.
 pub fn fail(command: &str, err: &crate::error::Error, json: bool) -> i32 {
     if json {
         println!("{}", crate::output::error_json(err));
-    } else {
-        eprintln!(
-            "nodeagent {command}: {}",
-            crate::redact::redact_text(&err.to_string())
-        );
     }
+    eprintln!(
+        "nodeagent {command}: {}",
+        crate::redact::redact_text(&err.to_string())
+    );
     crate::output::error_exit(err)
 }
 

@@ -122,7 +122,7 @@ pub fn main() -> i32 {
     }
 }
 
-/// A command line clap rejects: exit 64 (EX_USAGE), as JSON with `--json`; help and
+/// A command line clap rejects: exit 64 (EX_USAGE), also as JSON on stdout with `--json`; help and
 /// `--version` print and exit 0.
 fn usage_error(e: &clap::Error, args: &[std::ffi::OsString]) -> i32 {
     use clap::error::ErrorKind;
@@ -154,9 +154,8 @@ fn usage_error(e: &clap::Error, args: &[std::ffi::OsString]) -> i32 {
             "{}",
             crate::output::error_json(&crate::output::usage(&place, message))
         );
-    } else {
-        let _ = e.print();
     }
+    let _ = e.print();
     crate::error::exit::USAGE
 }
 
