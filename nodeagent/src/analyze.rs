@@ -5,7 +5,7 @@
 //! (kernel → userspace → agent start → done, from systemd's timestamps).
 
 use crate::report::{EVENTS, Event, Phase};
-use crate::state::{Record, instance_dir_name, state_dir};
+use crate::state::{Event as Ev, Record, instance_dir_name, parse_journal, state_dir};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -44,11 +44,12 @@ pub struct Analysis {
     pub total_ms: u64,
 }
 
-pub fn journal_path(root: &Path, iid: &str) -> PathBuf {
-    state_dir(root)
+/// The journal of `iid`, under the state directory as resolved inside the root (confine.rs).
+pub fn journal_path(root: &Path, iid: &str) -> crate::error::Result<PathBuf> {
+    Ok(state_dir(root)?
         .join("instances")
         .join(instance_dir_name(iid))
-        .join("journal.jsonl")
+        .join("journal.jsonl"))
 }
 
 pub fn read_events(path: &Path) -> Vec<Event> {
@@ -63,17 +64,28 @@ pub fn read_events(path: &Path) -> Vec<Event> {
 pub fn analyze(iid: &str, records: &[Record], events: &[Event]) -> Analysis {
     let mut steps: Vec<StepTime> = records
         .iter()
-        .filter(|r| r.event == "done" || r.event == "failed")
         .filter_map(|r| {
+            let (step, stage, result, duration_ms) = match &r.event {
+                Ev::Done {
+                    step,
+                    stage,
+                    result,
+                    duration_ms,
+                    ..
+                } => (step, stage, result.as_str(), duration_ms),
+                Ev::Failed {
+                    step,
+                    stage,
+                    duration_ms,
+                    ..
+                } => (step, stage, "failed", duration_ms),
+                _ => return None,
+            };
             Some(StepTime {
-                step: r.step.clone()?,
-                stage: r.stage.clone(),
-                result: if r.event == "failed" {
-                    "failed".into()
-                } else {
-                    r.result.clone().unwrap_or_else(|| "ok".into())
-                },
-                duration_ms: r.duration_ms.unwrap_or(0.0),
+                step: step.clone(),
+                stage: Some(stage.as_str().into()),
+                result: result.into(),
+                duration_ms: *duration_ms,
                 boot: r.boot.clone(),
             })
         })
@@ -81,12 +93,18 @@ pub fn analyze(iid: &str, records: &[Record], events: &[Event]) -> Analysis {
     steps.sort_by(|a, b| b.duration_ms.total_cmp(&a.duration_ms));
     let runs = records
         .iter()
-        .filter(|r| r.event == "run-end")
-        .map(|r| RunTime {
-            stage: r.stage.clone().unwrap_or_default(),
-            result: r.result.clone().unwrap_or_default(),
-            duration_ms: r.duration_ms.unwrap_or(0.0),
-            at: r.at.clone(),
+        .filter_map(|r| match &r.event {
+            Ev::RunEnd {
+                stage,
+                duration_ms,
+                result,
+            } => Some(RunTime {
+                stage: stage.as_str().into(),
+                result: result.as_str().into(),
+                duration_ms: *duration_ms,
+                at: r.at.clone(),
+            }),
+            _ => None,
         })
         .collect();
     let mine: Vec<&Event> = events.iter().filter(|e| e.instance_id == iid).collect();
@@ -174,22 +192,30 @@ pub fn load(
 ) -> crate::error::Result<(String, Vec<Record>, Vec<Event>)> {
     use crate::error::{Error, Stage};
     let iid = instance_id.map(String::from).or_else(|| {
-        std::fs::read_to_string(state_dir(root).join("instance-id"))
+        state_dir(root)
             .ok()
+            .and_then(|d| std::fs::read_to_string(d.join("instance-id")).ok())
             .map(|s| s.trim_end().to_string())
     });
     let Some(iid) = iid.filter(|i| !i.is_empty()) else {
-        return Err(Error::new(
+        return Err(Error::of(
+            crate::error::ErrorKind::NotFound,
             Stage::State,
-            state_dir(root).join("instance-id").display().to_string(),
+            root.join(crate::state::DIR)
+                .join("instance-id")
+                .display()
+                .to_string(),
             format!("no instance has run under {} yet", root.display()),
         ));
     };
-    let journal = journal_path(root, &iid);
+    let journal = journal_path(root, &iid)?;
     let records = std::fs::read_to_string(&journal)
-        .map(|t| crate::state::parse_journal(&t))
+        .map(|t| parse_journal(&t))
         .unwrap_or_default();
-    let events = read_events(&root.join(EVENTS));
+    // Resolved inside the root (confine.rs), as every path the agent reads there.
+    let events = crate::confine::dir(root, EVENTS)
+        .map(|p| read_events(&p))
+        .unwrap_or_default();
     if records.is_empty() && events.is_empty() {
         return Err(Error::new(
             Stage::State,
@@ -237,10 +263,38 @@ pub fn show(iid: &str, records: &[Record], events: &[Event]) -> Vec<BootShow> {
         let Some(ms) = rfc3339_ms(&r.at) else {
             continue;
         };
-        let what = match (&r.step, &r.stage) {
-            (Some(step), _) => format!("{} {step}", r.event),
-            (None, Some(stage)) => format!("{} {stage}", r.event),
-            _ => r.event.clone(),
+        let (what, duration_ms, result) = match &r.event {
+            Ev::RunStart { stage } => (format!("run-start {}", stage.as_str()), None, None),
+            Ev::Begin { step, .. } => (format!("begin {step}"), None, None),
+            Ev::Done {
+                step,
+                duration_ms,
+                result,
+                ..
+            } => (
+                format!("done {step}"),
+                Some(*duration_ms),
+                Some(result.as_str().to_string()),
+            ),
+            Ev::Failed {
+                step,
+                duration_ms,
+                error,
+                ..
+            } => (
+                format!("failed {step}"),
+                Some(*duration_ms),
+                Some(error.clone()),
+            ),
+            Ev::RunEnd {
+                stage,
+                duration_ms,
+                result,
+            } => (
+                format!("run-end {}", stage.as_str()),
+                Some(*duration_ms),
+                Some(result.as_str().to_string()),
+            ),
         };
         entries.push((
             r.boot.clone(),
@@ -248,10 +302,8 @@ pub fn show(iid: &str, records: &[Record], events: &[Event]) -> Vec<BootShow> {
             ShowEvent {
                 at_s: 0.0,
                 event: what,
-                duration_s: r
-                    .duration_ms
-                    .map(|d| (d / 1000.0 * 1000.0).round() / 1000.0),
-                result: r.result.clone().or_else(|| r.error.clone()),
+                duration_s: duration_ms.map(|d| (d / 1000.0 * 1000.0).round() / 1000.0),
+                result,
             },
         ));
         if !boots.contains(&r.boot) {
@@ -466,19 +518,27 @@ pub fn render_boot(b: &BootTimes) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::{Frequency, RunStage};
+    use crate::state::{DoneResult, RunResult};
 
-    fn rec(event: &str, step: Option<&str>, ms: Option<f64>) -> Record {
+    fn rec(event: Ev) -> Record {
         Record {
             v: 1,
-            event: event.into(),
+            event,
             at: "2026-01-01T00:00:00Z".into(),
             boot: "b1".into(),
-            step: step.map(String::from),
-            stage: Some("main".into()),
-            duration_ms: ms,
-            result: Some("ok".into()),
-            ..Default::default()
+            pid: 1,
         }
+    }
+
+    fn done(step: &str, duration_ms: f64) -> Record {
+        rec(Ev::Done {
+            step: step.into(),
+            stage: RunStage::Main,
+            frequency: Frequency::PerInstance,
+            duration_ms,
+            result: DoneResult::Ok,
+        })
     }
 
     fn ev(ts: u64, phase: Phase, boot: &str) -> Event {
@@ -495,11 +555,22 @@ mod tests {
     #[test]
     fn steps_sorted_and_phases_summed() {
         let records = vec![
-            rec("run-start", None, None),
-            rec("done", Some("write_files[0]"), Some(2.0)),
-            rec("done", Some("kubeadm"), Some(9000.0)),
-            rec("failed", Some("runcmd[1]"), Some(50.0)),
-            rec("run-end", None, Some(9100.0)),
+            rec(Ev::RunStart {
+                stage: RunStage::Main,
+            }),
+            done("write_files[0]", 2.0),
+            done("kubeadm", 9000.0),
+            rec(Ev::Failed {
+                step: "runcmd[1]".into(),
+                stage: RunStage::Main,
+                duration_ms: 50.0,
+                error: "exit status 1".into(),
+            }),
+            rec(Ev::RunEnd {
+                stage: RunStage::Main,
+                duration_ms: 9100.0,
+                result: RunResult::Ok,
+            }),
         ];
         let events = vec![
             ev(0, Phase::Reading, "b0"),
@@ -534,11 +605,15 @@ mod tests {
 
     #[test]
     fn show_orders_each_boot_and_boot_times_parse_systemctl() {
-        let mut a = rec("run-start", None, None);
+        let mut a = rec(Ev::RunStart {
+            stage: RunStage::Main,
+        });
         a.at = "2026-01-01T00:00:00.000Z".into();
-        let mut b = rec("done", Some("write_files[0]"), Some(2.0));
+        let mut b = done("write_files[0]", 2.0);
         b.at = "2026-01-01T00:00:01.500Z".into();
-        let mut c = rec("run-start", None, None);
+        let mut c = rec(Ev::RunStart {
+            stage: RunStage::Main,
+        });
         c.at = "2026-01-02T00:00:00.000Z".into();
         c.boot = "b2".into();
         let boots = show("i-1", &[a, b, c], &[]);

@@ -16,8 +16,13 @@
 //! Never included: `instance-data-sensitive.json`, the raw userdata, anything under the PKI dir.
 
 use crate::redact::redact_text;
-use crate::state::{instance_dir_name, state_dir};
+use crate::state::instance_dir_name;
 use std::path::Path;
+
+/// Deadline of each diagnostic command (`journalctl`, `dmesg`, `systemctl`).
+const COMMAND_SECS: u64 = 30;
+/// Most bytes of a command's output kept in the archive (this boot's agent journal).
+const COMMAND_BYTES: usize = 16 * 1024 * 1024;
 
 /// `(name in the archive, redacted content)` of everything collected, plus the manifest.
 pub fn gather(root: &Path) -> Vec<(String, Vec<u8>)> {
@@ -25,79 +30,82 @@ pub fn gather(root: &Path) -> Vec<(String, Vec<u8>)> {
     let mut manifest = String::from(
         "nodeagent collect-logs: every file below was redacted (tokens, keys, passwords, PEM bodies).\n",
     );
-    let mut add = |name: &str,
-                   src: &Path,
-                   transform: &dyn Fn(&str) -> String,
-                   manifest: &mut String| match std::fs::read(src) {
-        Ok(bytes) => {
-            let text = String::from_utf8_lossy(&bytes);
-            files.push((
-                name.to_string(),
-                redact_text(&transform(&text)).into_bytes(),
-            ));
-            manifest.push_str(&format!("included {name} (from {})\n", src.display()));
-        }
-        Err(e) => manifest.push_str(&format!("skipped {name}: {}: {e}\n", src.display())),
-    };
+    // Every file is read at its path resolved inside the root (confine.rs): a symlink planted
+    // in the image cannot pull a host file into the archive.
+    let mut add =
+        |name: &str, rel: &str, transform: &dyn Fn(&str) -> String, manifest: &mut String| {
+            let src = root.join(rel.trim_start_matches('/'));
+            match crate::confine::dir(root, rel).and_then(std::fs::read) {
+                Ok(bytes) => {
+                    let text = String::from_utf8_lossy(&bytes);
+                    files.push((
+                        name.to_string(),
+                        redact_text(&transform(&text)).into_bytes(),
+                    ));
+                    manifest.push_str(&format!("included {name} (from {})\n", src.display()));
+                }
+                Err(e) => manifest.push_str(&format!("skipped {name}: {}: {e}\n", src.display())),
+            }
+        };
     let same = |t: &str| t.to_string();
     add(
         "status.json",
-        &root.join(crate::report::STATUS_JSON),
+        crate::report::STATUS_JSON,
         &same,
         &mut manifest,
     );
-    add(
-        "events.jsonl",
-        &root.join(crate::report::EVENTS),
-        &same,
-        &mut manifest,
-    );
+    add("events.jsonl", crate::report::EVENTS, &same, &mut manifest);
     add(
         "kubeadm.log",
-        &root.join(crate::kubeadm::run::OUTPUT_LOG),
+        crate::kubeadm::run::OUTPUT_LOG,
         &same,
         &mut manifest,
     );
     add(
         "nodeagent-output.log",
-        &crate::outlog::path(root),
+        crate::outlog::PATH,
         &same,
         &mut manifest,
     );
     add(
         "nodeagent-output.log.1",
-        &root.join(format!("{}.1", crate::outlog::PATH)),
+        &format!("{}.1", crate::outlog::PATH),
         &same,
         &mut manifest,
     );
     add(
         "image-config.yaml",
-        &root.join(crate::config::PATH),
+        crate::config::PATH,
         &same,
         &mut manifest,
     );
-    let sdir = state_dir(root);
-    let iid = std::fs::read_to_string(sdir.join("instance-id"))
+    let sdir = root.join(crate::state::DIR);
+    let iid = crate::confine::dir(root, &format!("{}/instance-id", crate::state::DIR))
+        .and_then(std::fs::read_to_string)
         .ok()
         .map(|s| s.trim_end().to_string());
     match iid {
         Some(iid) if !iid.is_empty() => {
-            let idir = sdir.join("instances").join(instance_dir_name(&iid));
+            let idir = format!(
+                "{}/instances/{}",
+                crate::state::DIR,
+                instance_dir_name(&iid)
+            );
             add(
                 "instance/journal.jsonl",
-                &idir.join("journal.jsonl"),
+                &format!("{idir}/journal.jsonl"),
                 &same,
                 &mut manifest,
             );
             add(
                 "instance/instance-data.json",
-                &idir.join("instance-data.json"),
+                &format!("{idir}/instance-data.json"),
                 &same,
                 &mut manifest,
             );
             add(
                 "instance/userdata-redacted.yaml",
-                &idir.join("userdata.txt"),
+                &format!("{idir}/userdata.txt"),
                 &redact_userdata,
                 &mut manifest,
             );
@@ -175,13 +183,20 @@ fn command_output(argv: &[&str]) -> Result<String, String> {
     let (prog, rest) = argv.split_first().ok_or("no command")?;
     let mut cmd = std::process::Command::new(prog);
     cmd.args(rest);
-    let limits = crate::process::Limits::new(std::time::Duration::from_secs(15))
-        .stdout_cap(8 * 1024 * 1024)
+    // Bounded like every program the agent runs (process.rs): a wedged journald must not hang
+    // the bug report, nor a huge journal fill memory.
+    let limits = crate::process::Limits::new(std::time::Duration::from_secs(COMMAND_SECS))
+        .stdout_cap(COMMAND_BYTES)
         .stderr_cap(64 * 1024);
     let out = crate::process::run(cmd, &limits, None).map_err(|e| e.to_string())?;
     let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
     if !out.stderr.is_empty() {
         text.push_str(&String::from_utf8_lossy(&out.stderr));
+    }
+    if out.stdout_cut {
+        text.push_str(&format!(
+            "[{prog}'s output cut to its first {COMMAND_BYTES} bytes]\n"
+        ));
     }
     if out.stdout.is_empty() && !out.status.success() {
         return Err(format!("{prog}: {}", crate::process::describe(&out.status)));

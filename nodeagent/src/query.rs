@@ -12,7 +12,7 @@ pub const REDACTED: &str = "redacted for non-root user";
 
 /// Where the saved copies of the current instance live, and which instance that is.
 pub fn saved_instance_dir(root: &Path) -> Result<(String, PathBuf)> {
-    let dir = state_dir(root);
+    let dir = state_dir(root)?;
     let iid = match std::fs::read_to_string(dir.join("instance-id")) {
         Ok(s) => s.trim_end().to_string(),
         // The state directory is root's (0700): say so rather than "has not run".
@@ -117,9 +117,9 @@ mod tests {
     use super::*;
 
     fn node(root: &Path) {
-        let idir = state_dir(root).join("instances/vm-1");
+        let idir = state_dir(root).unwrap().join("instances/vm-1");
         std::fs::create_dir_all(&idir).unwrap();
-        std::fs::write(state_dir(root).join("instance-id"), "vm-1\n").unwrap();
+        std::fs::write(state_dir(root).unwrap().join("instance-id"), "vm-1\n").unwrap();
         let tree = serde_json::json!({"v1": {"local_hostname": "cp-0"}, "ds": {"meta_data": {}}});
         std::fs::write(idir.join("instance-data.json"), tree.to_string()).unwrap();
         std::fs::write(idir.join("instance-data-sensitive.json"), tree.to_string()).unwrap();

@@ -35,7 +35,7 @@ pub fn run(args: Args) -> i32 {
         Err(e) => return super::common::fail("single", &e, args.json),
     };
     super::run::run(super::run::Args {
-        stage: super::run::StageArg::All,
+        stage: crate::plan::RunStage::All,
         exec: args.exec,
         data: args.data,
         json: args.json,
