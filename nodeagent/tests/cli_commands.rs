@@ -88,6 +88,15 @@ impl Node {
     }
 }
 
+/// A JSON array of strings.
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not an array: {v}"))
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect()
+}
+
 fn is_error_json(v: &Value) -> bool {
     ["kind", "place", "message"]
         .iter()
@@ -528,12 +537,7 @@ fn clean_removes_logs_seed_and_refuses_reboot_under_root() {
     );
     let o = nodeagent(&["clean", "--root", &root, "--logs", "--seed", "--json"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
-    let removed: Vec<String> = o.json()["removed"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p.as_str().unwrap().to_string())
-        .collect();
+    let removed = strings(&o.json()["removed"]);
     for gone in [
         "var/log/nodeagent",
         "var/log/nodeagent-output.log",
@@ -605,12 +609,7 @@ fn collect_logs_has_version_and_output_log() {
         "--json",
     ]);
     assert_eq!(o.code, 0, "{}", o.stderr);
-    let files: Vec<String> = o.json()["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f.as_str().unwrap().to_string())
-        .collect();
+    let files = strings(&o.json()["files"]);
     for want in [
         "version.txt",
         "nodeagent-output.log",
