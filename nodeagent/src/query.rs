@@ -95,7 +95,14 @@ pub fn format(template: &str, tree: &Value, compat: bool) -> Result<(String, Vec
             e.to_string().replace("userdata line ", "template line "),
         )
     })?;
-    Ok((r.text, r.warnings))
+    // A query's output is not userdata: the note about what cloud-init's part handlers would
+    // do with the rendered text does not apply.
+    let warnings = r
+        .warnings
+        .into_iter()
+        .filter(|w| !w.starts_with("rendered user-data is "))
+        .collect();
+    Ok((r.text, warnings))
 }
 
 /// `--list-keys`: the keys of a mapping, sorted.
@@ -150,8 +157,9 @@ mod tests {
     #[test]
     fn format_renders_and_names_undefined_variables() {
         let tree = serde_json::json!({"v1": {"local_hostname": "cp-0"}});
-        let (text, _) = format("{{ v1.local_hostname }}-x", &tree, false).unwrap();
+        let (text, warnings) = format("{{ v1.local_hostname }}-x", &tree, false).unwrap();
         assert_eq!(text, "cp-0-x");
+        assert!(warnings.is_empty(), "{warnings:?}");
         let e = format("{{ nope }}", &tree, false).unwrap_err();
         assert_eq!(e.place, "--format");
         assert!(e.message.contains("nope"), "{e}");

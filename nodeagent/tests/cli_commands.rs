@@ -273,7 +273,7 @@ fn run_counts_skipped_steps_apart_and_status_says_what_happened() {
     // hostname:metadata and the file ran; runcmd, growpart and resizefs wait for --exec.
     assert!(
         o.stderr
-            .contains("nodeagent run: 2 steps done, 3 skipped (no --exec"),
+            .contains("nodeagent run: 2 steps done, 3 skipped (commands and disk tools"),
         "{}",
         o.stderr
     );
@@ -299,7 +299,7 @@ fn run_counts_skipped_steps_apart_and_status_says_what_happened() {
     assert!(
         o.stdout.contains("status: done\n")
             && o.stdout.contains(
-                "detail: nothing executed: 3 steps skipped without --exec, 2 finished earlier"
+                "detail: nothing executed: 3 steps skipped (not on the node itself, no --exec), 2 finished earlier"
             ),
         "{}",
         o.stdout

@@ -169,13 +169,13 @@ pub struct RunCounts {
 }
 
 impl RunCounts {
-    /// `12 steps done, 3 skipped (no --exec: they run on a later run with --exec), 0 already
+    /// `12 steps done, 3 skipped (commands and disk tools run only on the node itself or with --exec), 0 already
     /// finished earlier`.
     pub fn summary(&self) -> String {
         let mut s = format!("{} steps done", self.ran);
         if self.skipped > 0 {
             s.push_str(&format!(
-                ", {} skipped (no --exec: they run on a later run with --exec)",
+                ", {} skipped (commands and disk tools run only on the node itself or with --exec)",
                 self.skipped
             ));
         }
@@ -193,7 +193,9 @@ impl RunCounts {
             (0, 0) => "nothing to do: the plan has no steps for this stage".into(),
             (0, a) => format!("nothing executed: all {a} steps had finished earlier"),
             (k, a) => {
-                format!("nothing executed: {k} steps skipped without --exec, {a} finished earlier")
+                format!(
+                    "nothing executed: {k} steps skipped (not on the node itself, no --exec), {a} finished earlier"
+                )
             }
         })
     }
@@ -768,11 +770,11 @@ mod counts_tests {
         };
         assert_eq!(
             c.summary(),
-            "0 steps done, 3 skipped (no --exec: they run on a later run with --exec), 12 already finished earlier"
+            "0 steps done, 3 skipped (commands and disk tools run only on the node itself or with --exec), 12 already finished earlier"
         );
         assert_eq!(
             c.nothing_executed().unwrap(),
-            "nothing executed: 3 steps skipped without --exec, 12 finished earlier"
+            "nothing executed: 3 steps skipped (not on the node itself, no --exec), 12 finished earlier"
         );
         let c = RunCounts { ran: 1, ..c };
         assert_eq!(c.nothing_executed(), None);
