@@ -488,12 +488,30 @@ fn single_runs_one_module_and_always_runs_again() {
         std::fs::read_to_string(n.r.join("etc/demo.txt")).unwrap(),
         "changed"
     );
-    // --frequency always does.
-    let o = n.cmd(
-        "single",
-        &["--name", "write-files", "--frequency", "always"],
+    // --frequency always does; the scratch directory of its reporter is gone afterwards.
+    let tmp = tempfile::tempdir().unwrap();
+    let o = nodeagent_env(
+        &[
+            "single",
+            "--name",
+            "write-files",
+            "--frequency",
+            "always",
+            "--transport",
+            &n.transport(),
+            "--facts",
+            n.facts.to_str().unwrap(),
+            "--root",
+            &n.root(),
+        ],
+        &[("TMPDIR", tmp.path().to_str().unwrap())],
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        std::fs::read_dir(tmp.path()).unwrap().count(),
+        0,
+        "scratch left"
+    );
     assert_eq!(
         std::fs::read_to_string(n.r.join("etc/demo.txt")).unwrap(),
         "hello cp-0"

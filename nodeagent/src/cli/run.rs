@@ -252,13 +252,13 @@ fn execute_locked(
         supervisor: "/proc/self/exe".into(),
     };
     // `single` leaves the bootstrap's status and the platform alone, as `cloud-init single`
-    // does: its reporter writes to a scratch directory and publishes nothing.
-    let scratch = args
-        .only
-        .as_ref()
-        .map(|_| std::env::temp_dir().join(format!("nodeagent-single-{}", std::process::id())));
+    // does: its reporter writes to a private scratch directory, removed on return.
+    let scratch = match &args.only {
+        Some(_) => Some(Scratch::new()?),
+        None => None,
+    };
     let mut reporter = match &scratch {
-        Some(dir) => Reporter::new(None, dir, iid),
+        Some(dir) => Reporter::new(None, &dir.0, iid),
         None => Reporter::new(Some(inputs.transport.as_ref()), &opts.target.root, iid),
     };
     reporter.phase(Phase::Reading, None);
@@ -273,11 +273,7 @@ fn execute_locked(
     }
     let mut plan_run = plan.clone();
     plan_run.warnings = prepared.warnings.clone();
-    let applied = apply::apply(&plan_run, &opts, &mut journal, &mut reporter);
-    if let (Err(_), Some(dir)) = (&applied, &scratch) {
-        let _ = std::fs::remove_dir_all(dir);
-    }
-    let mut summary = applied?;
+    let mut summary = apply::apply(&plan_run, &opts, &mut journal, &mut reporter)?;
     if stage == RunStage::Local && args.stage == RunStage::All {
         // The main half reports for both.
         return Ok(Executed {
@@ -348,9 +344,6 @@ fn execute_locked(
         }
         reporter.done_noting(outcome.nothing_executed().as_deref());
     }
-    if let Some(dir) = &scratch {
-        let _ = std::fs::remove_dir_all(dir);
-    }
     let code = if summary.warnings.is_empty() {
         exit::OK
     } else {
@@ -376,6 +369,39 @@ fn execute_locked(
             warnings: summary.warnings,
         },
     })
+}
+
+/// A fresh 0700 directory under the temp dir for `single`'s reporter (created, never an
+/// existing path, so no planted symlink is followed), removed when dropped.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new() -> Result<Scratch> {
+        use std::os::unix::fs::DirBuilderExt;
+        let mut b = [0u8; 8];
+        getrandom::fill(&mut b).map_err(|e| {
+            crate::error::Error::new(crate::error::Stage::State, "random", e.to_string())
+        })?;
+        let dir = std::env::temp_dir().join(format!("nodeagent-single-{}", hex::encode(b)));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| {
+                crate::error::Error::io(
+                    crate::error::Stage::State,
+                    dir.display().to_string(),
+                    "cannot create",
+                    e,
+                )
+            })?;
+        Ok(Scratch(dir))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// The exit code of one stage, and what the next stage of `--stage all` carries on with.
