@@ -37,14 +37,31 @@ pub struct Step {
     pub action: Action,
 }
 
-/// Which boot stage runs the step (`nodeagent run --stage`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+/// Which boot stage runs a step, and which stages `nodeagent run --stage` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum RunStage {
     /// Before the network is up: hostname, network configuration.
     Local,
     /// Everything else, after network-online and the container runtime.
     Main,
+    /// Both, local then main: a selection (`run --stage all`), never a step's stage.
+    All,
+}
+
+impl RunStage {
+    /// Does running `self` run a step of stage `step`?
+    pub fn includes(self, step: RunStage) -> bool {
+        self == RunStage::All || self == step
+    }
+    /// The CLI and journal name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStage::Local => "local",
+            RunStage::Main => "main",
+            RunStage::All => "all",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -119,6 +136,8 @@ pub struct FileWrite {
     pub content: Content,
     pub owner: Owner,
     /// Final mode; `None` keeps the creation default (cloud-init's "mode 0 means no chmod").
+    /// Shown as operators write it (`"0644"`), not in decimal.
+    #[serde(serialize_with = "octal_opt")]
     pub mode: Option<u32>,
     pub append: bool,
     /// Written after users and groups exist (`defer: true`).
@@ -174,6 +193,13 @@ pub struct UserSpec {
     pub uid: Option<u32>,
     pub inactive: Option<String>,
     pub expiredate: Option<String>,
+}
+
+fn octal_opt<S: Serializer>(v: &Option<u32>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(m) => s.serialize_str(&crate::output::octal_mode(*m)),
+        None => s.serialize_none(),
+    }
 }
 
 fn redacted_opt<S: Serializer>(v: &Option<String>, s: S) -> Result<S::Ok, S::Error> {

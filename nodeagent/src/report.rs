@@ -29,6 +29,18 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// The lower-case name, as in status.json.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Reading => "reading",
+            Phase::Applying => "applying",
+            Phase::Waiting => "waiting",
+            Phase::Kubeadm => "kubeadm",
+            Phase::Done => "done",
+            Phase::Failed => "failed",
+        }
+    }
+
     pub fn is_terminal(self) -> bool {
         matches!(self, Phase::Done | Phase::Failed)
     }
@@ -77,6 +89,12 @@ pub struct Status {
     pub warnings: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub output_tail: Vec<String>,
+    /// When the current phase began (Unix ms): `status --wait` shows the time in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_ms: Option<u64>,
+    /// When the current wait (control-plane endpoint, kubeadm invocation) gives up (Unix ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_ms: Option<u64>,
 }
 
 impl Status {
@@ -240,7 +258,7 @@ fn json_min(s: &Status) -> String {
 
 /// Read `/run/nodeagent/status.json` under `root`.
 pub fn read_status(root: &Path) -> std::io::Result<Status> {
-    let text = std::fs::read_to_string(root.join(STATUS_JSON))?;
+    let text = std::fs::read_to_string(crate::confine::dir(root, STATUS_JSON)?)?;
     serde_json::from_str(&text).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
@@ -289,6 +307,8 @@ impl<'t> Reporter<'t> {
             detail: None,
             warnings: Vec::new(),
             output_tail: Vec::new(),
+            since_ms: None,
+            deadline_ms: None,
         };
         Reporter {
             transport,
@@ -313,9 +333,13 @@ impl<'t> Reporter<'t> {
         if phase.is_terminal() && self.status.phase == phase {
             return;
         }
+        if self.status.phase != phase || self.status.since_ms.is_none() {
+            self.status.since_ms = Some(now_ms());
+        }
         self.status.phase = phase;
         self.status.step = step.map(redact_text);
         self.status.detail = None;
+        self.status.deadline_ms = None;
         if !phase.is_terminal() {
             self.status.error = None;
         }
@@ -326,6 +350,13 @@ impl<'t> Reporter<'t> {
     pub fn detail(&mut self, detail: &str) {
         self.status.detail = Some(redact_text(detail));
         self.publish();
+    }
+
+    /// [`detail`](Self::detail) of a bounded wait that gives up after `secs`: `status --wait`
+    /// shows its elapsed time against that deadline.
+    pub fn detail_until(&mut self, detail: &str, secs: u64) {
+        self.status.deadline_ms = Some(now_ms().saturating_add(secs.saturating_mul(1000)));
+        self.detail(detail);
     }
 
     /// A non-fatal finding; a run that ends `done` with warnings is "degraded".
@@ -356,12 +387,20 @@ impl<'t> Reporter<'t> {
 
     /// Terminal success (published once, like `failed`).
     pub fn done(&mut self) {
+        self.done_noting(None);
+    }
+
+    /// `done`, saying what happened when that is not "everything ran" (e.g. nothing was
+    /// executed: every step was skipped without `--exec` or already finished).
+    pub fn done_noting(&mut self, note: Option<&str>) {
         if self.status.phase == Phase::Done {
             return;
         }
         self.status.phase = Phase::Done;
+        self.status.since_ms = Some(now_ms());
         self.status.step = None;
-        self.status.detail = None;
+        self.status.detail = note.map(String::from);
+        self.status.deadline_ms = None;
         self.status.error = None;
         self.status.kind = None;
         self.status.output_tail.clear();
@@ -398,7 +437,13 @@ impl<'t> Reporter<'t> {
                 }
             }
         }
-        tracing::info!(phase = ?self.status.phase, step = ?self.status.step, detail = ?self.status.detail, "status");
+        // Plain values: no `Some(..)`/`None` in the journal.
+        tracing::info!(
+            phase = %self.status.phase.as_str(),
+            step = %self.status.step.as_deref().unwrap_or("-"),
+            detail = %self.status.detail.as_deref().unwrap_or("-"),
+            "status"
+        );
     }
 
     /// VM Operator's condition key and the readiness key, when their value changed.
@@ -427,7 +472,11 @@ impl<'t> Reporter<'t> {
 
     fn write_status_json(&self) -> std::io::Result<()> {
         let json = serde_json::to_string_pretty(&self.status).map_err(std::io::Error::other)?;
-        write_run_file(&self.root.join(STATUS_JSON), json.as_bytes(), 0o644)
+        write_run_file(
+            &crate::confine::file(&self.root, STATUS_JSON)?,
+            json.as_bytes(),
+            0o644,
+        )
     }
 
     fn append_event(&self) -> std::io::Result<()> {
@@ -441,12 +490,16 @@ impl<'t> Reporter<'t> {
             step: self.status.step.clone(),
             detail: self.status.detail.clone(),
         };
-        let path = self.root.join(EVENTS);
-        std::fs::create_dir_all(path.parent().unwrap())?;
+        // Parents resolved inside the root (confine.rs), a symlink at the file itself refused.
+        let path = crate::confine::file(&self.root, EVENTS)?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
         let mut f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .mode(0o640)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)?;
         let mut line = serde_json::to_string(&ev).map_err(std::io::Error::other)?;
         line.push('\n');
@@ -457,27 +510,16 @@ impl<'t> Reporter<'t> {
 /// A file under `/run` (status, sentinel): create-temp, write, rename, so readers never see
 /// a half-written file. No fsync: `/run` is tmpfs on a node and gone after any reboot, so a
 /// sync would protect nothing (and costs a journal commit when `--root` is on disk).
+/// Written through fsio.rs with a per-process temp name: `status` and the agent may publish
+/// at the same time.
 pub fn write_run_file(path: &Path, data: &[u8], mode: u32) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let dir = path
         .parent()
         .ok_or_else(|| std::io::Error::other("no parent directory"))?;
     std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        path.file_name().unwrap().to_string_lossy(),
-        std::process::id()
-    ));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(&tmp)?;
-    f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-    f.write_all(data)?;
-    std::fs::rename(&tmp, path)
+    let opts = crate::fsio::Options::new(mode).volatile().shared();
+    crate::fsio::write_atomic(path, data, &opts)
+        .map_err(|e| std::io::Error::new(e.source.kind(), e))
 }
 
 pub fn now_ms() -> u64 {
@@ -648,8 +690,10 @@ fn publish_panic(reason: &str) {
     status.error = Some(reason.to_string());
     status.kind = Some(ErrorKind::Internal);
     status.updated = now_rfc3339();
-    if let Ok(json) = serde_json::to_string_pretty(status) {
-        let _ = write_run_file(&root.join(STATUS_JSON), json.as_bytes(), 0o644);
+    if let Ok(json) = serde_json::to_string_pretty(status)
+        && let Ok(path) = crate::confine::file(root, STATUS_JSON)
+    {
+        let _ = write_run_file(&path, json.as_bytes(), 0o644);
     }
     let compact = status.compact_json();
     PANIC_TRANSPORT.with(|c| {

@@ -1,285 +1,68 @@
-//! `nodeagent analyze`: where the bootstrap time went, like `cloud-init analyze blame`.
-//! Steps come from apply's instance journal (`state.rs`:
-//! `var/lib/nodeagent/instances/<iid>/journal.jsonl`), phases from the reporter's
-//! `var/log/nodeagent/events.jsonl`.
+//! `nodeagent analyze [blame|show|boot]`: where the bootstrap time went, like
+//! `cloud-init analyze` (the work is in `crate::analyze`).
 
-use crate::error::exit;
-use crate::report::{EVENTS, Event, Phase};
-use crate::state::{Record, instance_dir_name, parse_journal, state_dir};
-use serde::Serialize;
-use std::path::{Path, PathBuf};
+use super::common::{fail, print_json};
+use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
+    #[command(subcommand)]
+    pub what: Option<What>,
     /// Node root to read the journal under.
-    #[arg(long, value_name = "DIR", default_value = "/")]
+    #[arg(long, value_name = "DIR", default_value = "/", global = true)]
     pub root: PathBuf,
     /// Instance to analyze (default: the current one).
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", global = true)]
     pub instance_id: Option<String>,
-    /// Print JSON.
-    #[arg(long)]
+    /// Print JSON (errors as JSON too).
+    #[arg(long, global = true)]
     pub json: bool,
 }
 
-#[derive(Debug, Serialize, PartialEq)]
-pub struct StepTime {
-    pub step: String,
-    pub stage: Option<String>,
-    pub result: String,
-    pub duration_ms: f64,
-    pub boot: String,
-}
-
-#[derive(Debug, Serialize, PartialEq)]
-pub struct PhaseTime {
-    pub phase: Phase,
-    pub duration_ms: u64,
-}
-
-#[derive(Debug, Serialize, PartialEq)]
-pub struct RunTime {
-    pub stage: String,
-    pub result: String,
-    pub duration_ms: f64,
-    pub at: String,
-}
-
-#[derive(Debug, Serialize, PartialEq)]
-pub struct Analysis {
-    pub instance_id: String,
-    /// Slowest first.
-    pub steps: Vec<StepTime>,
-    /// In the order the phases were first entered, for the latest boot that reported.
-    pub phases: Vec<PhaseTime>,
-    pub runs: Vec<RunTime>,
-    /// From the first to the last status event of that boot.
-    pub total_ms: u64,
+#[derive(clap::Subcommand, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum What {
+    /// Steps slowest first, phases and runs of the latest boot (the default).
+    Blame,
+    /// Every boot's records and phase changes in time order.
+    Show,
+    /// Kernel start → userspace → agent start → done, from systemd's timestamps.
+    Boot,
 }
 
 pub fn run(args: Args) -> i32 {
-    let iid = args.instance_id.clone().or_else(|| {
-        std::fs::read_to_string(state_dir(&args.root).join("instance-id"))
-            .ok()
-            .map(|s| s.trim_end().to_string())
-    });
-    let Some(iid) = iid.filter(|i| !i.is_empty()) else {
-        eprintln!(
-            "nodeagent analyze: no instance has run under {} yet",
-            args.root.display()
-        );
-        return exit::FAILED;
-    };
-    let journal = journal_path(&args.root, &iid);
-    let records = std::fs::read_to_string(&journal)
-        .map(|t| parse_journal(&t))
-        .unwrap_or_default();
-    let events = read_events(&args.root.join(EVENTS));
-    if records.is_empty() && events.is_empty() {
-        eprintln!(
-            "nodeagent analyze: nothing recorded for instance {iid} ({} and {} are empty or missing)",
-            journal.display(),
-            EVENTS
-        );
-        return exit::FAILED;
+    let what = args.what.unwrap_or(What::Blame);
+    if what == What::Boot {
+        return match crate::analyze::systemd_boot_times() {
+            Ok(t) if args.json => {
+                print_json(&t);
+                crate::error::exit::OK
+            }
+            Ok(t) => {
+                print!("{}", crate::analyze::render_boot(&t));
+                crate::error::exit::OK
+            }
+            Err(e) => fail("analyze", &e, args.json),
+        };
     }
-    let a = analyze(&iid, &records, &events);
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&a).unwrap_or_default());
-    } else {
-        print!("{}", render(&a));
-    }
-    exit::OK
-}
-
-pub fn journal_path(root: &Path, iid: &str) -> PathBuf {
-    state_dir(root)
-        .join("instances")
-        .join(instance_dir_name(iid))
-        .join("journal.jsonl")
-}
-
-pub fn read_events(path: &Path) -> Vec<Event> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
-/// Pure: durations per step (journal) and per phase (status events of the latest boot).
-pub fn analyze(iid: &str, records: &[Record], events: &[Event]) -> Analysis {
-    let mut steps: Vec<StepTime> = records
-        .iter()
-        .filter(|r| r.event == "done" || r.event == "failed")
-        .filter_map(|r| {
-            Some(StepTime {
-                step: r.step.clone()?,
-                stage: r.stage.clone(),
-                result: if r.event == "failed" {
-                    "failed".into()
-                } else {
-                    r.result.clone().unwrap_or_else(|| "ok".into())
-                },
-                duration_ms: r.duration_ms.unwrap_or(0.0),
-                boot: r.boot.clone(),
-            })
-        })
-        .collect();
-    steps.sort_by(|a, b| b.duration_ms.total_cmp(&a.duration_ms));
-    let runs = records
-        .iter()
-        .filter(|r| r.event == "run-end")
-        .map(|r| RunTime {
-            stage: r.stage.clone().unwrap_or_default(),
-            result: r.result.clone().unwrap_or_default(),
-            duration_ms: r.duration_ms.unwrap_or(0.0),
-            at: r.at.clone(),
-        })
-        .collect();
-    let mine: Vec<&Event> = events.iter().filter(|e| e.instance_id == iid).collect();
-    let last_boot = mine.last().map(|e| e.boot.clone()).unwrap_or_default();
-    let evs: Vec<&Event> = mine.into_iter().filter(|e| e.boot == last_boot).collect();
-    let mut phases: Vec<PhaseTime> = Vec::new();
-    for w in evs.windows(2) {
-        let d = w[1].ts_ms.saturating_sub(w[0].ts_ms);
-        match phases.iter_mut().find(|p| p.phase == w[0].phase) {
-            Some(p) => p.duration_ms += d,
-            None => phases.push(PhaseTime {
-                phase: w[0].phase,
-                duration_ms: d,
-            }),
-        }
-    }
-    if let Some(last) = evs.last()
-        && !phases.iter().any(|p| p.phase == last.phase)
+    let (iid, records, events) = match crate::analyze::load(&args.root, args.instance_id.as_deref())
     {
-        phases.push(PhaseTime {
-            phase: last.phase,
-            duration_ms: 0,
-        });
-    }
-    let total_ms = match (evs.first(), evs.last()) {
-        (Some(a), Some(b)) => b.ts_ms.saturating_sub(a.ts_ms),
-        _ => 0,
+        Ok(x) => x,
+        Err(e) => return fail("analyze", &e, args.json),
     };
-    Analysis {
-        instance_id: iid.to_string(),
-        steps,
-        phases,
-        runs,
-        total_ms,
-    }
-}
-
-pub fn render(a: &Analysis) -> String {
-    let mut out = format!("-- instance {}\n", a.instance_id);
-    if !a.phases.is_empty() {
-        out.push_str(&format!(
-            "-- phases (latest boot, {:.3}s in all):\n",
-            a.total_ms as f64 / 1000.0
-        ));
-        for p in &a.phases {
-            let name = serde_json::to_value(p.phase)
-                .ok()
-                .and_then(|v| v.as_str().map(String::from))
-                .unwrap_or_default();
-            out.push_str(&format!(
-                "  {:>10.3}s  {name}\n",
-                p.duration_ms as f64 / 1000.0
-            ));
+    if what == What::Show {
+        let boots = crate::analyze::show(&iid, &records, &events);
+        if args.json {
+            print_json(&boots);
+        } else {
+            print!("{}", crate::analyze::render_show(&boots));
+        }
+    } else {
+        let a = crate::analyze::analyze(&iid, &records, &events);
+        if args.json {
+            print_json(&a);
+        } else {
+            print!("{}", crate::analyze::render(&a));
         }
     }
-    if !a.runs.is_empty() {
-        out.push_str("-- runs:\n");
-        for r in &a.runs {
-            out.push_str(&format!(
-                "  {:>10.3}s  stage {} ({}) at {}\n",
-                r.duration_ms / 1000.0,
-                r.stage,
-                r.result,
-                r.at
-            ));
-        }
-    }
-    out.push_str("-- steps, slowest first:\n");
-    for s in &a.steps {
-        out.push_str(&format!(
-            "  {:>10.3}s  {} ({})\n",
-            s.duration_ms / 1000.0,
-            s.step,
-            s.result
-        ));
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rec(event: &str, step: Option<&str>, ms: Option<f64>) -> Record {
-        Record {
-            v: 1,
-            event: event.into(),
-            at: "2026-01-01T00:00:00Z".into(),
-            boot: "b1".into(),
-            step: step.map(String::from),
-            stage: Some("main".into()),
-            duration_ms: ms,
-            result: Some("ok".into()),
-            ..Default::default()
-        }
-    }
-
-    fn ev(ts: u64, phase: Phase, boot: &str) -> Event {
-        Event {
-            ts_ms: ts,
-            instance_id: "i-1".into(),
-            boot: boot.into(),
-            phase,
-            step: None,
-            detail: None,
-        }
-    }
-
-    #[test]
-    fn steps_sorted_and_phases_summed() {
-        let records = vec![
-            rec("run-start", None, None),
-            rec("done", Some("write_files[0]"), Some(2.0)),
-            rec("done", Some("kubeadm"), Some(9000.0)),
-            rec("failed", Some("runcmd[1]"), Some(50.0)),
-            rec("run-end", None, Some(9100.0)),
-        ];
-        let events = vec![
-            ev(0, Phase::Reading, "b0"),
-            ev(5000, Phase::Failed, "b0"),
-            ev(1000, Phase::Reading, "b1"),
-            ev(1100, Phase::Applying, "b1"),
-            ev(1200, Phase::Waiting, "b1"),
-            ev(4200, Phase::Kubeadm, "b1"),
-            ev(4300, Phase::Waiting, "b1"),
-            ev(4400, Phase::Kubeadm, "b1"),
-            ev(10400, Phase::Done, "b1"),
-        ];
-        let a = analyze("i-1", &records, &events);
-        let names: Vec<&str> = a.steps.iter().map(|s| s.step.as_str()).collect();
-        assert_eq!(names, ["kubeadm", "runcmd[1]", "write_files[0]"]);
-        assert_eq!(a.steps[1].result, "failed");
-        let ph: Vec<(Phase, u64)> = a.phases.iter().map(|p| (p.phase, p.duration_ms)).collect();
-        assert_eq!(
-            ph,
-            [
-                (Phase::Reading, 100),
-                (Phase::Applying, 100),
-                (Phase::Waiting, 3100),
-                (Phase::Kubeadm, 6100),
-                (Phase::Done, 0)
-            ]
-        );
-        assert_eq!(a.total_ms, 9400);
-        assert_eq!(a.runs.len(), 1);
-        assert!(render(&a).contains("kubeadm (ok)"));
-    }
+    crate::error::exit::OK
 }
