@@ -57,10 +57,7 @@ pub fn run(args: Args) -> i32 {
     match audit::audit(&input) {
         Ok(report) => {
             if args.json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&report).unwrap_or_default()
-                );
+                crate::cli::common::print_json(&report);
             } else {
                 print!("{}", audit::render_text(&report));
             }
