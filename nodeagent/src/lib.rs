@@ -23,6 +23,7 @@ pub mod pki;
 pub mod plan;
 pub mod probe;
 pub mod process;
+pub mod pyjson;
 pub mod redact;
 pub mod report;
 pub mod sandbox;
