@@ -27,7 +27,9 @@ pub enum Stage {
 
 /// What went wrong, independent of the stage. The string forms ([`ErrorKind::as_str`]) are
 /// a stable interface: the status report's `kind` and `--json` errors carry them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum ErrorKind {
     /// Malformed input: syntax, a wrong type, an unknown key, a value out of its domain.
@@ -121,6 +123,14 @@ impl Error {
             kind,
             source: None,
         }
+    }
+    /// Well-formed input nodeagent does not do or refuses (kind `unsupported`).
+    pub fn unsupported(stage: Stage, place: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::of(ErrorKind::Unsupported, stage, place, message)
+    }
+    /// Input over a limit (kind `too-large`).
+    pub fn too_large(stage: Stage, place: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::of(ErrorKind::TooLarge, stage, place, message)
     }
     /// An operating-system call failed: `what` says which (`cannot read`), the `io::Error`
     /// stays the source. The kind is `not-found` for `NotFound`, `timeout` for `TimedOut`,
@@ -253,19 +263,10 @@ mod tests {
 
     #[test]
     fn kind_names_are_the_serde_names() {
-        use ErrorKind::*;
-        for k in [
-            Invalid,
-            Unsupported,
-            TooLarge,
-            Conflict,
-            NotFound,
-            Io,
-            CommandFailed,
-            Timeout,
-            Unavailable,
-            Internal,
-        ] {
+        use clap::ValueEnum;
+        for &k in ErrorKind::value_variants() {
+            let name = k.to_possible_value().unwrap();
+            assert_eq!(name.get_name(), k.as_str());
             assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
             assert_eq!(k.to_string(), k.as_str());
         }

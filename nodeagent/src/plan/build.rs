@@ -190,8 +190,7 @@ pub fn build(input: &PlanInput<'_>) -> Result<Plan> {
         };
         total += file.content.0.len();
         if total > crate::limits::MAX_WRITE_FILES_TOTAL_BYTES {
-            return Err(Error::of(
-                crate::error::ErrorKind::TooLarge,
+            return Err(Error::too_large(
                 Stage::Plan,
                 format!("write_files[{i}]"),
                 format!(
@@ -721,8 +720,7 @@ fn check_path_limits(path: &str) -> std::result::Result<(), String> {
 fn check_ntp(ntp: &crate::cloudconfig::Ntp) -> Result<()> {
     let client = ntp.ntp_client.as_deref().unwrap_or("auto");
     if !matches!(client, "auto" | "" | "chrony" | "systemd-timesyncd") {
-        return Err(Error::of(
-            crate::error::ErrorKind::Unsupported,
+        return Err(Error::unsupported(
             Stage::Plan,
             "ntp.ntp_client",
             format!("{client:?} is not supported (chrony, systemd-timesyncd, auto)"),
