@@ -4,7 +4,9 @@
 //! `id<N>`, each with `match.macaddress`, `set-name`, `wakeonlan`, `dhcp4`, `dhcp6`, `accept-ra`,
 //! `dhcp4-overrides`/`dhcp6-overrides`, `addresses`, `gateway4`, `gateway6`, `mtu`, `routes`,
 //! `nameservers`). A top-level `routes:` list (CAPV <= v1.16 VM-wide routes, not valid netplan) is
-//! appended to every device, which is what CAPV main does itself.
+//! refused, naming it: cloud-init 22.4 fails its local stage on it ("No handler found for
+//! command 'routes'") and configures no network at all; CAPV main puts them under each device.
+//! compat appends them to every device, with a warning.
 //!
 //! Output for `networkd`: per device `/etc/systemd/network/10-nodeagent-<name>.link` (match by MAC,
 //! rename, MTU, wake-on-LAN; udev applies it) and `10-nodeagent-<name>.network` (match by MAC,
@@ -162,10 +164,6 @@ fn parse(config: &Value, ctx: &mut Ctx) -> Result<Vec<Device>> {
             ));
         }
     }
-    let global_routes = match top.get("routes") {
-        Some(v) => routes(v, "network.routes")?,
-        None => Vec::new(),
-    };
     let mut out = Vec::new();
     let eths = match top.get("ethernets") {
         None | Some(Value::Null) => return Ok(out),
@@ -183,9 +181,21 @@ fn parse(config: &Value, ctx: &mut Ctx) -> Result<Vec<Device>> {
         let Value::Object(d) = dev else {
             return Err(Error::new(Stage::Metadata, &place, "must be a mapping"));
         };
-        let mut device = device(id, d, &place, ctx)?;
-        device.routes.extend(global_routes.iter().cloned());
-        out.push(device);
+        out.push(device(id, d, &place, ctx)?);
+    }
+    if let Some(v) = top.get("routes") {
+        // Checked after the devices, so a device's own error is reported first.
+        let global = routes(v, "network.routes")?;
+        ctx.bad(
+            "network.routes",
+            "a top-level routes list (CAPV <= v1.16) is not netplan: cloud-init 22.4 fails on it \
+             and configures no network; put the routes under each ethernets entry (--compat \
+             adds them to every device)"
+                .into(),
+        )?;
+        for d in &mut out {
+            d.routes.extend(global.iter().cloned());
+        }
     }
     let mut names: Vec<&str> = out.iter().map(|d| d.name.as_str()).collect();
     names.sort_unstable();
@@ -552,7 +562,9 @@ fn networkd_files(d: &Device) -> Vec<FileWrite> {
         Some(mac) => format!("[Match]\nMACAddress={mac}\n"),
         None => format!("[Match]\nOriginalName={}\n", d.name),
     };
-    if d.mac.is_some() || d.mtu.is_some() || d.wakeonlan {
+    // `wakeonlan` is not rendered: cloud-init 22.4's networkd renderer ignores it (a VM is
+    // not woken by magic packets either).
+    if d.mac.is_some() || d.mtu.is_some() {
         let mut link = format!("# Written by nodeagent from network.ethernets.{}\n", d.id);
         link.push_str(&match_section);
         link.push_str("\n[Link]\n");
@@ -561,9 +573,6 @@ fn networkd_files(d: &Device) -> Vec<FileWrite> {
         }
         if let Some(mtu) = d.mtu {
             let _ = writeln!(link, "MTUBytes={mtu}");
-        }
-        if d.wakeonlan {
-            link.push_str("WakeOnLan=magic\n");
         }
         files.push(file(format!("{base}.link"), link, 0o644));
     }
@@ -590,10 +599,10 @@ fn networkd_files(d: &Device) -> Vec<FileWrite> {
         (false, false) => "no",
     };
     let _ = write!(net, "\n[Network]\nDHCP={dhcp}\n");
-    let accept_ra = d.accept_ra.unwrap_or(d.dhcp6);
-    let _ = writeln!(net, "IPv6AcceptRA={}", yes_no(accept_ra));
-    if !d.dhcp6 && !accept_ra {
-        net.push_str("LinkLocalAddressing=ipv6\n");
+    // As cloud-init 22.4's networkd renderer: `accept-ra` only with DHCPv6, else networkd's
+    // default (router advertisements accepted unless the node forwards IPv6).
+    if let (true, Some(ra)) = (d.dhcp6, d.accept_ra) {
+        let _ = writeln!(net, "IPv6AcceptRA={}", yes_no(ra));
     }
     for a in &d.addresses {
         let _ = writeln!(net, "Address={a}");
@@ -623,9 +632,9 @@ fn networkd_files(d: &Device) -> Vec<FileWrite> {
         if let Some(via) = &r.via {
             let _ = writeln!(net, "Gateway={via}");
         }
-        if let Some(m) = r.metric {
-            let _ = writeln!(net, "Metric={m}");
-        }
+        // No `Metric=`: cloud-init 22.4 loses a netplan route's `metric` when it converts
+        // version 2 to its network state (network_state.py `_v2_to_v1_ipcfg` keeps `to` and
+        // `via`), so its networkd files have none and networkd's default applies.
     }
     files.push(file(format!("{base}.network"), net, 0o644));
     files
@@ -769,7 +778,7 @@ mod tests {
         assert_eq!(files[0].path, "/etc/systemd/network/10-nodeagent-eth0.link");
         assert_eq!(
             text(&files[0]),
-            "# Written by nodeagent from network.ethernets.id0\n[Match]\nMACAddress=00:50:56:aa:bb:01\n\n[Link]\nName=eth0\nMTUBytes=9000\nWakeOnLan=magic\n"
+            "# Written by nodeagent from network.ethernets.id0\n[Match]\nMACAddress=00:50:56:aa:bb:01\n\n[Link]\nName=eth0\nMTUBytes=9000\n"
         );
         assert_eq!(
             files[1].path,
@@ -777,7 +786,7 @@ mod tests {
         );
         assert_eq!(
             text(&files[1]),
-            "# Written by nodeagent from network.ethernets.id0\n[Match]\nMACAddress=00:50:56:aa:bb:01\n\n[Link]\nMTUBytes=9000\n\n[Network]\nDHCP=no\nIPv6AcceptRA=no\nLinkLocalAddressing=ipv6\nAddress=10.20.30.21/24\nAddress=fd00::5/64\nGateway=10.20.30.1\nDNS=10.20.0.53\nDomains=corp.example\n\n[Route]\nDestination=192.168.5.0/24\nGateway=10.20.30.254\nMetric=3\n"
+            "# Written by nodeagent from network.ethernets.id0\n[Match]\nMACAddress=00:50:56:aa:bb:01\n\n[Link]\nMTUBytes=9000\n\n[Network]\nDHCP=no\nAddress=10.20.30.21/24\nAddress=fd00::5/64\nGateway=10.20.30.1\nDNS=10.20.0.53\nDomains=corp.example\n\n[Route]\nDestination=192.168.5.0/24\nGateway=10.20.30.254\n"
         );
         assert_eq!(files[1].mode, Some(0o644));
     }
@@ -800,19 +809,39 @@ mod tests {
     }
 
     #[test]
-    fn dhcp_overrides_and_global_routes() {
-        let cfg = json!({"version": 2, "routes": [{"to": "0.0.0.0/0", "via": "192.168.4.1", "metric": 222}],
+    fn dhcp_overrides_and_routes_and_no_global_routes() {
+        let cfg = json!({"version": 2,
             "ethernets": {"id0": {"match": {"macaddress": "00:50:56:00:00:01"}, "set-name": "eth0",
+            "routes": [{"to": "0.0.0.0/0", "via": "192.168.4.1", "metric": 222}],
             "dhcp4": true, "dhcp6": true, "dhcp4-overrides": {"use-dns": false, "route-metric": 100, "hostname": "hal"}}}});
+        let mut global = cfg.clone();
+        global["routes"] = global["ethernets"]["id0"]
+            .as_object_mut()
+            .unwrap()
+            .remove("routes")
+            .unwrap();
+        let e = render(&global, "networkd").unwrap_err();
+        assert_eq!(e.place, "network.routes");
+        let r = render_with(&global, "networkd", true).unwrap();
+        assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+        assert_eq!(
+            text(&r.files[1]),
+            text(&render(&cfg, "networkd").unwrap()[1])
+        );
         let files = render(&cfg, "networkd").unwrap();
         let net = text(&files[1]);
-        assert!(net.contains("DHCP=yes\nIPv6AcceptRA=yes\n"), "{net}");
+        // cloud-init 22.4's networkd renderer: IPv6AcceptRA only when `accept-ra` is given,
+        // no route metrics (lost in its version 2 conversion), no wake-on-LAN.
+        assert!(
+            net.contains("DHCP=yes\n") && !net.contains("IPv6AcceptRA"),
+            "{net}"
+        );
         assert!(
             net.contains("[DHCPv4]\nUseDNS=no\nRouteMetric=100\nHostname=hal\n"),
             "{net}"
         );
         assert!(
-            net.contains("[Route]\nDestination=0.0.0.0/0\nGateway=192.168.4.1\nMetric=222\n"),
+            net.contains("[Route]\nDestination=0.0.0.0/0\nGateway=192.168.4.1\n"),
             "{net}"
         );
     }

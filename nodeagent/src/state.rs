@@ -162,9 +162,19 @@ fn err(place: impl Into<String>, e: impl std::fmt::Display) -> Error {
     Error::new(Stage::State, place, e.to_string())
 }
 
-/// `<root>/var/lib/nodeagent`.
-pub fn state_dir(root: &Path) -> PathBuf {
-    root.join(DIR)
+/// `<root>/var/lib/nodeagent`, every symlink on the way resolved inside the root (confine.rs).
+pub fn state_dir(root: &Path) -> Result<PathBuf> {
+    crate::confine::dir(root, DIR).map_err(|e| err(root.join(DIR).display().to_string(), e))
+}
+
+/// `<root>/REL` for a file, its parent directories resolved inside the root (confine.rs).
+pub fn in_root(root: &Path, rel: &str) -> Result<PathBuf> {
+    crate::confine::file(root, rel).map_err(|e| {
+        err(
+            root.join(rel.trim_start_matches('/')).display().to_string(),
+            e,
+        )
+    })
 }
 
 /// Directory name for an instance-id: safe as one path component.
@@ -204,14 +214,28 @@ pub fn now_rfc3339() -> String {
 }
 
 /// Create `path` (and missing parents) with `mode`, chmod an existing one to `mode`.
+/// The agent's state tree holds no symlink (`state_dir` resolves the links above it inside
+/// the root): one found at `path` or its parent, which would lead the agent's files out of
+/// the root, is refused.
 pub fn ensure_private_dir(path: &Path, mode: u32) -> Result<()> {
+    let place = || path.display().to_string();
+    let no_link = |p: &Path| match std::fs::symlink_metadata(p) {
+        Ok(m) if m.file_type().is_symlink() => Err(err(
+            p.display().to_string(),
+            "is a symlink in the agent's state directory; refused",
+        )),
+        _ => Ok(()),
+    };
+    no_link(path.parent().unwrap_or(path))?;
+    no_link(path)?;
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(mode)
         .create(path)
-        .map_err(|e| err(path.display().to_string(), e))?;
+        .map_err(|e| err(place(), e))?;
+    no_link(path)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .map_err(|e| err(path.display().to_string(), e))
+        .map_err(|e| err(place(), e))
 }
 
 /// Replace `path` atomically with `data` at `mode` (temp file, fsync, rename, fsync dir).
@@ -219,38 +243,12 @@ pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<()> {
     replace(path, data, mode, true)
 }
 
-/// Replace `path` atomically (temp file created with `mode`, rename); `durable` adds the fsync
-/// of the file before the rename and of the directory after it.
+/// Replace `path` atomically through fsio.rs; `durable` adds the fsync of the file before
+/// the rename and of the directory after it.
 fn replace(path: &Path, data: &[u8], mode: u32, durable: bool) -> Result<()> {
-    let place = path.display().to_string();
-    let dir = path
-        .parent()
-        .ok_or_else(|| err(&place, "no parent directory"))?;
-    let tmp = dir.join(format!(
-        ".{}.nodeagent-tmp",
-        path.file_name().unwrap_or_default().to_string_lossy()
-    ));
-    let _ = std::fs::remove_file(&tmp);
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)
-        .map_err(|e| err(&place, e))?;
-    f.set_permissions(std::fs::Permissions::from_mode(mode))
-        .map_err(|e| err(&place, e))?;
-    f.write_all(data).map_err(|e| err(&place, e))?;
-    if durable {
-        f.sync_all().map_err(|e| err(&place, e))?;
-    }
-    std::fs::rename(&tmp, path).map_err(|e| err(&place, e))?;
-    if !durable {
-        return Ok(());
-    }
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| err(&place, e))
+    let opts = crate::fsio::Options::new(mode);
+    let opts = if durable { opts } else { opts.volatile() };
+    crate::fsio::write_atomic(path, data, &opts).map_err(|e| err(path.display().to_string(), e))
 }
 
 /// The state directory of one root.
@@ -261,7 +259,7 @@ pub struct State {
 impl State {
     /// Open (create 0700) `<root>/var/lib/nodeagent`.
     pub fn open(root: &Path) -> Result<State> {
-        let dir = state_dir(root);
+        let dir = state_dir(root)?;
         ensure_private_dir(&dir, 0o700)?;
         Ok(State { dir })
     }
@@ -477,7 +475,7 @@ pub struct CleanOpts {
 /// Returns the paths removed or reset, for the command to print.
 pub fn clean(root: &Path, opts: CleanOpts) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
-    let dir = state_dir(root);
+    let dir = state_dir(root)?;
     if let Ok(rd) = std::fs::read_dir(&dir) {
         for e in rd {
             let e = e.map_err(|e| err(dir.display().to_string(), e))?;
@@ -493,7 +491,8 @@ pub fn clean(root: &Path, opts: CleanOpts) -> Result<Vec<PathBuf>> {
         }
     }
     if opts.logs {
-        let logdir = root.join("var/log");
+        let logdir = crate::confine::dir(root, "var/log")
+            .map_err(|e| err(root.join("var/log").display().to_string(), e))?;
         if let Ok(rd) = std::fs::read_dir(&logdir) {
             for e in rd.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
@@ -504,14 +503,14 @@ pub fn clean(root: &Path, opts: CleanOpts) -> Result<Vec<PathBuf>> {
                 }
             }
         }
-        let run = root.join("run/nodeagent");
+        let run = in_root(root, "run/nodeagent")?;
         if run.exists() {
             std::fs::remove_dir_all(&run).map_err(|e| err(run.display().to_string(), e))?;
             out.push(run);
         }
     }
     if opts.machine_id {
-        let p = root.join("etc/machine-id");
+        let p = in_root(root, "etc/machine-id")?;
         let _ = std::fs::remove_file(&p);
         write_atomic(&p, b"uninitialized\n", 0o444)?;
         out.push(p);

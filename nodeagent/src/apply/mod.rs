@@ -50,64 +50,18 @@ impl Target {
         self.root == Path::new("/")
     }
 
-    /// Host path of the absolute in-target path `abs`. Under `--root`, symlinks in the parent
-    /// directories are resolved inside the root (an absolute link `/var/run -> /run` stays in
-    /// DIR, as in a chroot); the final component is returned unresolved, never followed.
+    /// Host path of the absolute in-target path `abs` (confine.rs): under `--root`, symlinks in
+    /// the parent directories are resolved inside the root (an absolute link `/var/run -> /run`
+    /// stays in DIR, as in a chroot); the final component is returned unresolved, never followed.
     pub fn path(&self, abs: &str) -> Result<PathBuf> {
         if !abs.starts_with('/') || abs.contains('\0') {
             return Err(Error::new(Stage::Apply, abs, "not an absolute path"));
         }
-        let comps: Vec<&str> = abs
-            .split('/')
-            .filter(|c| !c.is_empty() && *c != ".")
-            .collect();
-        if comps.contains(&"..") {
+        if abs.split('/').any(|c| c == "..") {
             return Err(Error::new(Stage::Apply, abs, "path contains `..`"));
         }
-        if self.is_host() {
-            return Ok(PathBuf::from(abs));
-        }
-        let Some((last, parents)) = comps.split_last() else {
-            return Ok(self.root.clone());
-        };
-        let mut cur: Vec<String> = Vec::new();
-        let mut todo: std::collections::VecDeque<String> =
-            parents.iter().map(|s| s.to_string()).collect();
-        let mut hops = 0;
-        while let Some(c) = todo.pop_front() {
-            if c == ".." {
-                cur.pop();
-                continue;
-            }
-            if c.is_empty() || c == "." {
-                continue;
-            }
-            let p = self.root.join(cur.join("/")).join(&c);
-            match std::fs::symlink_metadata(&p) {
-                Ok(m) if m.file_type().is_symlink() => {
-                    hops += 1;
-                    if hops > 40 {
-                        return Err(Error::new(Stage::Apply, abs, "too many symlinks"));
-                    }
-                    let t = std::fs::read_link(&p)
-                        .map_err(|e| Error::new(Stage::Apply, abs, e.to_string()))?;
-                    let ts = t.to_string_lossy().into_owned();
-                    if ts.starts_with('/') {
-                        cur.clear();
-                    }
-                    for (i, tc) in ts.split('/').filter(|s| !s.is_empty()).enumerate() {
-                        todo.insert(i, tc.to_string());
-                    }
-                }
-                _ => cur.push(c),
-            }
-        }
-        let mut out = self.root.clone();
-        for c in cur {
-            out.push(c);
-        }
-        out.push(last);
-        Ok(out)
+        crate::confine::file(&self.root, abs)
+            .map_err(|e| Error::new(Stage::Apply, abs, e.to_string()))
     }
 }
 
@@ -310,7 +264,7 @@ pub fn apply(
         ..Default::default()
     };
     let run_started = Instant::now();
-    let took_lock = commands::hold_run_lock(&crate::state::state_dir(&opts.target.root))?;
+    let took_lock = commands::hold_run_lock(&crate::state::state_dir(&opts.target.root)?)?;
     let release = || {
         if took_lock {
             commands::release_run_lock();

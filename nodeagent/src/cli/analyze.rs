@@ -59,8 +59,9 @@ pub struct Analysis {
 
 pub fn run(args: Args) -> i32 {
     let iid = args.instance_id.clone().or_else(|| {
-        std::fs::read_to_string(state_dir(&args.root).join("instance-id"))
+        state_dir(&args.root)
             .ok()
+            .and_then(|d| std::fs::read_to_string(d.join("instance-id")).ok())
             .map(|s| s.trim_end().to_string())
     });
     let Some(iid) = iid.filter(|i| !i.is_empty()) else {
@@ -71,10 +72,16 @@ pub fn run(args: Args) -> i32 {
         return exit::FAILED;
     };
     let journal = journal_path(&args.root, &iid);
-    let records = std::fs::read_to_string(&journal)
+    let records = journal
+        .as_ref()
+        .ok()
+        .and_then(|j| std::fs::read_to_string(j).ok())
         .map(|t| parse_journal(&t))
         .unwrap_or_default();
-    let events = read_events(&args.root.join(EVENTS));
+    let journal = journal.unwrap_or_else(|_| args.root.join(crate::state::DIR));
+    let events = crate::confine::dir(&args.root, EVENTS)
+        .map(|p| read_events(&p))
+        .unwrap_or_default();
     if records.is_empty() && events.is_empty() {
         eprintln!(
             "nodeagent analyze: nothing recorded for instance {iid} ({} and {} are empty or missing)",
@@ -92,11 +99,12 @@ pub fn run(args: Args) -> i32 {
     exit::OK
 }
 
-pub fn journal_path(root: &Path, iid: &str) -> PathBuf {
-    state_dir(root)
+/// The journal of `iid`, under the state directory as resolved inside the root (confine.rs).
+pub fn journal_path(root: &Path, iid: &str) -> crate::error::Result<PathBuf> {
+    Ok(state_dir(root)?
         .join("instances")
         .join(instance_dir_name(iid))
-        .join("journal.jsonl")
+        .join("journal.jsonl"))
 }
 
 pub fn read_events(path: &Path) -> Vec<Event> {

@@ -178,7 +178,7 @@ fn execute(
     earlier: Option<Earlier>,
 ) -> Result<Executed> {
     // One run at a time from here on: instance data, journal and apply (apply/commands.rs).
-    apply::commands::hold_run_lock(&crate::state::state_dir(&target.root))?;
+    apply::commands::hold_run_lock(&crate::state::state_dir(&target.root)?)?;
     let res = execute_locked(args, inputs, prepared, stage, target, earlier);
     apply::commands::release_run_lock();
     res

@@ -39,7 +39,7 @@ pub fn file_at<'a>(plan: &'a Plan, before: usize, root: &Path, path: &str) -> So
     if let Some(b) = written {
         return Source::Plan(b);
     }
-    match std::fs::read(under_root(root, path)) {
+    match under_root(root, path).and_then(std::fs::read) {
         Ok(b) => Source::Disk(b),
         Err(_) => Source::Missing,
     }
@@ -47,7 +47,10 @@ pub fn file_at<'a>(plan: &'a Plan, before: usize, root: &Path, path: &str) -> So
 
 /// Has this instance's journal (read only) a finished `done` record for `step`?
 fn finished(plan: &Plan, root: &Path, step: &str) -> bool {
-    let path = crate::state::state_dir(root)
+    let Ok(dir) = crate::state::state_dir(root) else {
+        return false;
+    };
+    let path = dir
         .join("instances")
         .join(crate::state::instance_dir_name(&plan.instance_id))
         .join("journal.jsonl");
@@ -58,9 +61,9 @@ fn finished(plan: &Plan, root: &Path, step: &str) -> bool {
     })
 }
 
-/// `root` + absolute `path`.
-pub fn under_root(root: &Path, path: &str) -> std::path::PathBuf {
-    root.join(path.trim_start_matches('/'))
+/// `root` + absolute `path`, every symlink on the way resolved inside the root (confine.rs).
+pub fn under_root(root: &Path, path: &str) -> std::io::Result<std::path::PathBuf> {
+    crate::confine::dir(root, path)
 }
 
 pub fn check(plan: &Plan, root: &Path) -> Result<()> {
