@@ -136,12 +136,26 @@ impl Error {
     /// stays the source. The kind is `not-found` for `NotFound`, `timeout` for `TimedOut`,
     /// `io` otherwise.
     pub fn io(stage: Stage, place: impl Into<String>, what: &str, e: std::io::Error) -> Self {
-        let kind = match e.kind() {
-            std::io::ErrorKind::NotFound => ErrorKind::NotFound,
-            std::io::ErrorKind::TimedOut => ErrorKind::Timeout,
-            _ => ErrorKind::Io,
-        };
-        Error::of(kind, stage, place, what).with_source(e)
+        Error::of(io_kind(&e), stage, place, what).with_source(e)
+    }
+    /// An operation failed with `e`, an error that wraps an `io::Error` somewhere in its
+    /// source chain (the atomic writer's `WriteError`, a process error): the kind as
+    /// [`Error::io`] gives it for the first `io::Error` found, `io` when there is none.
+    pub fn caused(
+        stage: Stage,
+        place: impl Into<String>,
+        e: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        let mut kind = ErrorKind::Io;
+        let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        while let Some(c) = cur {
+            if let Some(io) = c.downcast_ref::<std::io::Error>() {
+                kind = io_kind(io);
+                break;
+            }
+            cur = c.source();
+        }
+        Error::of(kind, stage, place, "").with_source(e)
     }
     pub fn kind(&self) -> ErrorKind {
         self.kind
@@ -178,6 +192,14 @@ impl Error {
             format!("{outer}: {}", self.place)
         };
         self
+    }
+}
+
+fn io_kind(e: &std::io::Error) -> ErrorKind {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => ErrorKind::NotFound,
+        std::io::ErrorKind::TimedOut => ErrorKind::Timeout,
+        _ => ErrorKind::Io,
     }
 }
 
