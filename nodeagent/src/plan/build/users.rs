@@ -63,34 +63,7 @@ pub(super) fn user(
             ));
         }
     };
-    let uid = match &u.uid {
-        None | Some(Value::Null) => None,
-        Some(Value::Number(n)) => n.as_u64().and_then(|v| u32::try_from(v).ok()),
-        Some(Value::String(s)) => s.trim().parse().ok(),
-        Some(_) => None,
-    };
-    if u.uid.as_ref().is_some_and(|v| !v.is_null()) && uid.is_none() {
-        return Err(Error::new(
-            Stage::Plan,
-            format!("{place}.uid"),
-            "not a valid numeric uid",
-        ));
-    }
-    let inactive = match &u.inactive {
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(Value::Number(n)) => Some(n.to_string()),
-        _ => None,
-    };
-    if inactive
-        .as_deref()
-        .is_some_and(|d| d.trim().parse::<i64>().map_or(true, |n| n < -1))
-    {
-        return Err(Error::new(
-            Stage::Plan,
-            format!("{place}.inactive"),
-            "not a number of days (-1 or more)",
-        ));
-    }
+    let (uid, inactive) = uid_and_inactive(u, &place)?;
     for (j, rule) in sudo.iter().enumerate() {
         if rule.trim().is_empty() || rule.chars().any(char::is_control) {
             return Err(Error::new(
@@ -248,4 +221,40 @@ pub(super) fn check_new_user(
         }
     }
     Ok(())
+}
+
+/// `uid` (a number or a numeric string) and `inactive` (days, -1 or more), checked.
+fn uid_and_inactive(
+    u: &crate::cloudconfig::UserEntry,
+    place: &str,
+) -> Result<(Option<u32>, Option<String>)> {
+    let uid = match &u.uid {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => n.as_u64().and_then(|v| u32::try_from(v).ok()),
+        Some(Value::String(s)) => s.trim().parse().ok(),
+        Some(_) => None,
+    };
+    if u.uid.as_ref().is_some_and(|v| !v.is_null()) && uid.is_none() {
+        return Err(Error::new(
+            Stage::Plan,
+            format!("{place}.uid"),
+            "not a valid numeric uid",
+        ));
+    }
+    let inactive = match &u.inactive {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    if inactive
+        .as_deref()
+        .is_some_and(|d| d.trim().parse::<i64>().map_or(true, |n| n < -1))
+    {
+        return Err(Error::new(
+            Stage::Plan,
+            format!("{place}.inactive"),
+            "not a number of days (-1 or more)",
+        ));
+    }
+    Ok((uid, inactive))
 }
