@@ -4,6 +4,19 @@
 //! Pipeline (docs/formats.md N.2), one module per stage:
 //! transport -> decode -> metadata/facts/instance -> template -> cloudconfig -> plan -> apply -> report.
 
+/// `nodeagent --version`: version, commit, build date and target (build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("NODEAGENT_COMMIT"),
+    ", built ",
+    env!("NODEAGENT_BUILD_DATE"),
+    ", ",
+    env!("NODEAGENT_TARGET"),
+    ")"
+);
+
+pub mod analyze;
 pub mod apply;
 pub mod cli;
 pub mod cloudconfig;
@@ -16,19 +29,24 @@ pub mod fsio;
 pub mod instance;
 pub mod kubeadm;
 pub mod limits;
+pub mod logbundle;
 pub mod metadata;
 pub mod mint;
 pub mod netwait;
 pub mod network;
+pub mod outlog;
+pub mod output;
 pub mod pipeline;
 pub mod pki;
 pub mod plan;
 pub mod probe;
 pub mod process;
 pub mod pyjson;
+pub mod query;
 pub mod redact;
 pub mod report;
 pub mod sandbox;
+pub mod single;
 pub mod state;
 pub mod template;
 pub mod transport;
