@@ -10,6 +10,7 @@
 //! Publishing never fails the run: a broken channel is logged and the run goes on.
 //! Every text that enters a status passes through `redact::redact_text` first.
 
+use crate::error::ErrorKind;
 use crate::redact::redact_text;
 use crate::transport::Transport;
 use serde::{Deserialize, Serialize};
@@ -61,6 +62,10 @@ pub struct Status {
     pub phase: Phase,
     pub step: Option<String>,
     pub error: Option<String>,
+    /// What kind of failure (`ErrorKind::as_str`) when `phase` is `failed` for a known
+    /// reason: a stable word the platform can act on where `error` is prose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<ErrorKind>,
     /// RFC 3339 UTC.
     pub started: String,
     pub updated: String,
@@ -85,6 +90,8 @@ impl Status {
             phase: Phase,
             step: Option<&'a str>,
             error: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            kind: Option<ErrorKind>,
             started: &'a str,
             updated: &'a str,
             boot: &'a str,
@@ -120,6 +127,7 @@ impl Status {
                 phase: self.phase,
                 step: step.as_deref(),
                 error: error.as_deref(),
+                kind: self.kind,
                 started: &self.started,
                 updated: &self.updated,
                 boot: &self.boot,
@@ -232,7 +240,7 @@ fn json_min(s: &Status) -> String {
 
 /// Read `/run/nodeagent/status.json` under `root`.
 pub fn read_status(root: &Path) -> std::io::Result<Status> {
-    let text = std::fs::read_to_string(root.join(STATUS_JSON))?;
+    let text = std::fs::read_to_string(crate::confine::dir(root, STATUS_JSON)?)?;
     serde_json::from_str(&text).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
@@ -274,6 +282,7 @@ impl<'t> Reporter<'t> {
             phase: Phase::Reading,
             step: None,
             error: None,
+            kind: None,
             started: now.clone(),
             updated: now,
             boot: boot_id(),
@@ -327,7 +336,7 @@ impl<'t> Reporter<'t> {
     /// Terminal failure: the failing step, a redacted reason, the last lines of kubeadm output.
     /// Published once: a second call (the run loop reporting the step's error after kubeadm's
     /// executor already reported it with its output) is logged and otherwise ignored.
-    pub fn failed(&mut self, step: &str, reason: &str, output_tail: &[String]) {
+    pub fn failed(&mut self, step: &str, kind: ErrorKind, reason: &str, output_tail: &[String]) {
         if self.status.phase == Phase::Failed {
             tracing::debug!(
                 "failure already reported; not reporting again: {}",
@@ -341,6 +350,7 @@ impl<'t> Reporter<'t> {
         self.status.step = Some(redact_text(step));
         self.status.detail = None;
         self.status.error = Some(redact_text(&format!("{step}: {reason}")));
+        self.status.kind = Some(kind);
         self.publish();
     }
 
@@ -353,6 +363,7 @@ impl<'t> Reporter<'t> {
         self.status.step = None;
         self.status.detail = None;
         self.status.error = None;
+        self.status.kind = None;
         self.status.output_tail.clear();
         self.publish();
     }
@@ -416,7 +427,11 @@ impl<'t> Reporter<'t> {
 
     fn write_status_json(&self) -> std::io::Result<()> {
         let json = serde_json::to_string_pretty(&self.status).map_err(std::io::Error::other)?;
-        write_run_file(&self.root.join(STATUS_JSON), json.as_bytes(), 0o644)
+        write_run_file(
+            &crate::confine::file(&self.root, STATUS_JSON)?,
+            json.as_bytes(),
+            0o644,
+        )
     }
 
     fn append_event(&self) -> std::io::Result<()> {
@@ -430,12 +445,16 @@ impl<'t> Reporter<'t> {
             step: self.status.step.clone(),
             detail: self.status.detail.clone(),
         };
-        let path = self.root.join(EVENTS);
-        std::fs::create_dir_all(path.parent().unwrap())?;
+        // Parents resolved inside the root (confine.rs), a symlink at the file itself refused.
+        let path = crate::confine::file(&self.root, EVENTS)?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
         let mut f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .mode(0o640)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)?;
         let mut line = serde_json::to_string(&ev).map_err(std::io::Error::other)?;
         line.push('\n');
@@ -446,27 +465,16 @@ impl<'t> Reporter<'t> {
 /// A file under `/run` (status, sentinel): create-temp, write, rename, so readers never see
 /// a half-written file. No fsync: `/run` is tmpfs on a node and gone after any reboot, so a
 /// sync would protect nothing (and costs a journal commit when `--root` is on disk).
+/// Written through fsio.rs with a per-process temp name: `status` and the agent may publish
+/// at the same time.
 pub fn write_run_file(path: &Path, data: &[u8], mode: u32) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let dir = path
         .parent()
         .ok_or_else(|| std::io::Error::other("no parent directory"))?;
     std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        path.file_name().unwrap().to_string_lossy(),
-        std::process::id()
-    ));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(&tmp)?;
-    f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-    f.write_all(data)?;
-    std::fs::rename(&tmp, path)
+    let opts = crate::fsio::Options::new(mode).volatile().shared();
+    crate::fsio::write_atomic(path, data, &opts)
+        .map_err(|e| std::io::Error::new(e.source.kind(), e))
 }
 
 pub fn now_ms() -> u64 {
@@ -635,9 +643,12 @@ fn publish_panic(reason: &str) {
     status.phase = Phase::Failed;
     status.detail = None;
     status.error = Some(reason.to_string());
+    status.kind = Some(ErrorKind::Internal);
     status.updated = now_rfc3339();
-    if let Ok(json) = serde_json::to_string_pretty(status) {
-        let _ = write_run_file(&root.join(STATUS_JSON), json.as_bytes(), 0o644);
+    if let Ok(json) = serde_json::to_string_pretty(status)
+        && let Ok(path) = crate::confine::file(root, STATUS_JSON)
+    {
+        let _ = write_run_file(&path, json.as_bytes(), 0o644);
     }
     let compact = status.compact_json();
     PANIC_TRANSPORT.with(|c| {
@@ -750,6 +761,7 @@ mod tests {
         r.detail("waiting for 10.0.0.1:6443");
         r.failed(
             "kubeadm",
+            ErrorKind::CommandFailed,
             "join failed --token abcdef.0123456789abcdef",
             &["out --certificate-key 00ff".into()],
         );
@@ -783,11 +795,13 @@ mod tests {
                 "phase",
                 "step",
                 "error",
+                "kind",
                 "started",
                 "updated",
                 "boot"
             ]
         );
+        assert_eq!(last["kind"], "command-failed");
         let err = last["error"].as_str().unwrap();
         assert!(
             err.starts_with("kubeadm: join failed") && err.contains("last output"),
@@ -809,7 +823,7 @@ mod tests {
         assert_eq!(mode, 0o644);
         // A second failure report (the run loop after kubeadm's executor) changes nothing:
         // one terminal report, with kubeadm's reason and tail.
-        r.failed("runcmd[0]", "step failed", &[]);
+        r.failed("runcmd[0]", ErrorKind::Invalid, "step failed", &[]);
         r.phase(Phase::Failed, None);
         let st = read_status(dir.path()).unwrap();
         assert_eq!(st.output_tail.len(), 1);
@@ -827,7 +841,12 @@ mod tests {
         let iid = "i".repeat(10_000);
         let mut r = Reporter::new(None, dir.path(), &iid);
         let step = format!("write_files[0]:/{}", "p".repeat(5000));
-        r.failed(&step, &"\u{1}\u{2}é".repeat(5000), &["\u{7}".repeat(3000)]);
+        r.failed(
+            &step,
+            ErrorKind::Io,
+            &"\u{1}\u{2}é".repeat(5000),
+            &["\u{7}".repeat(3000)],
+        );
         let t = std::time::Instant::now();
         let json = r.status().compact_json();
         assert!(t.elapsed() < std::time::Duration::from_secs(2));
@@ -854,7 +873,12 @@ mod tests {
         let tail: Vec<String> = (0..200)
             .map(|i| format!("line {i} {}", "x".repeat(100)))
             .collect();
-        r.failed("kubeadm", &"reason ".repeat(2000), &tail);
+        r.failed(
+            "kubeadm",
+            ErrorKind::Timeout,
+            &"reason ".repeat(2000),
+            &tail,
+        );
         let json = r.status().compact_json();
         assert!(
             json.len() <= crate::limits::MAX_STATUS_BYTES,

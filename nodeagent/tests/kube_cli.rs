@@ -52,13 +52,11 @@ fn certs_lists_the_corpus_pki_like_openssl() {
     let root = dir.path().to_str().unwrap();
     let (code, out, err) = nodeagent(&["certs", "--root", root, "--json"]);
     assert_eq!(code, 0, "{err}");
-    let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
-    let files: Vec<&str> = rows.iter().map(|r| r["file"].as_str().unwrap()).collect();
-    assert_eq!(
-        files,
-        ["ca.crt", "etcd/ca.crt", "front-proxy-ca.crt", "sa.pub"]
-    );
-    for r in &rows[..3] {
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let cas = v["certificate_authorities"].as_array().unwrap();
+    let names: Vec<&str> = cas.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["ca", "etcd-ca", "front-proxy-ca"]);
+    for r in cas {
         let crt = dir
             .path()
             .join("etc/kubernetes/pki")
@@ -82,19 +80,30 @@ fn certs_lists_the_corpus_pki_like_openssl() {
             .output()
             .unwrap();
         assert_eq!(
-            r["not_after"].as_str().unwrap(),
+            r["expires"].as_str().unwrap(),
             String::from_utf8(iso.stdout).unwrap().trim()
         );
         let serial = openssl(&["x509", "-in", crt, "-noout", "-serial"]);
         assert_eq!(serial, "serial=00", "CAPI's serial 0");
         assert_eq!(r["serial"], "00");
-        assert_eq!(r["ca"], true);
-        assert_eq!(r["key_matches"], "yes");
-        assert_eq!(r["key_algorithm"], "RSA-2048");
+        assert_eq!(r["signed_by"], "self");
+        assert_eq!(r["key"], "proven");
+        assert_eq!(r["externally_managed"], false);
         assert!(r["residual_secs"].as_i64().unwrap() > 0);
     }
-    assert_eq!(rows[3]["kind"], "public-key");
-    assert_eq!(rows[3]["key_matches"], "yes");
+    // CABPK ships only the CAs and sa: every leaf row is kubeadm's `!MISSING!`.
+    assert!(
+        v["certificates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["missing"] == true)
+    );
+    let sa = &v["other"][0];
+    assert_eq!(
+        (sa["name"].as_str(), sa["key"].as_str()),
+        (Some("sa"), Some("proven"))
+    );
 
     let (code, table, _) = nodeagent(&[
         "certs",
@@ -102,16 +111,11 @@ fn certs_lists_the_corpus_pki_like_openssl() {
     ]);
     assert_eq!(code, 0);
     let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("CERTIFICATE ") && lines[0].contains("RESIDUAL TIME"));
     assert!(
-        lines[0].starts_with("FILE")
-            && lines[0].contains("RESIDUAL TIME")
-            && lines[0].contains("KEY MATCHES")
-    );
-    assert_eq!(lines.len(), 5, "{table}");
-    assert!(
-        lines[1].starts_with("ca.crt")
-            && lines[1].contains("CN=kubernetes")
-            && lines[1].contains("yes"),
+        lines
+            .iter()
+            .any(|l| l.starts_with("etcd-ca ") && l.trim_end().ends_with("no")),
         "{table}"
     );
 }
@@ -127,12 +131,15 @@ fn certs_flags_a_mismatched_key() {
     std::fs::copy(pki.join("etcd/ca.key"), pki.join("front-proxy-ca.key")).unwrap();
     let (code, out, _) = nodeagent(&["certs", pki.to_str().unwrap(), "--json"]);
     assert_eq!(code, 1);
-    let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
-    let fp = rows
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let fp = v["certificate_authorities"]
+        .as_array()
+        .unwrap()
         .iter()
-        .find(|r| r["file"] == "front-proxy-ca.crt")
+        .find(|r| r["name"] == "front-proxy-ca")
         .unwrap();
-    assert_eq!(fp["key_matches"], "no");
+    assert_eq!(fp["key"], "mismatch");
+    assert_eq!(v["problems"][0]["kind"], "key-mismatch");
     assert!(!out.contains("PRIVATE KEY"));
 }
 
@@ -149,7 +156,14 @@ fn status_exit_codes() {
         ("done", Box::new(|r: &mut Reporter| r.done()), 0),
         (
             "failed",
-            Box::new(|r: &mut Reporter| r.failed("kubeadm", "join failed", &["boom".into()])),
+            Box::new(|r: &mut Reporter| {
+                r.failed(
+                    "kubeadm",
+                    nodeagent::error::ErrorKind::CommandFailed,
+                    "join failed",
+                    &["boom".into()],
+                )
+            }),
             1,
         ),
         (
@@ -242,10 +256,13 @@ fn analyze_reports_steps_and_phases() {
         ("kubeadm", 2500.0),
         ("runcmd[0]", 30.0),
     ] {
-        let mut r = j.record("done");
-        r.step = Some(step.into());
-        r.duration_ms = Some(ms);
-        r.result = Some("ok".into());
+        let r = j.record(nodeagent::state::Event::Done {
+            step: step.into(),
+            stage: nodeagent::plan::RunStage::Main,
+            frequency: nodeagent::plan::Frequency::PerInstance,
+            duration_ms: ms,
+            result: nodeagent::state::DoneResult::Ok,
+        });
         j.append(r, false).unwrap();
     }
     let mut rep = Reporter::new(None, dir.path(), "i-1");
@@ -322,7 +339,12 @@ fn collect_logs_has_the_pieces_and_no_secrets() {
         )
         .unwrap();
     let mut rep = Reporter::new(None, root, "i-1");
-    rep.failed("kubeadm", "exit status 1", &["x".into()]);
+    rep.failed(
+        "kubeadm",
+        nodeagent::error::ErrorKind::CommandFailed,
+        "exit status 1",
+        &["x".into()],
+    );
     let out = root.join("logs.tar.gz");
     let (code, _, err) = nodeagent(&[
         "collect-logs",

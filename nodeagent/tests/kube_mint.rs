@@ -35,17 +35,19 @@ fn certs_reads_mint_pki() {
         mint_pki(t.path(), alg);
         let o = nodeagent(&["certs", t.path().to_str().unwrap(), "--json"]);
         assert!(o.status.success(), "{alg}");
-        let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
-        assert_eq!(rows.len(), 4, "{alg}");
-        for r in &rows {
-            assert_eq!(r["key_matches"], "yes", "{alg}: {r}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let cas = v["certificate_authorities"].as_array().unwrap();
+        assert_eq!(cas.len(), 3, "{alg}");
+        for r in cas.iter().chain(v["other"].as_array().unwrap()) {
+            assert_eq!(r["key"], "proven", "{alg}: {r}");
         }
+        assert_eq!(v["other"][0]["name"], "sa", "{alg}");
         let want = if alg == "rsa-2048" {
             "RSA-2048"
         } else {
             "EC-P256"
         };
-        assert_eq!(rows[0]["key_algorithm"], want);
+        assert_eq!(cas[0]["key_algorithm"], want);
     }
 }
 

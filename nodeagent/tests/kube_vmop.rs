@@ -89,6 +89,7 @@ fn a_failure_carries_its_reason_redacted_on_one_line() {
     r.phase(Phase::Kubeadm, Some("kubeadm"));
     r.failed(
         "kubeadm",
+        nodeagent::error::ErrorKind::CommandFailed,
         "kubeadm join failed, exit status 1:\nkubeadm join 10.0.0.1:6443 --token abcdef.0123456789abcdef",
         &[],
     );

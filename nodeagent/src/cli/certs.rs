@@ -1,131 +1,78 @@
-//! `nodeagent certs`: the certificates of a PKI directory, like `kubeadm certs
-//! check-expiration` plus whether each key matches.
-//! Exit 1 when a certificate is expired or not yet valid, a key does not match, or a file is unreadable.
+//! `nodeagent certs`: `kubeadm certs check-expiration`'s tables plus signer-by-signature,
+//! key proof, chain and SAN checks (`pki::audit`).
+//! Exit 0 all good, 1 a problem (expired, wrong key, broken chain, missing SAN, unreadable),
+//! 2 only warnings (`--warn-within`: something expires soon), for monitoring.
 
 use crate::error::exit;
-use crate::pki::{CertRow, scan_dir};
+use crate::pki::audit;
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// PKI directory (default: /etc/kubernetes/pki under --root).
     pub dir: Option<PathBuf>,
-    /// Print JSON instead of a table.
+    /// Print JSON instead of tables (errors too).
     #[arg(long)]
     pub json: bool,
-    /// Node root the default directory is taken from.
+    /// Node root the default paths and kubeconfig file paths are taken from.
     #[arg(long, value_name = "DIR", default_value = "/")]
     pub root: PathBuf,
+    /// Where admin.conf, kubelet.conf, … are (default: the PKI directory's parent).
+    #[arg(long, value_name = "DIR")]
+    pub kubeconfig_dir: Option<PathBuf>,
+    /// kubeadm config for the SAN checks (default: ROOT/run/kubeadm/kubeadm*.yaml, then
+    /// ROOT/etc/kubernetes/kubeadm*.yaml).
+    #[arg(long, value_name = "FILE")]
+    pub kubeadm_config: Option<PathBuf>,
+    /// Warn (exit 2) about certificates expiring within this time: 30d, 720h, 1y.
+    #[arg(long, value_name = "DURATION", value_parser = parse_within)]
+    pub warn_within: Option<i64>,
+}
+
+fn parse_within(s: &str) -> Result<i64, String> {
+    crate::mint::pki::parse_validity(s, "--warn-within")
+        .map(|d| d.whole_seconds())
+        .map_err(|e| e.message)
 }
 
 pub fn run(args: Args) -> i32 {
-    let dir = args
+    let pki_dir = args
         .dir
         .clone()
         .unwrap_or_else(|| args.root.join("etc/kubernetes/pki"));
-    let now = crate::pki::now();
-    let rows = match scan_dir(&dir, now) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("nodeagent certs: {}: {e}", dir.display());
-            return exit::FAILED;
-        }
+    let kubeconfig_dir = args.kubeconfig_dir.clone().unwrap_or_else(|| {
+        pki_dir
+            .parent()
+            .map(PathBuf::from)
+            .unwrap_or_else(|| args.root.join("etc/kubernetes"))
+    });
+    let input = audit::Input {
+        root: &args.root,
+        pki_dir: &pki_dir,
+        kubeconfig_dir: &kubeconfig_dir,
+        kubeadm_config: args.kubeadm_config.as_deref(),
+        now: audit::now_ceil(),
+        warn_within: args.warn_within,
     };
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&rows).unwrap_or_default()
-        );
-    } else {
-        print!("{}", table(&rows));
-    }
-    if rows.iter().any(|r| problem(r, now)) {
-        exit::FAILED
-    } else {
-        exit::OK
-    }
-}
-
-fn problem(r: &CertRow, _now: i64) -> bool {
-    r.error.is_some()
-        || r.key_matches == "no"
-        || r.key_matches.starts_with("unreadable")
-        || (r.kind == "certificate" && r.residual_secs < 0)
-}
-
-/// The text table (pure).
-pub fn table(rows: &[CertRow]) -> String {
-    let head = [
-        "FILE",
-        "SUBJECT",
-        "ISSUER",
-        "EXPIRES",
-        "RESIDUAL TIME",
-        "CA",
-        "KEY MATCHES",
-        "KEY",
-    ];
-    let cells: Vec<[String; 8]> = rows
-        .iter()
-        .map(|r| match &r.error {
-            Some(e) => [
-                r.file.clone(),
-                format!("error: {e}"),
-                String::new(),
-                String::new(),
-                String::new(),
-                String::new(),
-                String::new(),
-                String::new(),
-            ],
-            None => [
-                r.file.clone(),
-                if r.kind == "public-key" {
-                    "(public key)".into()
-                } else {
-                    r.subject.clone()
-                },
-                r.issuer.clone(),
-                r.not_after.clone(),
-                if r.kind == "public-key" {
-                    String::new()
-                } else if r.residual_secs < 0 {
-                    "EXPIRED".into()
-                } else {
-                    r.residual.clone()
-                },
-                if r.kind == "public-key" {
-                    String::new()
-                } else if r.ca {
-                    "yes".into()
-                } else {
-                    "no".into()
-                },
-                r.key_matches.clone(),
-                r.key_algorithm.clone(),
-            ],
-        })
-        .collect();
-    let mut widths = head.map(|h| h.len());
-    for c in &cells {
-        for (w, v) in widths.iter_mut().zip(c.iter()) {
-            *w = (*w).max(v.chars().count());
-        }
-    }
-    let line = |vals: Vec<&str>| {
-        let mut s = String::new();
-        for (i, v) in vals.iter().enumerate() {
-            if i + 1 == vals.len() {
-                s.push_str(v);
+    match audit::audit(&input) {
+        Ok(report) => {
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&report).unwrap_or_default()
+                );
             } else {
-                s.push_str(&format!("{v:<w$}  ", w = widths[i]));
+                print!("{}", audit::render_text(&report));
             }
+            report.exit_code()
         }
-        s.trim_end().to_string() + "\n"
-    };
-    let mut out = line(head.to_vec());
-    for c in &cells {
-        out.push_str(&line(c.iter().map(String::as_str).collect()));
+        Err(e) if args.json => {
+            println!(
+                "{}",
+                serde_json::json!({"error": {"kind": "unreadable", "place": e.place, "message": e.message}})
+            );
+            exit::FAILED
+        }
+        Err(e) => crate::cli::common::fail("certs", &e),
     }
-    out
 }

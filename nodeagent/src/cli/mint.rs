@@ -477,9 +477,9 @@ fn run_bootstrap(a: BootstrapArgs) -> Result<()> {
     if let Some(t) = &a.token {
         token::parse(t)?;
     }
-    let ttl = token::parse_ttl(&a.token_ttl).map_err(|e| Error {
-        place: "--token-ttl".into(),
-        ..e
+    let ttl = token::parse_ttl(&a.token_ttl).map_err(|mut e| {
+        e.place = "--token-ttl".into();
+        e
     })?;
 
     let (pki, ca_pem) = load_cluster(&a, role)?;

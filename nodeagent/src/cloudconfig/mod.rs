@@ -184,7 +184,8 @@ pub fn parse(text: &str, source: &str, compat: bool) -> Result<Parsed> {
                 PayloadKind::Mime => "MIME multipart",
                 _ => "not #cloud-config (first line must be #cloud-config)",
             };
-            return Err(Error::new(
+            return Err(Error::of(
+                crate::error::ErrorKind::Unsupported,
                 Stage::CloudConfig,
                 format!("{source} line 1"),
                 format!("unsupported userdata type: {what}"),
@@ -201,12 +202,10 @@ pub fn parse(text: &str, source: &str, compat: bool) -> Result<Parsed> {
     from_node(&root, source, compat)
 }
 
-fn at_source(e: Error, source: &str) -> Error {
-    Error {
-        stage: Stage::CloudConfig,
-        place: format!("{source} {}", e.place),
-        message: e.message,
-    }
+fn at_source(mut e: Error, source: &str) -> Error {
+    e.stage = Stage::CloudConfig;
+    e.place = format!("{source} {}", e.place);
+    e
 }
 
 /// Build the typed config from a loaded YAML tree.
@@ -230,14 +229,20 @@ pub fn from_node(root: &Node, source: &str, compat: bool) -> Result<Parsed> {
     };
     for (k, _) in entries {
         let key = k.key_text();
-        let problem = if SUPPORTED.contains(&key.as_str()) {
+        let (kind, problem) = if SUPPORTED.contains(&key.as_str()) {
             continue;
         } else if UNSUPPORTED.contains(&key.as_str()) {
-            format!(
-                "unsupported module '{key}' (nodeagent does not implement it; bake it into the image)"
+            (
+                crate::error::ErrorKind::Unsupported,
+                format!(
+                    "unsupported module '{key}' (nodeagent does not implement it; bake it into the image)"
+                ),
             )
         } else {
-            format!("unknown key '{key}'")
+            (
+                crate::error::ErrorKind::Invalid,
+                format!("unknown key '{key}'"),
+            )
         };
         if compat {
             warnings.push(format!(
@@ -245,7 +250,8 @@ pub fn from_node(root: &Node, source: &str, compat: bool) -> Result<Parsed> {
                 k.place()
             ));
         } else {
-            return Err(Error::new(
+            return Err(Error::of(
+                kind,
                 Stage::CloudConfig,
                 format!("{source} {}", k.place()),
                 problem,
@@ -287,7 +293,8 @@ pub fn from_node(root: &Node, source: &str, compat: bool) -> Result<Parsed> {
     field!(resize_rootfs);
     field!(vendor_data);
     if cfg.write_files.len() > crate::limits::MAX_WRITE_FILES {
-        return Err(Error::new(
+        return Err(Error::of(
+            crate::error::ErrorKind::TooLarge,
             Stage::CloudConfig,
             format!("{source} write_files"),
             format!(

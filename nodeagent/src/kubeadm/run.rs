@@ -7,7 +7,7 @@ use super::detect::SENTINEL;
 use super::endpoint;
 use super::preflight::under_root;
 use crate::config::KubeadmSettings;
-use crate::error::{Error, Result, Stage};
+use crate::error::{Error, ErrorKind, Result, Stage};
 use crate::plan::{KubeadmMode, KubeadmSpec};
 use crate::process;
 use crate::redact::StreamRedactor;
@@ -79,6 +79,8 @@ pub struct Outcome {
     pub success: bool,
     /// Why it failed: `exit status 1`, `timed out after 600s`, `cannot start kubeadm: …`.
     pub reason: String,
+    /// What kind of failure (`command-failed` or `timeout`) when it failed.
+    pub kind: ErrorKind,
     /// Last lines of output, redacted.
     pub tail: Vec<String>,
 }
@@ -104,7 +106,10 @@ pub fn execute_restoring(
     runner: &Runner,
     restore: &dyn Fn() -> Result<()>,
 ) -> Result<()> {
-    let sentinel = under_root(root, SENTINEL);
+    let in_root = |path: &str| {
+        under_root(root, path).map_err(|e| Error::new(Stage::Kubeadm, path, e.to_string()))
+    };
+    let sentinel = in_root(SENTINEL)?;
     if sentinel.exists() {
         tracing::info!(
             "{} exists: kubeadm already succeeded for this instance, not running it again",
@@ -112,7 +117,7 @@ pub fn execute_restoring(
         );
         return Ok(());
     }
-    let config_file = under_root(root, &spec.config_path).display().to_string();
+    let config_file = in_root(&spec.config_path)?.display().to_string();
     let mut args = vec![
         match spec.mode {
             KubeadmMode::Init => "init",
@@ -131,9 +136,10 @@ pub fn execute_restoring(
         .clone()
         .unwrap_or_else(|| STEP.to_string());
     let step = step_name.as_str();
-    let fail = |reporter: &mut Reporter<'_>, reason: String, tail: &[String]| {
-        reporter.failed(step, &reason, tail);
-        Err(Error::new(
+    let fail = |reporter: &mut Reporter<'_>, kind: ErrorKind, reason: String, tail: &[String]| {
+        reporter.failed(step, kind, &reason, tail);
+        Err(Error::of(
+            kind,
             Stage::Kubeadm,
             STEP,
             crate::redact::redact_text(&reason),
@@ -151,6 +157,7 @@ pub fn execute_restoring(
             if !out.success {
                 return fail(
                     reporter,
+                    out.kind,
                     format!("kubeadm init failed: {}", out.reason),
                     &out.tail,
                 );
@@ -189,6 +196,7 @@ pub fn execute_restoring(
                         let tail = last.map(|o| o.tail).unwrap_or_default();
                         return fail(
                             reporter,
+                            ErrorKind::Timeout,
                             format!(
                                 "control-plane endpoint {ep} not reachable after {waited}s: {e}"
                             ),
@@ -233,6 +241,7 @@ pub fn execute_restoring(
                     let tail = last.map(|o| o.tail).unwrap_or_default();
                     return fail(
                         reporter,
+                        ErrorKind::Io,
                         format!("cannot restore the bootstrap files after kubeadm reset: {e}"),
                         &tail,
                     );
@@ -247,6 +256,7 @@ pub fn execute_restoring(
             if let Some(out) = last {
                 return fail(
                     reporter,
+                    out.kind,
                     format!(
                         "kubeadm join failed after {tried} attempt(s) in {}s: {}",
                         start.elapsed().as_secs(),
@@ -269,7 +279,7 @@ pub fn execute_restoring(
 
 /// `/run/cluster-api/bootstrap-success.complete` with `success`, as CABPK's `echo success >` would.
 pub fn write_sentinel(root: &Path) -> std::io::Result<()> {
-    crate::report::write_run_file(&under_root(root, SENTINEL), b"success\n", 0o644)
+    crate::report::write_run_file(&crate::confine::file(root, SENTINEL)?, b"success\n", 0o644)
 }
 
 /// The endpoint a join must reach: `discovery.bootstrapToken.apiServerEndpoint`, or the
@@ -293,7 +303,7 @@ pub fn join_endpoint(root: &Path, config_file: &str) -> Option<String> {
         return None; // https URL: fetched by kubeadm itself
     }
     let kc: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(under_root(root, &path)).ok()?).ok()?;
+        serde_yaml::from_str(&std::fs::read_to_string(under_root(root, &path).ok()?).ok()?).ok()?;
     let server = kc["clusters"][0]["cluster"]["server"].as_str()?;
     let hostport = server.strip_prefix("https://")?.split('/').next()?;
     match super::config::split_host_port(hostport)? {
@@ -312,23 +322,27 @@ pub struct OutputLog {
 impl OutputLog {
     pub fn open(root: &Path) -> OutputLog {
         use std::os::unix::fs::OpenOptionsExt;
-        let path = root.join(OUTPUT_LOG);
-        let file = path
-            .parent()
-            .map(std::fs::create_dir_all)
-            .and_then(|r| r.ok())
-            .and_then(|_| {
+        // Parents resolved inside the root (confine.rs), a symlink at the file itself refused.
+        let file = crate::confine::file(root, OUTPUT_LOG)
+            .ok()
+            .filter(|p| {
+                p.parent()
+                    .map(std::fs::create_dir_all)
+                    .is_some_and(|r| r.is_ok())
+            })
+            .and_then(|p| {
                 std::fs::OpenOptions::new()
                     .create(true)
                     .append(true)
                     .mode(0o640)
-                    .open(&path)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                    .open(p)
                     .ok()
             });
         if file.is_none() {
             tracing::warn!(
                 "{} cannot be opened; kubeadm output goes to the journal only",
-                path.display()
+                root.join(OUTPUT_LOG).display()
             );
         }
         OutputLog { file }
@@ -416,22 +430,24 @@ pub fn run_kubeadm(
     for splitter in &mut lines {
         splitter.finish(&mut |l| keep(l, log));
     }
-    let (success, reason) = match result {
-        Ok(s) if s.success() => (true, String::new()),
+    let (success, kind, reason) = match result {
+        Ok(s) if s.success() => (true, ErrorKind::CommandFailed, String::new()),
         // The supervisor stopped kubeadm at its deadline (as coreutils `timeout` says it).
         Ok(s) if sup.is_some() && s.code() == Some(crate::apply::supervise::TIMED_OUT) => (
             false,
+            ErrorKind::Timeout,
             format!(
                 "timed out after {}",
                 process::show_duration(own.max(Duration::from_secs(1)))
             ),
         ),
-        Ok(s) => (false, s.to_string()),
+        Ok(s) => (false, ErrorKind::CommandFailed, s.to_string()),
         Err(process::ProcessError::TimedOut { after, .. }) => (
             false,
+            ErrorKind::Timeout,
             format!("timed out after {}", process::show_duration(after)),
         ),
-        Err(e) => (false, e.to_string()),
+        Err(e) => (false, ErrorKind::CommandFailed, e.to_string()),
     };
     log.line(&format!(
         "# {} {}",
@@ -440,6 +456,7 @@ pub fn run_kubeadm(
     ));
     Outcome {
         success,
+        kind,
         reason,
         tail: tail.into(),
     }

@@ -149,7 +149,7 @@ pub fn check_serving(
 }
 
 /// SAN match with a single leading wildcard label, like Go's crypto/x509.
-fn covers(cert: &CertInfo, host: &str) -> bool {
+pub(crate) fn covers(cert: &CertInfo, host: &str) -> bool {
     if let Ok(ip) = host.parse::<std::net::IpAddr>() {
         return cert.ip_sans.contains(&ip);
     }
