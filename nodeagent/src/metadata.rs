@@ -129,6 +129,27 @@ pub fn parse(text: &str, place: &str) -> Result<Metadata> {
 }
 
 /// JSON object first, else a YAML mapping (cloud-init's `load_json_or_yaml`).
+/// NoCloud's network configuration: the seed's `network-config` file (cloud-init 22.4's
+/// DataSourceNoCloud reads it as the whole network config, `version: 2` at the top; the
+/// meta-data's `network` key is not a network config there). Empty: none. A document wrapped
+/// in a top-level `network:` key is refused: 22.4 reads no such wrapping (later versions do),
+/// so the two would configure the node differently.
+pub fn nocloud_network(text: &str, place: &str) -> Result<Option<Value>> {
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let m = parse_object(text, place)?;
+    if m.contains_key("network") {
+        return Err(Error::new(
+            Stage::Metadata,
+            format!("{place}: network"),
+            "a top-level `network:` key: cloud-init 22.4 reads network-config unwrapped \
+             (`version: 2` at the top); write it so",
+        ));
+    }
+    Ok((!m.is_empty()).then_some(Value::Object(m)))
+}
+
 fn parse_object(text: &str, place: &str) -> Result<Map<String, Value>> {
     if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(text) {
         return Ok(m);

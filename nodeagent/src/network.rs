@@ -4,7 +4,9 @@
 //! `id<N>`, each with `match.macaddress`, `set-name`, `wakeonlan`, `dhcp4`, `dhcp6`, `accept-ra`,
 //! `dhcp4-overrides`/`dhcp6-overrides`, `addresses`, `gateway4`, `gateway6`, `mtu`, `routes`,
 //! `nameservers`). A top-level `routes:` list (CAPV <= v1.16 VM-wide routes, not valid netplan) is
-//! appended to every device, which is what CAPV main does itself.
+//! refused, naming it: cloud-init 22.4 fails its local stage on it ("No handler found for
+//! command 'routes'") and configures no network at all; CAPV main puts them under each device.
+//! compat appends them to every device, with a warning.
 //!
 //! Output for `networkd`: per device `/etc/systemd/network/10-nodeagent-<name>.link` (match by MAC,
 //! rename, MTU, wake-on-LAN; udev applies it) and `10-nodeagent-<name>.network` (match by MAC,
@@ -25,7 +27,7 @@
 // Parses untrusted input: no byte-index slicing or indexing that could panic.
 #![deny(clippy::string_slice, clippy::indexing_slicing)]
 
-use crate::error::{Error, Result, Stage};
+use crate::error::{Error, ErrorKind, Result, Stage};
 use crate::mint::goyaml::{Y, map, s, to_string};
 use crate::plan::FileWrite;
 use serde_json::{Map, Value};
@@ -89,13 +91,9 @@ impl Ctx {
             self.warnings.push(format!("{place}: {msg}"));
             Ok(())
         } else {
-            Err(err(place, msg))
+            Err(Error::new(Stage::Metadata, place, msg))
         }
     }
-}
-
-fn err(place: &str, msg: impl Into<String>) -> Error {
-    Error::new(Stage::Metadata, place, msg)
 }
 
 pub fn render_with(config: &Value, renderer: &str, compat: bool) -> Result<Rendered> {
@@ -108,7 +106,8 @@ pub fn render_with(config: &Value, renderer: &str, compat: bool) -> Result<Rende
         "networkd" => devices.iter().flat_map(networkd_files).collect(),
         "netplan" => vec![netplan_file(&devices)],
         other => {
-            return Err(err(
+            return Err(Error::new(
+                Stage::Metadata,
                 "network renderer",
                 format!("unknown renderer {other:?} (want networkd or netplan)"),
             ));
@@ -124,7 +123,13 @@ fn parse(config: &Value, ctx: &mut Ctx) -> Result<Vec<Device>> {
     let top = match config {
         Value::Null => return Ok(Vec::new()),
         Value::Object(m) => m,
-        _ => return Err(err("network", "must be a mapping (netplan version 2)")),
+        _ => {
+            return Err(Error::new(
+                Stage::Metadata,
+                "network",
+                "must be a mapping (netplan version 2)",
+            ));
+        }
     };
     // `network: {network: {...}}` is accepted by cloud-init too.
     let top = match top.get("network") {
@@ -134,13 +139,16 @@ fn parse(config: &Value, ctx: &mut Ctx) -> Result<Vec<Device>> {
     match top.get("version") {
         Some(v) if v.as_u64() == Some(2) || v.as_str() == Some("2") => {}
         Some(v) => {
-            return Err(err(
+            return Err(Error::of(
+                ErrorKind::Unsupported,
+                Stage::Metadata,
                 "network.version",
                 format!("{v} is not supported (only netplan version 2)"),
             ));
         }
         None => {
-            return Err(err(
+            return Err(Error::new(
+                Stage::Metadata,
                 "network.version",
                 "missing (only netplan version 2 is supported)",
             ));
@@ -151,30 +159,46 @@ fn parse(config: &Value, ctx: &mut Ctx) -> Result<Vec<Device>> {
             key.as_str(),
             "version" | "ethernets" | "routes" | "renderer"
         ) {
-            return Err(err(
-                &format!("network.{key}"),
+            return Err(Error::of(
+                ErrorKind::Unsupported,
+                Stage::Metadata,
+                format!("network.{key}"),
                 "not supported (only ethernets are)",
             ));
         }
     }
-    let global_routes = match top.get("routes") {
-        Some(v) => routes(v, "network.routes")?,
-        None => Vec::new(),
-    };
     let mut out = Vec::new();
     let eths = match top.get("ethernets") {
         None | Some(Value::Null) => return Ok(out),
         Some(Value::Object(m)) => m,
-        Some(_) => return Err(err("network.ethernets", "must be a mapping")),
+        Some(_) => {
+            return Err(Error::new(
+                Stage::Metadata,
+                "network.ethernets",
+                "must be a mapping",
+            ));
+        }
     };
     for (id, dev) in eths {
         let place = format!("network.ethernets.{id}");
         let Value::Object(d) = dev else {
-            return Err(err(&place, "must be a mapping"));
+            return Err(Error::new(Stage::Metadata, &place, "must be a mapping"));
         };
-        let mut device = device(id, d, &place, ctx)?;
-        device.routes.extend(global_routes.iter().cloned());
-        out.push(device);
+        out.push(device(id, d, &place, ctx)?);
+    }
+    if let Some(v) = top.get("routes") {
+        // Checked after the devices, so a device's own error is reported first.
+        let global = routes(v, "network.routes")?;
+        ctx.bad(
+            "network.routes",
+            "a top-level routes list (CAPV <= v1.16) is not netplan: cloud-init 22.4 fails on it \
+             and configures no network; put the routes under each ethernets entry (--compat \
+             adds them to every device)"
+                .into(),
+        )?;
+        for d in &mut out {
+            d.routes.extend(global.iter().cloned());
+        }
     }
     let mut names: Vec<&str> = out.iter().map(|d| d.name.as_str()).collect();
     names.sort_unstable();
@@ -182,7 +206,8 @@ fn parse(config: &Value, ctx: &mut Ctx) -> Result<Vec<Device>> {
         .windows(2)
         .find_map(|w| <&[_; 2]>::try_from(w).ok().filter(|[a, b]| a == b))
     {
-        return Err(err(
+        return Err(Error::new(
+            Stage::Metadata,
             "network.ethernets",
             format!("two devices are named {:?}", first),
         ));
@@ -200,7 +225,7 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
         match k.as_str() {
             "match" => {
                 let Value::Object(m) = v else {
-                    return Err(err(&p, "must be a mapping"));
+                    return Err(Error::new(Stage::Metadata, &p, "must be a mapping"));
                 };
                 for (mk, mv) in m {
                     let mp = format!("{p}.{mk}");
@@ -211,7 +236,9 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
                             // space would add directives, so it is refused even in compat
                             // mode, where other malformed MACs are only warned about.
                             if s.contains(|c: char| c.is_whitespace() || c.is_control()) {
-                                return Err(err(
+                                return Err(Error::of(
+                                    ErrorKind::Unsupported,
+                                    Stage::Metadata,
                                     &mp,
                                     "contains a space or control character (a newline would inject networkd directives); refused",
                                 ));
@@ -221,7 +248,14 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
                             }
                             dev.mac = Some(s);
                         }
-                        _ => return Err(err(&mp, "not supported (only match.macaddress)")),
+                        _ => {
+                            return Err(Error::of(
+                                ErrorKind::Unsupported,
+                                Stage::Metadata,
+                                &mp,
+                                "not supported (only match.macaddress)",
+                            ));
+                        }
                     }
                 }
             }
@@ -242,7 +276,7 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
             "routes" => dev.routes = routes(v, &p)?,
             "nameservers" => {
                 let Value::Object(m) = v else {
-                    return Err(err(&p, "must be a mapping"));
+                    return Err(Error::new(Stage::Metadata, &p, "must be a mapping"));
                 };
                 for (nk, nv) in m {
                     let np = format!("{p}.{nk}");
@@ -258,27 +292,43 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
                                 if s.is_empty()
                                     || s.contains(|c: char| c.is_whitespace() || c.is_control())
                                 {
-                                    return Err(err(
-                                        &format!("{np}[{i}]"),
+                                    return Err(Error::new(
+                                        Stage::Metadata,
+                                        format!("{np}[{i}]"),
                                         format!("{s:?} is not a domain"),
                                     ));
                                 }
                                 dev.search.push(s);
                             }
                         }
-                        _ => return Err(err(&np, "not supported")),
+                        _ => {
+                            return Err(Error::of(
+                                ErrorKind::Unsupported,
+                                Stage::Metadata,
+                                &np,
+                                "not supported",
+                            ));
+                        }
                     }
                 }
             }
             "dhcp4-overrides" => dev.dhcp4_overrides = overrides(v, &p, ctx, false)?,
             "dhcp6-overrides" => dev.dhcp6_overrides = overrides(v, &p, ctx, true)?,
-            _ => return Err(err(&p, "not supported by nodeagent's network renderer")),
+            _ => {
+                return Err(Error::of(
+                    ErrorKind::Unsupported,
+                    Stage::Metadata,
+                    &p,
+                    "not supported by nodeagent's network renderer",
+                ));
+            }
         }
     }
     if dev.name.is_empty() {
         if dev.mac.is_some() {
-            return Err(err(
-                &format!("{place}.set-name"),
+            return Err(Error::new(
+                Stage::Metadata,
+                format!("{place}.set-name"),
                 "missing (a device matched by MAC needs set-name)",
             ));
         }
@@ -289,7 +339,7 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
 
 fn overrides(v: &Value, p: &str, ctx: &mut Ctx, v6: bool) -> Result<Vec<(String, String)>> {
     let Value::Object(m) = v else {
-        return Err(err(p, "must be a mapping"));
+        return Err(Error::new(Stage::Metadata, p, "must be a mapping"));
     };
     let mut out = Vec::new();
     for (k, val) in m {
@@ -305,7 +355,11 @@ fn overrides(v: &Value, p: &str, ctx: &mut Ctx, v6: bool) -> Result<Vec<(String,
             "hostname" => {
                 let s = string(val, &kp)?;
                 if s.is_empty() || s.contains(|c: char| c.is_whitespace() || c.is_control()) {
-                    return Err(err(&kp, format!("{s:?} is not a host name")));
+                    return Err(Error::new(
+                        Stage::Metadata,
+                        &kp,
+                        format!("{s:?} is not a host name"),
+                    ));
                 }
                 out.push(("Hostname".to_string(), s));
                 continue;
@@ -324,7 +378,14 @@ fn overrides(v: &Value, p: &str, ctx: &mut Ctx, v6: bool) -> Result<Vec<(String,
                 )?;
                 continue;
             }
-            _ => return Err(err(&kp, "not supported")),
+            _ => {
+                return Err(Error::of(
+                    ErrorKind::Unsupported,
+                    Stage::Metadata,
+                    &kp,
+                    "not supported",
+                ));
+            }
         };
         match val {
             Value::Bool(b) => out.push((key.to_string(), yes_no(*b).to_string())),
@@ -341,7 +402,7 @@ fn routes(v: &Value, p: &str) -> Result<Vec<Route>> {
     for (i, r) in list(v, p)?.iter().enumerate() {
         let rp = format!("{p}[{i}]");
         let Value::Object(m) = r else {
-            return Err(err(&rp, "must be a mapping"));
+            return Err(Error::new(Stage::Metadata, &rp, "must be a mapping"));
         };
         let mut route = Route {
             to: String::new(),
@@ -361,11 +422,18 @@ fn routes(v: &Value, p: &str) -> Result<Vec<Route>> {
                 }
                 "via" => route.via = Some(ip(val, &kp, None)?),
                 "metric" => route.metric = Some(number(val, &kp, 0, u32::MAX as u64)?),
-                _ => return Err(err(&kp, "not supported")),
+                _ => {
+                    return Err(Error::of(
+                        ErrorKind::Unsupported,
+                        Stage::Metadata,
+                        &kp,
+                        "not supported",
+                    ));
+                }
             }
         }
         if route.to.is_empty() {
-            return Err(err(&format!("{rp}.to"), "missing"));
+            return Err(Error::new(Stage::Metadata, format!("{rp}.to"), "missing"));
         }
         out.push(route);
     }
@@ -375,7 +443,7 @@ fn routes(v: &Value, p: &str) -> Result<Vec<Route>> {
 fn list<'a>(v: &'a Value, p: &str) -> Result<&'a Vec<Value>> {
     match v {
         Value::Array(a) => Ok(a),
-        _ => Err(err(p, "must be a list")),
+        _ => Err(Error::new(Stage::Metadata, p, "must be a list")),
     }
 }
 
@@ -383,7 +451,7 @@ fn string(v: &Value, p: &str) -> Result<String> {
     match v {
         Value::String(s) => Ok(s.clone()),
         Value::Number(n) => Ok(n.to_string()),
-        _ => Err(err(p, "must be a string")),
+        _ => Err(Error::new(Stage::Metadata, p, "must be a string")),
     }
 }
 
@@ -393,9 +461,13 @@ fn boolean(v: &Value, p: &str) -> Result<bool> {
         Value::String(s) => match s.to_ascii_lowercase().as_str() {
             "true" | "yes" | "on" => Ok(true),
             "false" | "no" | "off" => Ok(false),
-            _ => Err(err(p, format!("{s:?} is not a boolean"))),
+            _ => Err(Error::new(
+                Stage::Metadata,
+                p,
+                format!("{s:?} is not a boolean"),
+            )),
         },
-        _ => Err(err(p, "must be a boolean")),
+        _ => Err(Error::new(Stage::Metadata, p, "must be a boolean")),
     }
 }
 
@@ -407,7 +479,11 @@ fn number(v: &Value, p: &str, min: u64, max: u64) -> Result<u64> {
     };
     match n {
         Some(n) if (min..=max).contains(&n) => Ok(n),
-        _ => Err(err(p, format!("{v} is not a number in {min}..={max}"))),
+        _ => Err(Error::new(
+            Stage::Metadata,
+            p,
+            format!("{v} is not a number in {min}..={max}"),
+        )),
     }
 }
 
@@ -422,7 +498,11 @@ fn iface_name(v: &Value, p: &str) -> Result<String> {
     if ok {
         Ok(s)
     } else {
-        Err(err(p, format!("{s:?} is not a valid interface name")))
+        Err(Error::new(
+            Stage::Metadata,
+            p,
+            format!("{s:?} is not a valid interface name"),
+        ))
     }
 }
 
@@ -439,22 +519,39 @@ fn ip(v: &Value, p: &str, want_v6: Option<bool>) -> Result<String> {
     let s = string(v, p)?;
     match s.parse::<std::net::IpAddr>() {
         Ok(a) if want_v6.is_none_or(|w| w == a.is_ipv6()) => Ok(a.to_string()),
-        Ok(_) => Err(err(p, format!("{s:?} is the wrong address family"))),
-        Err(_) => Err(err(p, format!("{s:?} is not an IP address"))),
+        Ok(_) => Err(Error::new(
+            Stage::Metadata,
+            p,
+            format!("{s:?} is the wrong address family"),
+        )),
+        Err(_) => Err(Error::new(
+            Stage::Metadata,
+            p,
+            format!("{s:?} is not an IP address"),
+        )),
     }
 }
 
 fn cidr(s: &str, p: &str) -> Result<String> {
     let Some((a, len)) = s.split_once('/') else {
-        return Err(err(p, format!("{s:?} has no /prefix length")));
+        return Err(Error::of(
+            ErrorKind::NotFound,
+            Stage::Metadata,
+            p,
+            format!("{s:?} has no /prefix length"),
+        ));
     };
     let addr: std::net::IpAddr = a
         .parse()
-        .map_err(|_| err(p, format!("{s:?} is not an IP address")))?;
+        .map_err(|_| Error::new(Stage::Metadata, p, format!("{s:?} is not an IP address")))?;
     let max = if addr.is_ipv6() { 128 } else { 32 };
     match len.parse::<u8>() {
         Ok(l) if l <= max => Ok(format!("{addr}/{l}")),
-        _ => Err(err(p, format!("{s:?} has a bad prefix length"))),
+        _ => Err(Error::new(
+            Stage::Metadata,
+            p,
+            format!("{s:?} has a bad prefix length"),
+        )),
     }
 }
 
@@ -465,7 +562,7 @@ fn address(v: &Value, p: &str, ctx: &mut Ctx) -> Result<String> {
     }
     let addr: std::net::IpAddr = s
         .parse()
-        .map_err(|_| err(p, format!("{s:?} is not an IP address")))?;
+        .map_err(|_| Error::new(Stage::Metadata, p, format!("{s:?} is not an IP address")))?;
     let host = if addr.is_ipv6() { 128 } else { 32 };
     ctx.bad(p, format!("{s:?} has no /prefix length; using /{host}"))?;
     Ok(format!("{addr}/{host}"))
@@ -486,7 +583,9 @@ fn networkd_files(d: &Device) -> Vec<FileWrite> {
         Some(mac) => format!("[Match]\nMACAddress={mac}\n"),
         None => format!("[Match]\nOriginalName={}\n", d.name),
     };
-    if d.mac.is_some() || d.mtu.is_some() || d.wakeonlan {
+    // `wakeonlan` is not rendered: cloud-init 22.4's networkd renderer ignores it (a VM is
+    // not woken by magic packets either).
+    if d.mac.is_some() || d.mtu.is_some() {
         let mut link = format!("# Written by nodeagent from network.ethernets.{}\n", d.id);
         link.push_str(&match_section);
         link.push_str("\n[Link]\n");
@@ -495,9 +594,6 @@ fn networkd_files(d: &Device) -> Vec<FileWrite> {
         }
         if let Some(mtu) = d.mtu {
             let _ = writeln!(link, "MTUBytes={mtu}");
-        }
-        if d.wakeonlan {
-            link.push_str("WakeOnLan=magic\n");
         }
         files.push(file(format!("{base}.link"), link, 0o644));
     }
@@ -524,10 +620,10 @@ fn networkd_files(d: &Device) -> Vec<FileWrite> {
         (false, false) => "no",
     };
     let _ = write!(net, "\n[Network]\nDHCP={dhcp}\n");
-    let accept_ra = d.accept_ra.unwrap_or(d.dhcp6);
-    let _ = writeln!(net, "IPv6AcceptRA={}", yes_no(accept_ra));
-    if !d.dhcp6 && !accept_ra {
-        net.push_str("LinkLocalAddressing=ipv6\n");
+    // As cloud-init 22.4's networkd renderer: `accept-ra` only with DHCPv6, else networkd's
+    // default (router advertisements accepted unless the node forwards IPv6).
+    if let (true, Some(ra)) = (d.dhcp6, d.accept_ra) {
+        let _ = writeln!(net, "IPv6AcceptRA={}", yes_no(ra));
     }
     for a in &d.addresses {
         let _ = writeln!(net, "Address={a}");
@@ -557,9 +653,9 @@ fn networkd_files(d: &Device) -> Vec<FileWrite> {
         if let Some(via) = &r.via {
             let _ = writeln!(net, "Gateway={via}");
         }
-        if let Some(m) = r.metric {
-            let _ = writeln!(net, "Metric={m}");
-        }
+        // No `Metric=`: cloud-init 22.4 loses a netplan route's `metric` when it converts
+        // version 2 to its network state (network_state.py `_v2_to_v1_ipcfg` keeps `to` and
+        // `via`), so its networkd files have none and networkd's default applies.
     }
     files.push(file(format!("{base}.network"), net, 0o644));
     files
@@ -704,7 +800,7 @@ mod tests {
         assert_eq!(files[0].path, "/etc/systemd/network/10-nodeagent-eth0.link");
         assert_eq!(
             text(&files[0]),
-            "# Written by nodeagent from network.ethernets.id0\n[Match]\nMACAddress=00:50:56:aa:bb:01\n\n[Link]\nName=eth0\nMTUBytes=9000\nWakeOnLan=magic\n"
+            "# Written by nodeagent from network.ethernets.id0\n[Match]\nMACAddress=00:50:56:aa:bb:01\n\n[Link]\nName=eth0\nMTUBytes=9000\n"
         );
         assert_eq!(
             files[1].path,
@@ -712,7 +808,7 @@ mod tests {
         );
         assert_eq!(
             text(&files[1]),
-            "# Written by nodeagent from network.ethernets.id0\n[Match]\nMACAddress=00:50:56:aa:bb:01\n\n[Link]\nMTUBytes=9000\n\n[Network]\nDHCP=no\nIPv6AcceptRA=no\nLinkLocalAddressing=ipv6\nAddress=10.20.30.21/24\nAddress=fd00::5/64\nGateway=10.20.30.1\nDNS=10.20.0.53\nDomains=corp.example\n\n[Route]\nDestination=192.168.5.0/24\nGateway=10.20.30.254\nMetric=3\n"
+            "# Written by nodeagent from network.ethernets.id0\n[Match]\nMACAddress=00:50:56:aa:bb:01\n\n[Link]\nMTUBytes=9000\n\n[Network]\nDHCP=no\nAddress=10.20.30.21/24\nAddress=fd00::5/64\nGateway=10.20.30.1\nDNS=10.20.0.53\nDomains=corp.example\n\n[Route]\nDestination=192.168.5.0/24\nGateway=10.20.30.254\n"
         );
         assert_eq!(files[1].mode, Some(0o644));
     }
@@ -755,19 +851,39 @@ mod tests {
     }
 
     #[test]
-    fn dhcp_overrides_and_global_routes() {
-        let cfg = json!({"version": 2, "routes": [{"to": "0.0.0.0/0", "via": "192.168.4.1", "metric": 222}],
+    fn dhcp_overrides_and_routes_and_no_global_routes() {
+        let cfg = json!({"version": 2,
             "ethernets": {"id0": {"match": {"macaddress": "00:50:56:00:00:01"}, "set-name": "eth0",
+            "routes": [{"to": "0.0.0.0/0", "via": "192.168.4.1", "metric": 222}],
             "dhcp4": true, "dhcp6": true, "dhcp4-overrides": {"use-dns": false, "route-metric": 100, "hostname": "hal"}}}});
+        let mut global = cfg.clone();
+        global["routes"] = global["ethernets"]["id0"]
+            .as_object_mut()
+            .unwrap()
+            .remove("routes")
+            .unwrap();
+        let e = render(&global, "networkd").unwrap_err();
+        assert_eq!(e.place, "network.routes");
+        let r = render_with(&global, "networkd", true).unwrap();
+        assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+        assert_eq!(
+            text(&r.files[1]),
+            text(&render(&cfg, "networkd").unwrap()[1])
+        );
         let files = render(&cfg, "networkd").unwrap();
         let net = text(&files[1]);
-        assert!(net.contains("DHCP=yes\nIPv6AcceptRA=yes\n"), "{net}");
+        // cloud-init 22.4's networkd renderer: IPv6AcceptRA only when `accept-ra` is given,
+        // no route metrics (lost in its version 2 conversion), no wake-on-LAN.
+        assert!(
+            net.contains("DHCP=yes\n") && !net.contains("IPv6AcceptRA"),
+            "{net}"
+        );
         assert!(
             net.contains("[DHCPv4]\nUseDNS=no\nRouteMetric=100\nHostname=hal\n"),
             "{net}"
         );
         assert!(
-            net.contains("[Route]\nDestination=0.0.0.0/0\nGateway=192.168.4.1\nMetric=222\n"),
+            net.contains("[Route]\nDestination=0.0.0.0/0\nGateway=192.168.4.1\n"),
             "{net}"
         );
     }

@@ -217,14 +217,37 @@ fn datasource(transport: &dyn Transport) -> crate::instance::Datasource {
 
 /// Metadata and instance data, shared by the local and main stages.
 fn instance(inputs: &Inputs) -> Result<(Metadata, String, Value)> {
-    let md = match &inputs.raw.metadata {
+    let mut md = match &inputs.raw.metadata {
         Some(d) => metadata::parse(&d.text, "guestinfo.metadata")?,
         None => Metadata::default(),
     };
+    if let Some(seed) = inputs.transport.nocloud_seed() {
+        md.network = nocloud_network(seed, &md)?;
+    }
     let ds = datasource(inputs.transport.as_ref());
     let iid = ds.instance_id(&md, &inputs.facts)?;
     let tree = crate::instance::build_for(&md, &inputs.facts, &ds)?;
     Ok((md, iid, tree))
+}
+
+/// The network configuration a NoCloud seed gives, as cloud-init 22.4's NoCloud datasource
+/// takes it: the `network-config` file, never the meta-data's `network` key; the meta-data's
+/// `network-interfaces` (ifupdown text cloud-init converts) is refused, nodeagent does not read
+/// that format.
+fn nocloud_network(seed: &Path, md: &Metadata) -> Result<Option<Value>> {
+    if md.tree.contains_key("network-interfaces") {
+        return Err(Error::new(
+            Stage::Metadata,
+            "meta-data: network-interfaces",
+            "ifupdown-format network configuration is not supported: give the seed a \
+             `network-config` file (netplan version 2)",
+        ));
+    }
+    let place = "nocloud network-config";
+    match transport::read_file_capped(&seed.join("network-config"), place)? {
+        Some(bytes) => metadata::nocloud_network(&String::from_utf8_lossy(&bytes), place),
+        None => Ok(None),
+    }
 }
 
 /// The instance-id alone: failure reports name it even when the userdata is bad.

@@ -134,3 +134,13 @@ fn no_client_installed_writes_chrony_conf_and_warns() {
         golden("chrony-default.conf")
     );
 }
+
+/// CABPK writes `servers:` with nothing after it for an empty list (cluster-api.md a.6):
+/// cloud-init takes it as no servers (its default pools); so does nodeagent.
+#[test]
+fn empty_servers_as_cabpk_writes_them_is_no_servers() {
+    let text = "#cloud-config\nntp:\n  enabled: true\n  servers:\n  pools:\n";
+    let parsed = nodeagent::cloudconfig::parse(text, "userdata", false).unwrap();
+    let ntp = parsed.config.ntp.expect("ntp kept");
+    assert!(ntp.servers.is_empty() && ntp.pools.is_empty(), "{ntp:?}");
+}

@@ -147,3 +147,69 @@ fn new_primary_group_alone_is_refused_in_the_plan() {
         assert_eq!(code, 0, "{ud}\n{out}");
     }
 }
+
+/// cloud-init's `ssh_authkey_fingerprints` (final stage) makes every `users` entry's missing
+/// `~/.ssh` (0700) and empty `authorized_keys` (0600), the user's, keys or not; present ones
+/// are left as they are; `no_create_home` users are skipped.
+#[test]
+fn every_user_gets_ssh_dir_and_empty_authorized_keys_as_cloud_init_makes_them() {
+    let Some(fs) = rootfs() else {
+        return;
+    };
+    let ov = Overlay::new(&fs);
+    let r = &ov.root;
+    // An existing user whose ~/.ssh is already there, 0755, with a key: kept as it is.
+    std::fs::create_dir_all(r.join("root/.ssh")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(r.join("root/.ssh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        r.join("root/.ssh/authorized_keys"),
+        "ssh-ed25519 AAAA r@x\n",
+    )
+    .unwrap();
+    let user = |name: &str, no_home: bool| {
+        step(
+            &format!("user:{name}"),
+            RunStage::Main,
+            Frequency::PerInstance,
+            Action::User(UserSpec {
+                name: name.into(),
+                lock_passwd: true,
+                no_create_home: no_home,
+                ..Default::default()
+            }),
+        )
+    };
+    let p = plan(
+        "vm-ssh",
+        vec![
+            user("plain", false),
+            user("root", false),
+            user("nohome", true),
+        ],
+    );
+    run(r, &p, false, false, "b").unwrap();
+    let (dir, keys) = (
+        r.join("home/plain/.ssh"),
+        r.join("home/plain/.ssh/authorized_keys"),
+    );
+    assert_eq!(mode(&dir), 0o700);
+    assert_eq!(mode(&keys), 0o600);
+    let passwd = std::fs::read_to_string(r.join("etc/passwd")).unwrap();
+    let plain: Vec<&str> = passwd
+        .lines()
+        .find(|l| l.starts_with("plain:"))
+        .unwrap()
+        .split(':')
+        .collect();
+    let want = (plain[2].parse().unwrap(), plain[3].parse().unwrap());
+    assert_eq!(ids(&dir), want);
+    assert_eq!(ids(&keys), want);
+    assert_eq!(std::fs::read(&keys).unwrap(), b"");
+    assert_eq!(mode(&r.join("root/.ssh")), 0o755, "present: not changed");
+    assert_eq!(
+        std::fs::read_to_string(r.join("root/.ssh/authorized_keys")).unwrap(),
+        "ssh-ed25519 AAAA r@x\n"
+    );
+    assert!(!r.join("home/nohome").exists());
+}

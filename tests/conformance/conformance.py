@@ -15,11 +15,14 @@ it compares each nodeagent end state with cloud-init's, independently of nodeage
 * the kernel hostname at the end of the boot;
 * the actions log: marker commands (`mark NAME`) and the stubbed host tools (systemctl,
   service, sysctl, swapoff, hostnamectl, mount, kubeadm), in the order they ran;
-* cloud-init-per's semaphores (`bootper.NAME.FREQ`: where, and the command's exit status).
+* cloud-init-per's semaphores (`bootper.NAME.FREQ`: where, and the command's exit status);
+* the network configuration systemd-networkd takes from /etc/systemd/network, per interface
+  (network_model: name, MTU, DHCP, addresses, routes, DNS, search domains, RA, DHCP options).
 
 Case directory: `meta-data`, and `user-data` or `corpus` (a document of ../shared/corpus,
-see corpus_userdata), optionally `vendor-data`, `root/` (files present in the image before
-the boot) and `expect`: `identical` (default), `refused: <substring of nodeagent's error>`
+see corpus_userdata), optionally `vendor-data`, `network-config` (NoCloud's; network
+configuration stays off for cloud-init without it), `nics` (`NAME MAC` lines: the node's
+NICs), `disks`, `root/` (files present in the image before the boot) and `expect`: `identical` (default), `refused: <substring of nodeagent's error>`
 or `known-difference: <issue-11 item>`.
 """
 
@@ -29,6 +32,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import stat
 import subprocess
@@ -58,6 +62,11 @@ IGNORED = [
     # Compared as the rules sudo reads (sudo_rules): each agent names its own file
     # (90-cloud-init-users vs 90-nodeagent-<user>); their mode and owner are checked there.
     (r"etc/sudoers\.d/.+", "compared as effective sudo rules"),
+    # The network configuration files: each agent names its own (10-cloud-init-eth0.network vs
+    # 10-nodeagent-eth0.link + .network; cloud-init makes them systemd-network's, networkd
+    # reads them as root either way); compared as the configuration networkd takes from them
+    # (network_model).
+    (r"etc/systemd/network/.+\.(network|link)", "compared as the effective network config"),
     # The shadow tools' lock file: both agents call useradd/groupadd; its presence depends on
     # whether one ran at all, not on the end state.
     (r"etc/\.pwd\.lock", "shadow tools' lock file"),
@@ -249,6 +258,10 @@ class Case:
         self.disks = []
         if os.path.exists(os.path.join(d, "disks")):
             self.disks = [(l.split()[0], int(l.split()[1])) for l in open(os.path.join(d, "disks")) if l.strip()]
+        # `nics`: lines `NAME MAC`: network interfaces of the node (see Root.drive).
+        self.nics = []
+        if os.path.exists(os.path.join(d, "nics")):
+            self.nics = [tuple(l.split()[:2]) for l in open(os.path.join(d, "nics")) if l.strip()]
         cf = os.path.join(d, "corpus")
         if os.path.exists(cf):
             self.userdata = corpus_userdata(open(cf).read().strip(), yaml).encode()
@@ -265,6 +278,15 @@ class Case:
         os.chmod(os.path.join(seed, "user-data"), 0o600)
         if os.path.exists(os.path.join(self.dir, "vendor-data")):
             shutil.copy(os.path.join(self.dir, "vendor-data"), seed)
+        if os.path.exists(os.path.join(self.dir, "network-config")):
+            # NoCloud's network configuration: cloud-init renders it in init-local, nodeagent's
+            # nocloud transport reads the same file. This case's cloud-init config (over the
+            # common one) leaves network configuration on.
+            shutil.copy(os.path.join(self.dir, "network-config"), seed)
+            cfg = os.path.join(layer, "etc/cloud/cloud.cfg.d")
+            os.makedirs(cfg, exist_ok=True)
+            with open(os.path.join(cfg, "99-conformance.cfg"), "w") as f:
+                f.write(CLOUD_CFG.replace(NETWORK_OFF, ""))
         pre = os.path.join(self.dir, "root")
         if os.path.isdir(pre):
             sh("cp", "-a", pre + "/.", layer)
@@ -285,6 +307,14 @@ ENV = ["env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
        "HOME=/root", "LANG=C.UTF-8", "TERM=dumb"]
 
 
+# cloud-init's configuration in every root: NoCloud only, no network configuration unless the
+# case gives a `network-config` (no network here; the nocloud transport of nodeagent reads the
+# same seed). `users: []`: Debian's cloud.cfg adds a distro default user `debian` whenever
+# user-data has no `users`; a node image made for nodeagent has no such notion.
+NETWORK_OFF = "network: {config: disabled}\n"
+CLOUD_CFG = "datasource_list: [ NoCloud ]\n" + NETWORK_OFF + "users: []\n"
+
+
 def make_common_layer(layer, nodeagent):
     """What both agents' roots share on top of the pristine root: cloud-init's datasource
     config, the stubs, the driver, the nodeagent binary."""
@@ -294,7 +324,7 @@ def make_common_layer(layer, nodeagent):
         # nodeagent reads the same seed). `users: []`: Debian's cloud.cfg adds a distro
         # default user `debian` whenever user-data has no `users`; a node image made for
         # nodeagent has no such notion (FINDINGS.md, "not compared").
-        f.write("datasource_list: [ NoCloud ]\nnetwork: {config: disabled}\nusers: []\n")
+        f.write(CLOUD_CFG)
     for name in STUBS:
         d = os.path.join(layer, STUB_PATHS[name])
         os.makedirs(d, exist_ok=True)
@@ -310,8 +340,9 @@ class Root:
     """A fresh overlay of the pristine root with the given layers, /proc, a read-only /sys
     and a tmpfs /run (with /run/systemd/system, as on a systemd-booted node)."""
 
-    def __init__(self, work, name, lowers, without_cloud_init=False, disks=()):
+    def __init__(self, work, name, lowers, without_cloud_init=False, disks=(), nics=()):
         self.dir = os.path.join(work, name)
+        self.nics = nics
         self.loops = []
         os.makedirs(self.dir + "/upper")
         os.makedirs(self.dir + "/work")
@@ -348,10 +379,20 @@ class Root:
 
     def drive(self, agent, timeout=600):
         """Boots one agent: chrooted, in its own UTS and network namespaces (nothing reaches
-        the host's hostname or network); returns False when it hit the timeout."""
+        the host's hostname or network) and its own mount namespace, where /sys is a sysfs of
+        that network namespace (so both agents see the node's NICs, not the host's); returns
+        False when it hit the timeout."""
+        # The case's NICs: one end of a veth pair each, with the given name and MAC (its peer
+        # `zpN` stays down); they exist only in this network namespace.
+        nics = "".join(
+            f"ip link add {shlex.quote(name)} address {shlex.quote(mac)} type veth "
+            f"peer name zp{i} address 02:00:00:00:ff:{i:02x}\n"
+            for i, (name, mac) in enumerate(self.nics))
+        script = (f"set -e\numount -l {self.m}/sys\nmount -t sysfs -o ro sysfs {self.m}/sys\n{nics}"
+                  f"exec chroot {self.m} {' '.join(ENV)} /bin/sh /conformance/drive {agent}\n")
         try:
-            sh("unshare", "--uts", "--net", "chroot", self.m, *ENV, "/bin/sh",
-               "/conformance/drive", agent, timeout=timeout, check=False,
+            sh("unshare", "--uts", "--net", "--mount", "--propagation", "private",
+               "/bin/sh", "-c", script, timeout=timeout, check=False,
                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             return True
         except subprocess.TimeoutExpired:
@@ -394,11 +435,20 @@ def ignored(rel):
     return any(r.match(rel) for r, _ in IGNORED_RE)
 
 
+# authorized_keys files: compared as sorted lines. cloud-init passes the keys through a
+# Python set (distros.create_user: `setup_user_keys(set(keys), name)`), so their order is
+# the set's, which changes from one process to the next (str hash randomisation); sshd reads
+# the file as a set too.
+UNORDERED_RE = re.compile(r"(root|home/[^/]+)/\.ssh/authorized_keys\Z")
+
+
 def file_sha(p, rel=""):
     with open(p, "rb") as f:
         data = f.read()
     for ours, theirs in EQUIVALENT_TEXT.get(rel, []):
         data = data.replace(ours, theirs)
+    if UNORDERED_RE.match(rel):
+        data = b"".join(sorted(data.splitlines(True)))
     return hashlib.sha256(data).hexdigest()
 
 
@@ -495,6 +545,89 @@ def bootper_sems(root):
     return out
 
 
+def unit_sections(text):
+    """[(section, [(key, value)])] of a systemd unit-style file (sections may repeat)."""
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            out.append((line[1:-1], []))
+        elif "=" in line and out:
+            k, v = line.split("=", 1)
+            out[-1][1].append((k.strip(), v.strip()))
+    return out
+
+
+def yes_no(v):
+    return {"true": "yes", "1": "yes", "on": "yes", "false": "no", "0": "no", "off": "no"}.get(v.lower(), v.lower())
+
+
+def network_model(root):
+    """The configuration systemd-networkd (and udev's .link handling) takes from
+    /etc/systemd/network, per interface (its MAC, or its name when matched by name): the name
+    it ends up with, MTU, DHCP, addresses, routes (a `Gateway=` is a default route), DNS
+    servers and search domains in order, IPv6 RA and link-local settings, DHCP options,
+    wake-on-LAN. Unset settings are networkd's defaults (`default`). Which file holds a
+    setting, and the files' names, do not matter."""
+    d = os.path.join(root, "etc/systemd/network")
+    ifaces = {}
+    if not os.path.isdir(d):
+        return ifaces
+
+    def entry(key):
+        return ifaces.setdefault(key, {"name": None, "mtu": "default", "dhcp": "no", "addresses": [],
+                                       "routes": [], "dns": [], "domains": [], "accept_ra": "default",
+                                       "link_local": "default", "dhcp_options": [], "wake_on_lan": "default"})
+    for n in sorted(os.listdir(d)):
+        if not n.endswith((".network", ".link")):
+            continue
+        secs = unit_sections(read_text(d, n) or "")
+        match = dict(kv for name, kvs in secs if name == "Match" for kv in kvs)
+        key = (match.get("MACAddress") or match.get("OriginalName") or match.get("Name") or n).lower()
+        e = entry(key)
+        if n.endswith(".network") and match.get("Name"):
+            e["name"] = e["name"] or match["Name"]
+        for sec, kvs in secs:
+            for k, v in kvs:
+                if sec == "Link" and k == "Name":
+                    e["name"] = v
+                elif sec == "Link" and k in ("MTUBytes", "MTU"):
+                    e["mtu"] = v
+                elif sec == "Link" and k == "WakeOnLan":
+                    e["wake_on_lan"] = v
+                elif sec == "Network" and k == "DHCP":
+                    e["dhcp"] = {"true": "yes", "false": "no", "both": "yes"}.get(v.lower(), v.lower())
+                elif sec in ("Network", "Address") and k == "Address":
+                    e["addresses"].append(v)
+                elif sec == "Network" and k == "Gateway":
+                    e["routes"].append(("::/0" if ":" in v else "0.0.0.0/0", v, "default"))
+                elif sec == "Network" and k == "DNS":
+                    e["dns"] += v.split()
+                elif sec == "Network" and k == "Domains":
+                    e["domains"] += v.split()
+                elif sec == "Network" and k == "IPv6AcceptRA":
+                    e["accept_ra"] = yes_no(v)
+                elif sec == "Network" and k == "LinkLocalAddressing":
+                    e["link_local"] = v
+                elif sec in ("DHCPv4", "DHCPv6"):
+                    e["dhcp_options"].append(f"{sec}.{k}={yes_no(v)}")
+        for sec, kvs in secs:
+            if sec == "Route":
+                r = dict(kvs)
+                gw = r.get("Gateway", "")
+                dest = r.get("Destination") or ("::/0" if ":" in gw else "0.0.0.0/0")
+                e["routes"].append((dest, gw, r.get("Metric", "default")))
+    for e in ifaces.values():
+        e["addresses"].sort()
+        e["routes"].sort()
+        e["dhcp_options"].sort()
+        if e["link_local"] == "default":
+            e["link_local"] = "ipv6"  # networkd's default
+    return ifaces
+
+
 def fmt_attr(e):
     kind, mode, uid, gid, data = e
     return f"{kind} {mode:04o} {uid}:{gid}"
@@ -569,6 +702,14 @@ def compare(ci, na, label, detail):
         for k in ("table", "signature"):
             if x[k] != y[k]:
                 diffs.append(f"disk /dev/{disk} {k}: cloud-init {x[k]} vs nodeagent {y[k]}")
+    for nic in sorted(set(ci["network"]) | set(na["network"])):
+        x, y = ci["network"].get(nic), na["network"].get(nic)
+        if x is None or y is None:
+            diffs.append(f"network {nic}: configured only by {'nodeagent' if x is None else 'cloud-init'}: {x or y}")
+            continue
+        for k in x:
+            if x[k] != y[k]:
+                diffs.append(f"network {nic} {k}: cloud-init {x[k]} vs nodeagent {y[k]}")
     if ci["sems"] != na["sems"]:
         diffs.append(f"cloud-init-per semaphores: {ci['sems']} vs {na['sems']}")
     return diffs
@@ -582,6 +723,7 @@ def end_state(r):
         "hostname": r.out("hostname").strip(),
         "actions": [a for a in r.out("actions").splitlines() if not QUERY_RE.match(a)],
         "sems": bootper_sems(r.m),
+        "network": network_model(r.m),
         "disks": r.disks(),
         "stages": r.out("stages").split("\n"),
         "log": r.out("log"),
@@ -599,7 +741,7 @@ def run_case(case, work, common, rootfs, detail):
     try:
         if case.refused:
             return refused_case(case, work, lowers, detail)
-        ci = Root(work, case.name + "-ci", lowers, disks=case.disks)
+        ci = Root(work, case.name + "-ci", lowers, disks=case.disks, nics=case.nics)
         roots.append(ci)
         if not ci.drive("cloud-init"):
             return "failed", ["cloud-init did not finish within its timeout"]
@@ -610,10 +752,15 @@ def run_case(case, work, common, rootfs, detail):
         detail.append("cloud-init warnings:\n" + "\n".join(
             l for l in (read_text(ci.m, "var/log/cloud-init.log") or "").splitlines()
             if "WARNING" in l or "Traceback" in l))
+        # cloud-init's whole log, next to the case's report (for the tracebacks).
+        report_dir = os.path.join(os.path.dirname(work), "report")
+        with open(os.path.join(report_dir, case.name + ".cloud-init.log"), "w") as f:
+            f.write(read_text(ci.m, "var/log/cloud-init.log") or "")
         ci_result = read_text(ci.m, "run/cloud-init/result.json") or "{}"
         results = {}
         for agent in ["nodeagent-split", "nodeagent-all"]:
-            na = Root(work, f"{case.name}-{agent}", lowers, without_cloud_init=True, disks=case.disks)
+            na = Root(work, f"{case.name}-{agent}", lowers, without_cloud_init=True, disks=case.disks,
+                      nics=case.nics)
             roots.append(na)
             ok = na.drive(agent)
             st = end_state(na)
@@ -625,7 +772,9 @@ def run_case(case, work, common, rootfs, detail):
             if not ok:
                 diffs.insert(0, "nodeagent did not finish within its timeout")
             failed = [s for s in st["stages"] if s and not s.endswith((" 0", " 2"))]
-            if failed:
+            # Both failing (cloud-init's result lists errors, nodeagent exit 1) is the same
+            # outcome: what each left behind is compared as always.
+            if failed and not json.loads(ci_result).get("v1", {}).get("errors"):
                 last = [l for l in st["log"].splitlines() if l.startswith("nodeagent run:")][-1:]
                 diffs.insert(0, f"outcome: nodeagent {', '.join(failed)} (exit 1 = failed; cloud-init: {json.loads(ci_result).get('v1', {}).get('errors', [])}) {' '.join(last)}")
             results[agent] = diffs

@@ -24,7 +24,7 @@ use crate::config::ImageConfig;
 use crate::error::{Error, Result, Stage};
 use crate::plan::{Action, Frequency, Plan, RunStage, Step};
 use crate::report::{Phase, Reporter};
-use crate::state::Journal;
+use crate::state::{DoneResult, Event, Journal, RunResult};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -134,28 +134,10 @@ impl UserDb {
     }
 }
 
-/// Which steps `run --stage` executes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StageSel {
-    Local,
-    Main,
-    All,
-}
-
-impl StageSel {
-    pub fn includes(self, s: RunStage) -> bool {
-        matches!(
-            (self, s),
-            (StageSel::All, _)
-                | (StageSel::Local, RunStage::Local)
-                | (StageSel::Main, RunStage::Main)
-        )
-    }
-}
-
 pub struct Options {
     pub target: Target,
-    pub stage: StageSel,
+    /// Which steps `run --stage` executes.
+    pub stage: RunStage,
     /// Run commands, disk tools, kubeadm and service restarts (always on a real node).
     pub exec: bool,
     pub compat: bool,
@@ -219,11 +201,11 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    fn as_str(self) -> &'static str {
+    fn result(self) -> DoneResult {
         match self {
-            Outcome::Ok => "ok",
-            Outcome::Skipped => "skipped",
-            Outcome::Adopted => "adopted",
+            Outcome::Ok => DoneResult::Ok,
+            Outcome::Skipped => DoneResult::Skipped,
+            Outcome::Adopted => DoneResult::Adopted,
         }
     }
 }
@@ -307,15 +289,22 @@ pub fn apply(
     res.map(|()| summary)
 }
 
-fn record_done(ctx: &mut Ctx<'_>, step: &Step, ms: f64, result: &str, durable: bool) -> Result<()> {
-    let mut r = ctx.journal.record("done");
-    r.step = Some(step.id.clone());
-    r.stage = Some(stage_str(step.stage).into());
-    r.frequency = Some(freq_str(step.frequency).into());
-    r.duration_ms = Some((ms * 1000.0).round() / 1000.0);
-    r.result = Some(result.into());
+fn record_done(
+    ctx: &mut Ctx<'_>,
+    step: &Step,
+    ms: f64,
+    result: DoneResult,
+    durable: bool,
+) -> Result<()> {
+    let r = ctx.journal.record(Event::Done {
+        step: step.id.clone(),
+        stage: step.stage,
+        frequency: step.frequency,
+        duration_ms: (ms * 1000.0).round() / 1000.0,
+        result,
+    });
     ctx.journal.append(r, durable)?;
-    tracing::info!(step = %step.id, result, duration_ms = ms, "step done");
+    tracing::info!(step = %step.id, ?result, duration_ms = ms, "step done");
     Ok(())
 }
 
@@ -374,14 +363,8 @@ fn apply_locked(
     summary: &mut Summary,
     run_started: Instant,
 ) -> Result<()> {
-    let stage_name = match opts.stage {
-        StageSel::Local => "local",
-        StageSel::Main => "main",
-        StageSel::All => "all",
-    };
-    let mut r = journal.record("run-start");
-    r.stage = Some(stage_name.into());
-    journal.append(r, false)?;
+    let stage = opts.stage;
+    journal.append(journal.record(Event::RunStart { stage }), false)?;
     reporter.phase(Phase::Applying, None);
     let mut ctx = Ctx {
         opts,
@@ -392,6 +375,8 @@ fn apply_locked(
     };
     let order = order(&steps);
     let mut pos = 0;
+    // A failed kubeadm step that later runcmd items still follow (see `carry_on`).
+    let mut deferred: Option<(&Step, Error, f64)> = None;
     while pos < order.len() {
         let step = steps[order[pos]];
         let per_boot = step.frequency == Frequency::PerBoot;
@@ -424,7 +409,7 @@ fn apply_locked(
             let (ok, failure) = file_batch(&mut ctx, &batch);
             let ms = started.elapsed().as_secs_f64() * 1000.0 / batch.len() as f64;
             for s in &batch[..ok] {
-                record_done(&mut ctx, s, ms, "ok", false)?;
+                record_done(&mut ctx, s, ms, DoneResult::Ok, false)?;
                 summary.ran.push(s.id.clone());
             }
             pos += ok;
@@ -445,7 +430,7 @@ fn apply_locked(
             Ok(outcome) => {
                 // A `skipped` record (no --exec) finishes nothing, so it needs no sync.
                 let durable = needs_durable_begin(&step.action) && outcome != Outcome::Skipped;
-                record_done(&mut ctx, step, ms, outcome.as_str(), durable)?;
+                record_done(&mut ctx, step, ms, outcome.result(), durable)?;
                 summary.ran.push(step.id.clone());
                 pos += batch_len;
             }
@@ -453,75 +438,123 @@ fn apply_locked(
                 let later_runcmd = order[pos + 1..]
                     .iter()
                     .any(|&j| is_runcmd_like(&steps[j].action));
-                if opts.compat && is_runcmd_like(&step.action) && later_runcmd {
-                    // cloud-init runs runcmd as one script without `set -e`: only the last
-                    // command's status counts.
-                    let msg = format!(
-                        "step {}: {} (ignored: --compat, not the last runcmd item)",
-                        step.id, e
-                    );
-                    tracing::warn!(step = %step.id, "{msg}");
-                    summary.warnings.push(msg);
-                    record_done(&mut ctx, step, ms, "failed-ignored", true)?;
-                    summary.ran.push(step.id.clone());
-                    pos += 1;
-                    continue;
+                match carry_on(&step.action, later_runcmd) {
+                    CarryOn::No => {
+                        return Err(fail(&mut ctx, reporter, stage, run_started, step, e, ms));
+                    }
+                    CarryOn::Warn => {
+                        let msg = format!("step {}: {} ({})", step.id, e, carry_on_reason(step));
+                        tracing::warn!(step = %step.id, "{msg}");
+                        summary.warnings.push(crate::redact::redact_text(&msg));
+                        record_done(&mut ctx, step, ms, DoneResult::FailedIgnored, true)?;
+                        summary.ran.push(step.id.clone());
+                    }
+                    CarryOn::FailAtEnd => {
+                        // The later runcmd items run first, as in cloud-init's one script;
+                        // the run still ends `failed` with this step's error.
+                        let reason = crate::redact::redact_text(&e.to_string());
+                        tracing::error!(step = %step.id, "{reason} (the later runcmd items run first)");
+                        deferred.get_or_insert((step, e, ms));
+                    }
                 }
-                let reason = crate::redact::redact_text(&e.to_string());
-                let mut r = ctx.journal.record("failed");
-                r.step = Some(step.id.clone());
-                r.stage = Some(stage_str(step.stage).into());
-                r.duration_ms = Some(ms);
-                r.error = Some(reason.clone());
-                let _ = ctx.journal.append(r, true);
-                tracing::error!(step = %step.id, phase = "failed", "{reason}");
-                reporter.failed(&step.id, e.kind(), &reason, &[]);
-                let mut r = ctx.journal.record("run-end");
-                r.stage = Some(stage_name.into());
-                r.result = Some("failed".into());
-                r.duration_ms = Some(run_started.elapsed().as_secs_f64() * 1000.0);
-                let _ = ctx.journal.append(r, true);
-                let place = format!("step {}", step.id);
-                let mut e = e.map_message(|m| crate::redact::redact_text(&m));
-                e.place = if e.place.is_empty() || e.place == place {
-                    place
-                } else {
-                    format!("{place}: {}", e.place)
-                };
-                return Err(e);
+                pos += 1;
             }
         }
     }
+    if let Some((step, e, ms)) = deferred {
+        summary.warnings.append(&mut ctx.warnings);
+        return Err(fail(&mut ctx, reporter, stage, run_started, step, e, ms));
+    }
     summary.warnings.append(&mut ctx.warnings);
-    let mut r = ctx.journal.record("run-end");
-    r.stage = Some(stage_name.into());
-    r.result = Some("ok".into());
-    r.duration_ms = Some(run_started.elapsed().as_secs_f64() * 1000.0);
+    let r = ctx.journal.record(Event::RunEnd {
+        stage,
+        duration_ms: run_started.elapsed().as_secs_f64() * 1000.0,
+        result: RunResult::Ok,
+    });
     ctx.journal.append(r, true)?;
     Ok(())
 }
 
-fn stage_str(s: RunStage) -> &'static str {
-    match s {
-        RunStage::Local => "local",
-        RunStage::Main => "main",
+/// What a failed step means for the rest of the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CarryOn {
+    /// The run stops here, `failed`.
+    No,
+    /// Logged; the run carries on and ends `degraded` with the error.
+    Warn,
+    /// The run carries on, then ends `failed` with this error.
+    FailAtEnd,
+}
+
+/// cloud-init runs `bootcmd` and `runcmd` each as one shell script without `set -e`: a failing
+/// item does not stop the items after it; only the script's last status fails the module, and
+/// a failed module does not stop the boot (bootcmd's later modules, runcmd's later items, all
+/// still run). So: a failing bootcmd item, or a runcmd item that later runcmd items follow,
+/// carries on, the run ending `degraded` (the item named); a failed kubeadm step that later
+/// runcmd items (postKubeadmCommands) follow lets them run, then ends the run `failed`. The
+/// last runcmd item failing ends the run `failed`, as cloud-init's status says `error`.
+fn carry_on(a: &Action, later_runcmd: bool) -> CarryOn {
+    match a {
+        Action::Command(c) if c.origin.starts_with("bootcmd") => CarryOn::Warn,
+        Action::Command(c) if c.origin.starts_with("runcmd") && later_runcmd => CarryOn::Warn,
+        Action::Kubeadm(_) if later_runcmd => CarryOn::FailAtEnd,
+        _ => CarryOn::No,
     }
 }
 
-fn freq_str(f: Frequency) -> &'static str {
-    match f {
-        Frequency::PerBoot => "per-boot",
-        Frequency::PerInstance => "per-instance",
+fn carry_on_reason(step: &Step) -> &'static str {
+    match &step.action {
+        Action::Command(c) if c.origin.starts_with("bootcmd") => {
+            "carried on: cloud-init runs bootcmd as one script and boots on when it fails"
+        }
+        _ => "carried on: cloud-init runs runcmd as one script, the later items still run",
     }
+}
+
+/// Journal and report a step's failure and end the run `failed`: the error to return.
+fn fail(
+    ctx: &mut Ctx<'_>,
+    reporter: &mut Reporter<'_>,
+    stage: RunStage,
+    run_started: Instant,
+    step: &Step,
+    e: Error,
+    ms: f64,
+) -> Error {
+    let reason = crate::redact::redact_text(&e.to_string());
+    let r = ctx.journal.record(Event::Failed {
+        step: step.id.clone(),
+        stage: step.stage,
+        duration_ms: ms,
+        error: reason.clone(),
+    });
+    let _ = ctx.journal.append(r, true);
+    tracing::error!(step = %step.id, phase = "failed", "{reason}");
+    reporter.failed(&step.id, e.kind(), &reason, &[]);
+    let r = ctx.journal.record(Event::RunEnd {
+        stage,
+        duration_ms: run_started.elapsed().as_secs_f64() * 1000.0,
+        result: RunResult::Failed,
+    });
+    let _ = ctx.journal.append(r, true);
+    let place = format!("step {}", step.id);
+    let mut e = e.map_message(|m| crate::redact::redact_text(&m));
+    e.place = if e.place.is_empty() || e.place == place {
+        place
+    } else {
+        format!("{place}: {}", e.place)
+    };
+    e
 }
 
 fn begin(ctx: &mut Ctx<'_>, step: &Step, expect: Option<String>) -> Result<()> {
-    let mut r = ctx.journal.record("begin");
-    r.step = Some(step.id.clone());
-    r.stage = Some(stage_str(step.stage).into());
-    r.frequency = Some(freq_str(step.frequency).into());
-    r.expect = expect;
-    let durable = needs_durable_begin(&step.action) || r.expect.is_some();
+    let durable = needs_durable_begin(&step.action) || expect.is_some();
+    let r = ctx.journal.record(Event::Begin {
+        step: step.id.clone(),
+        stage: step.stage,
+        frequency: step.frequency,
+        expect,
+    });
     ctx.journal.append(r, durable)
 }
 
@@ -536,7 +569,7 @@ fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Resu
                 .journal
                 .last_begin(&step.id)
                 .filter(|r| step.frequency == Frequency::PerInstance || r.boot == boot)
-                .and_then(|r| r.expect.clone());
+                .and_then(|r| r.event.expect().map(str::to_string));
             if prior.is_some() && files::current_hash(&t, &f.path)? == prior {
                 return Ok(Outcome::Adopted);
             }
@@ -580,7 +613,7 @@ fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Resu
             let prior = ctx
                 .journal
                 .last_begin(&step.id)
-                .and_then(|r| r.expect.clone())
+                .and_then(|r| r.event.expect().map(str::to_string))
                 .filter(|e| e.starts_with(users::NEW_USER));
             let db = ctx.db()?;
             let expect = match prior {

@@ -7,12 +7,8 @@
 //! on stdin: never on a command line, never logged.
 
 use super::{Ctx, Outcome, UserDb, commands, files};
-use crate::error::{Error, Result, Stage};
+use crate::error::{Error, ErrorKind, Result, Stage};
 use crate::plan::{Content, FileWrite, GroupSpec, Owner, UserSpec};
-
-fn err(place: &str, msg: impl std::fmt::Display) -> Error {
-    Error::new(Stage::Apply, place, msg.to_string())
-}
 
 /// Names the shadow tools accept: the plan's rule, checked again here as a last guard.
 pub fn valid_name(n: &str) -> bool {
@@ -23,7 +19,8 @@ fn check_name(n: &str, place: &str) -> Result<()> {
     if valid_name(n) {
         Ok(())
     } else {
-        Err(err(
+        Err(Error::new(
+            Stage::Apply,
             place,
             format!("{n:?} is not a valid user or group name"),
         ))
@@ -146,7 +143,7 @@ fn clean_shadow_leftovers(t: &super::Target) -> Result<()> {
         };
         if pid.is_some_and(|p| !pid_alive(p)) {
             tracing::warn!(file = %name, "removing what a killed shadow tool left behind");
-            std::fs::remove_file(e.path()).map_err(|er| err(&name, er))?;
+            std::fs::remove_file(e.path()).map_err(|er| Error::io(Stage::Apply, &name, "", er))?;
         }
     }
     Ok(())
@@ -184,7 +181,7 @@ fn repair(ctx: &mut Ctx<'_>, u: &UserSpec, note: &str, place: &str) -> Result<()
         if let Some(h) = home.filter(|h| h.starts_with('/') && h.len() > 1) {
             let p = t.path(&h)?;
             if std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir()) {
-                std::fs::remove_dir_all(&p).map_err(|e| err(place, e))?;
+                std::fs::remove_dir_all(&p).map_err(|e| Error::io(Stage::Apply, place, "", e))?;
             }
         }
     } else if note.ends_with("group-existed=false")
@@ -208,7 +205,8 @@ pub fn user(ctx: &mut Ctx<'_>, u: &UserSpec, new_user: Option<&str>) -> Result<O
         check_name(g, &place)?;
     }
     if (u.no_create_home || u.system) && !u.ssh_authorized_keys.is_empty() {
-        return Err(err(
+        return Err(Error::new(
+            Stage::Apply,
             &place,
             "ssh_authorized_keys need a home directory (no_create_home/system set)",
         ));
@@ -236,11 +234,15 @@ pub fn user(ctx: &mut Ctx<'_>, u: &UserSpec, new_user: Option<&str>) -> Result<O
     }
     if let Some(hash) = &u.passwd {
         if hash.contains(['\n', ':']) {
-            return Err(err(&place, "passwd: not a password hash"));
+            return Err(Error::new(
+                Stage::Apply,
+                &place,
+                "passwd: not a password hash",
+            ));
         }
         let line = format!("{}:{}\n", u.name, hash);
         commands::run_tool(&t, &["chpasswd", "-e"], Some(line.as_bytes()))
-            .map_err(|_| err(&place, "chpasswd -e failed (hash not shown)"))?;
+            .map_err(|_| Error::new(Stage::Apply, &place, "chpasswd -e failed (hash not shown)"))?;
     }
     if u.lock_passwd {
         commands::run_tool(&t, &["usermod", "--lock", &u.name], None)
@@ -253,8 +255,75 @@ pub fn user(ctx: &mut Ctx<'_>, u: &UserSpec, new_user: Option<&str>) -> Result<O
     }
     if !u.ssh_authorized_keys.is_empty() {
         keys(ctx, u, &db, &place)?;
+    } else if !(u.no_create_home || u.system) {
+        ssh_files(ctx, u, &db, &place)?;
     }
     Ok(Outcome::Ok)
+}
+
+/// cloud-init's `ssh_authkey_fingerprints` module reads every `users` entry's authorized_keys
+/// through `ssh_util.extract_authorized_keys`, whose `check_create_path` makes a missing
+/// `~/.ssh` (0700) and an empty `~/.ssh/authorized_keys` (0600), both the user's (uid and
+/// primary gid), for new and existing users alike, keys or not (`no_create_home`/`system`
+/// users are skipped). Nothing present is changed; a symlink or a non-directory in the way
+/// is left alone, as there.
+fn ssh_files(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()> {
+    let t = ctx.target().clone();
+    let Some((uid, gid, home)) = db.users.get(&u.name).cloned() else {
+        return Err(Error::of(
+            ErrorKind::NotFound,
+            Stage::Apply,
+            place,
+            "user not in /etc/passwd after useradd",
+        ));
+    };
+    if !home.starts_with('/') {
+        return Ok(());
+    }
+    let ssh_dir = format!("{}/.ssh", home.trim_end_matches('/'));
+    let host_dir = t.path(&ssh_dir)?;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+    match std::fs::symlink_metadata(&host_dir) {
+        Ok(m) if !m.is_dir() => return Ok(()),
+        Ok(_) => {}
+        Err(_) => {
+            // Parents (a home that is not there) as os.makedirs makes them: root's, 0755.
+            if let Some(parent) = host_dir.parent() {
+                files::ensure_parents(parent, 0, 0, place)?;
+            }
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&host_dir)
+                .map_err(|e| Error::new(Stage::Apply, place, format!("mkdir {ssh_dir}: {e}")))?;
+            std::fs::set_permissions(&host_dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
+            std::os::unix::fs::lchown(&host_dir, Some(uid), Some(gid))
+                .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
+        }
+    }
+    let path = t.path(&format!("{ssh_dir}/authorized_keys"))?;
+    if std::fs::symlink_metadata(&path).is_ok() {
+        return Ok(());
+    }
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(|e| {
+            Error::new(
+                Stage::Apply,
+                place,
+                format!("{ssh_dir}/authorized_keys: {e}"),
+            )
+        })?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
+    std::os::unix::fs::fchown(&f, Some(uid), Some(gid))
+        .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
+    f.sync_all()
+        .map_err(|e| Error::io(Stage::Apply, place, "", e))
 }
 
 fn sudo(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()> {
@@ -262,7 +331,11 @@ fn sudo(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()>
     let mut text = format!("# Written by nodeagent for user {}\n", u.name);
     for rule in &u.sudo {
         if rule.contains('\n') {
-            return Err(err(place, "sudo: a rule must be one line"));
+            return Err(Error::new(
+                Stage::Apply,
+                place,
+                "sudo: a rule must be one line",
+            ));
         }
         text.push_str(&format!("{} {}\n", u.name, rule));
     }
@@ -276,10 +349,10 @@ fn sudo(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()>
             .recursive(true)
             .mode(0o750)
             .create(&dir)
-            .map_err(|e| err(place, format!("mkdir /etc/sudoers.d: {e}")))?;
+            .map_err(|e| Error::new(Stage::Apply, place, format!("mkdir /etc/sudoers.d: {e}")))?;
     }
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o750))
-        .map_err(|e| err(place, format!("chmod /etc/sudoers.d: {e}")))?;
+        .map_err(|e| Error::new(Stage::Apply, place, format!("chmod /etc/sudoers.d: {e}")))?;
     // Validate before it can take effect: a broken sudoers.d file disables sudo entirely.
     if t.path("/usr/sbin/visudo")
         .map(|p| p.exists())
@@ -291,9 +364,10 @@ fn sudo(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()>
         let res = commands::run_tool(&t, &["visudo", "-cf", &check], None);
         let _ = std::fs::remove_file(t.path(&check)?);
         res.map_err(|e| {
-            err(
+            Error::new(
+                Stage::Apply,
                 place,
-                format!("sudo rule rejected by visudo: {}", e.message),
+                format!("sudo rule rejected by visudo: {}", e.detail()),
             )
         })?;
     }
@@ -334,13 +408,17 @@ pub fn merge_keys(existing: &str, new: &[String]) -> String {
 
 fn keys(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()> {
     let t = ctx.target().clone();
-    let (uid, gid, home) = db
-        .users
-        .get(&u.name)
-        .cloned()
-        .ok_or_else(|| err(place, "user not in /etc/passwd after useradd"))?;
+    let (uid, gid, home) = db.users.get(&u.name).cloned().ok_or_else(|| {
+        Error::of(
+            ErrorKind::NotFound,
+            Stage::Apply,
+            place,
+            "user not in /etc/passwd after useradd",
+        )
+    })?;
     if !home.starts_with('/') {
-        return Err(err(
+        return Err(Error::new(
+            Stage::Apply,
             place,
             format!("home directory {home:?} is not absolute"),
         ));
@@ -350,13 +428,18 @@ fn keys(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()>
     if let Ok(m) = std::fs::symlink_metadata(&host_dir)
         && m.file_type().is_symlink()
     {
-        return Err(err(place, format!("{ssh_dir} is a symlink; not followed")));
+        return Err(Error::new(
+            Stage::Apply,
+            place,
+            format!("{ssh_dir} is a symlink; not followed"),
+        ));
     }
     files::ensure_parents(&host_dir, uid, gid, place)?;
-    std::os::unix::fs::lchown(&host_dir, Some(uid), Some(gid)).map_err(|e| err(place, e))?;
+    std::os::unix::fs::lchown(&host_dir, Some(uid), Some(gid))
+        .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&host_dir, std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| err(place, e))?;
+        .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
     let path = format!("{ssh_dir}/authorized_keys");
     let existing = match std::fs::symlink_metadata(t.path(&path)?) {
         Ok(m) if m.file_type().is_file() => {

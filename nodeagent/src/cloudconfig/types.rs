@@ -346,10 +346,16 @@ impl<'de> Deserialize<'de> for ResizeRootfs {
 pub struct Ntp {
     pub enabled: Option<Flag>,
     pub ntp_client: Option<String>,
-    #[serde(default)]
+    /// `servers:` with nothing after it is what CABPK writes for an empty list
+    /// (cluster-api.md a.6); null reads as empty, as cloud-init's cc_ntp takes it.
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub servers: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub pools: Vec<String>,
+}
+
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    Ok(Option::<Vec<String>>::deserialize(d)?.unwrap_or_default())
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]

@@ -55,11 +55,9 @@ fn finished(plan: &Plan, root: &Path, step: &str) -> bool {
         .join(crate::state::instance_dir_name(&plan.instance_id))
         .join("journal.jsonl");
     crate::state::read_journal(&path).is_ok_and(|records| {
-        records.iter().any(|r| {
-            r.event == "done"
-                && r.step.as_deref() == Some(step)
-                && r.result.as_deref() != Some("skipped")
-        })
+        records
+            .iter()
+            .any(|r| r.event.finishes_step() && r.event.step() == Some(step))
     })
 }
 

@@ -311,7 +311,7 @@ pub fn redact_keys(t: &dyn Transport, keys: &[String]) -> Vec<Error> {
             (format!("{key}.encoding"), &b""[..]),
         ] {
             if let Err(e) = t.set(&k, v) {
-                tracing::error!(place = %e.place, "failed to clear guestinfo.{k}: {}", e.message);
+                tracing::error!(place = %e.place, "failed to clear guestinfo.{k}: {}", e.detail());
                 errors.push(e);
             }
         }

@@ -1,0 +1,103 @@
+//! Network configuration from a NoCloud seed, as cloud-init 22.4's DataSourceNoCloud takes it:
+//! the seed's `network-config` file (netplan version 2 at the top), never the meta-data's
+//! `network` key; a `network:`-wrapped document and meta-data `network-interfaces` are refused
+//! in the plan, before any write. tests/conformance compares what both agents render.
+
+use std::path::Path;
+use std::process::Command;
+
+fn plan(seed: &Path) -> (i32, serde_json::Value, String) {
+    let facts = seed.parent().unwrap().join("facts.yaml");
+    std::fs::write(&facts, "hostname: vm\nnetwork-renderer: networkd\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_nodeagent"))
+        .args(["plan", "--json", "--transport"])
+        .arg(format!("nocloud:{}", seed.display()))
+        .arg("--facts")
+        .arg(&facts)
+        .env("NODEAGENT_LOG", "warn")
+        .output()
+        .unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (
+        out.status.code().unwrap_or(-1),
+        v,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn seed(t: &Path, meta: &str, network_config: Option<&str>) -> std::path::PathBuf {
+    let s = t.join("seed");
+    std::fs::create_dir_all(&s).unwrap();
+    std::fs::write(s.join("meta-data"), meta).unwrap();
+    std::fs::write(s.join("user-data"), "#cloud-config\n").unwrap();
+    if let Some(n) = network_config {
+        std::fs::write(s.join("network-config"), n).unwrap();
+    }
+    s
+}
+
+const NET: &str = "version: 2\nethernets:\n  id0:\n    match:\n      macaddress: \"00:50:56:aa:bb:01\"\n    set-name: eth0\n    addresses: [10.0.0.5/24]\n    gateway4: 10.0.0.1\n";
+
+fn network_files(plan: &serde_json::Value) -> Vec<String> {
+    plan["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["id"] == "network")
+        .flat_map(|s| s["action"]["files"].as_array().unwrap().iter())
+        .map(|f| f["path"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn network_config_file_is_the_network_configuration() {
+    let t = tempfile::tempdir().unwrap();
+    let s = seed(t.path(), "instance-id: i-1\n", Some(NET));
+    let (code, p, err) = plan(&s);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        network_files(&p),
+        [
+            "/etc/systemd/network/10-nodeagent-eth0.link",
+            "/etc/systemd/network/10-nodeagent-eth0.network"
+        ]
+    );
+}
+
+#[test]
+fn metadata_network_key_is_not_a_network_config_for_nocloud() {
+    let t = tempfile::tempdir().unwrap();
+    let meta = format!("instance-id: i-1\nnetwork:\n{}", {
+        NET.lines().map(|l| format!("  {l}\n")).collect::<String>()
+    });
+    let s = seed(t.path(), &meta, None);
+    let (code, p, err) = plan(&s);
+    assert_eq!(code, 0, "{err}");
+    assert!(network_files(&p).is_empty(), "{p}");
+}
+
+#[test]
+fn wrapped_network_config_and_eni_are_refused_in_the_plan() {
+    let t = tempfile::tempdir().unwrap();
+    let wrapped = format!(
+        "network:\n{}",
+        NET.lines().map(|l| format!("  {l}\n")).collect::<String>()
+    );
+    let s = seed(t.path(), "instance-id: i-1\n", Some(&wrapped));
+    let (code, _, err) = plan(&s);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("network-config") && err.contains("unwrapped"),
+        "{err}"
+    );
+
+    let t = tempfile::tempdir().unwrap();
+    let s = seed(
+        t.path(),
+        "instance-id: i-1\nnetwork-interfaces: |\n  auto eth0\n  iface eth0 inet dhcp\n",
+        None,
+    );
+    let (code, _, err) = plan(&s);
+    assert_eq!(code, 1);
+    assert!(err.contains("network-interfaces"), "{err}");
+}

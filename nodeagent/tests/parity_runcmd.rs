@@ -1,0 +1,143 @@
+//! bootcmd and runcmd fail as cloud-init 22.4 lets them fail: each list is one shell script
+//! without `set -e` there (`util.shellify`), so a failing item never stops the items after it;
+//! a failed bootcmd module does not stop the boot; only runcmd's last item fails the run.
+//! nodeagent keeps running each item supervised and journaled exactly once, and ends
+//! `degraded` naming the failed item (redacted), or `failed` for the last runcmd item and for a
+//! kubeadm step (after the later runcmd items ran).
+
+mod apply_common;
+use apply_common::*;
+use nodeagent::plan::*;
+use std::path::Path;
+
+fn record(root: &Path) -> String {
+    std::fs::read_to_string(root.join("record")).unwrap_or_default()
+}
+
+fn append(what: &str) -> String {
+    format!("echo {what} >> \"$NODEAGENT_ROOT/record\"")
+}
+
+fn journal_results(root: &Path, iid: &str) -> Vec<(String, String)> {
+    let st = nodeagent::state::State::open(root).unwrap();
+    nodeagent::state::read_journal(&st.instance_dir(iid).join("journal.jsonl"))
+        .unwrap()
+        .into_iter()
+        .filter_map(|r| match r.event {
+            nodeagent::state::Event::Done { step, result, .. } => {
+                Some((step, result.as_str().to_string()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_failing_runcmd_item_does_not_stop_the_later_ones_and_runs_once() {
+    let p = plan(
+        "vm-r",
+        vec![
+            sh("runcmd[0]", &append("one"), Frequency::PerInstance),
+            sh(
+                "runcmd[1]",
+                "echo 'kubeadm join --token abcdef.0123456789abcdef' >&2; exit 3",
+                Frequency::PerInstance,
+            ),
+            sh("runcmd[2]", &append("three"), Frequency::PerInstance),
+        ],
+    );
+    let d = tempfile::tempdir().unwrap();
+    let r = d.path();
+    let s = run(r, &p, true, false, "b").expect("the run carries on and ends degraded");
+    assert_eq!(record(r), "one\nthree\n");
+    assert_eq!(s.warnings.len(), 1, "{:?}", s.warnings);
+    let w = &s.warnings[0];
+    assert!(
+        w.contains("runcmd[1]") && w.contains("exit status 3"),
+        "{w}"
+    );
+    assert!(!w.contains("0123456789abcdef"), "token leaked: {w}");
+    assert!(
+        journal_results(r, "vm-r").contains(&("runcmd[1]".into(), "failed-ignored".into())),
+        "journaled as run (and failed) once"
+    );
+    // The next run (a reboot, or the agent started again) runs none of them again.
+    let s = run(r, &p, true, false, "b2").unwrap();
+    assert_eq!(record(r), "one\nthree\n");
+    assert_eq!(s.already.len(), 3, "{s:?}");
+}
+
+#[test]
+fn the_last_runcmd_item_failing_fails_the_run() {
+    let p = plan(
+        "vm-r",
+        vec![
+            sh("runcmd[0]", "exit 1", Frequency::PerInstance),
+            sh("runcmd[1]", &append("before-last"), Frequency::PerInstance),
+            sh("runcmd[2]", "exit 4", Frequency::PerInstance),
+        ],
+    );
+    let d = tempfile::tempdir().unwrap();
+    let e = run(d.path(), &p, true, false, "b").unwrap_err();
+    assert!(e.place.starts_with("step runcmd[2]"), "{e}");
+    assert!(e.message.contains("exit status 4"), "{e}");
+    assert_eq!(record(d.path()), "before-last\n");
+}
+
+#[test]
+fn a_failing_bootcmd_item_carries_on_to_the_rest_of_the_boot() {
+    let p = plan(
+        "vm-b",
+        vec![
+            sh("bootcmd[0]", "false", Frequency::PerBoot),
+            sh("bootcmd[1]", &append("boot-1"), Frequency::PerBoot),
+            sh("bootcmd[2]", "exit 5", Frequency::PerBoot),
+            wf(file("/after", "written", "root:root", 0o644)),
+            sh("runcmd[0]", &append("run-0"), Frequency::PerInstance),
+        ],
+    );
+    let d = tempfile::tempdir().unwrap();
+    let r = d.path();
+    let s = run(r, &p, true, false, "b").unwrap();
+    assert_eq!(record(r), "boot-1\nrun-0\n");
+    assert_eq!(std::fs::read_to_string(r.join("after")).unwrap(), "written");
+    assert_eq!(s.warnings.len(), 2, "{:?}", s.warnings);
+    assert!(s.warnings[0].contains("bootcmd[0]"), "{:?}", s.warnings);
+    assert!(s.warnings[1].contains("bootcmd[2]"), "{:?}", s.warnings);
+    // Per boot, as cloud-init's bootcmd: the next boot runs bootcmd again, runcmd not.
+    run(r, &p, true, false, "b2").unwrap();
+    assert_eq!(record(r), "boot-1\nrun-0\nboot-1\n");
+}
+
+#[test]
+fn a_failed_kubeadm_step_lets_the_post_commands_run_then_fails() {
+    let p = plan(
+        "vm-k",
+        vec![
+            step(
+                "runcmd[0]:kubeadm",
+                RunStage::Main,
+                Frequency::PerInstance,
+                Action::Kubeadm(KubeadmSpec {
+                    mode: KubeadmMode::Join,
+                    // Not there: the step fails.
+                    config_path: "/run/kubeadm/kubeadm-join-config.yaml".into(),
+                    extra_args: vec![],
+                    sentinel: true,
+                    endpoint: None,
+                    original: "kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml".into(),
+                }),
+            ),
+            sh("runcmd[1]", &append("post"), Frequency::PerInstance),
+        ],
+    );
+    let d = tempfile::tempdir().unwrap();
+    let r = d.path();
+    let e = run(r, &p, true, false, "b").unwrap_err();
+    assert!(e.place.starts_with("step runcmd[0]:kubeadm"), "{e}");
+    assert_eq!(record(r), "post\n", "postKubeadmCommands ran");
+    assert!(
+        !r.join("run/cluster-api/bootstrap-success.complete")
+            .exists()
+    );
+}
