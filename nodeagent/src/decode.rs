@@ -15,7 +15,7 @@
 // Parses untrusted input: no byte-index slicing or indexing that could panic.
 #![deny(clippy::string_slice, clippy::indexing_slicing)]
 
-use crate::error::{Error, Result, Stage};
+use crate::error::{Error, ErrorKind, Result, Stage};
 use crate::limits::{MAX_DECODED_BYTES, MAX_GUNZIP_BYTES};
 use std::fmt;
 use std::io::Read;
@@ -46,7 +46,8 @@ pub fn decode_value(key: &str, raw: &[u8], encoding: Option<&[u8]>) -> Result<Op
     let place = format!("guestinfo.{key}");
     let enc_place = format!("guestinfo.{key}.encoding");
     let text = utf8(raw).map_err(|off| {
-        decode_err(
+        Error::new(
+            Stage::Decode,
             &place,
             format!("value is not valid UTF-8 (invalid byte at offset {off})"),
         )
@@ -59,7 +60,8 @@ pub fn decode_value(key: &str, raw: &[u8], encoding: Option<&[u8]>) -> Result<Op
         None => None,
         Some(e) => {
             let e = utf8(e).map_err(|off| {
-                decode_err(
+                Error::new(
+                    Stage::Decode,
                     &enc_place,
                     format!("encoding is not valid UTF-8 (invalid byte at offset {off})"),
                 )
@@ -87,8 +89,14 @@ fn decode_text(place: &str, enc_place: &str, value: &str, enc: Option<&str>) -> 
     let bytes: Vec<u8> = match enc {
         Some("gzip+base64") | Some("gz+b64") => {
             let b = b64_step(value.as_bytes(), place)?;
-            gunzip(&b, MAX_GUNZIP_BYTES, true)
-                .map_err(|e| decode_err(place, e.describe("gzip+base64", MAX_GUNZIP_BYTES)))?
+            gunzip(&b, MAX_GUNZIP_BYTES, true).map_err(|e| {
+                Error::of(
+                    e.kind(),
+                    Stage::Decode,
+                    place,
+                    e.describe("gzip+base64", MAX_GUNZIP_BYTES),
+                )
+            })?
         }
         Some("base64") | Some("b64") => b64_step(value.as_bytes(), place)?,
         Some(other) => {
@@ -98,7 +106,8 @@ fn decode_text(place: &str, enc_place: &str, value: &str, enc: Option<&str>) -> 
         None => plain_bounded(value, place)?,
     };
     let text = String::from_utf8(bytes).map_err(|e| {
-        decode_err(
+        Error::new(
+            Stage::Decode,
             place,
             format!(
                 "decoded value is not valid UTF-8 (invalid byte at offset {})",
@@ -113,7 +122,8 @@ fn decode_text(place: &str, enc_place: &str, value: &str, enc: Option<&str>) -> 
 pub fn decode_plain(key: &str, raw: &[u8]) -> Result<Decoded> {
     let place = format!("guestinfo.{key}");
     let text = utf8(raw).map_err(|off| {
-        decode_err(
+        Error::new(
+            Stage::Decode,
             &place,
             format!("value is not valid UTF-8 (invalid byte at offset {off})"),
         )
@@ -153,10 +163,6 @@ pub fn decode_file_content(content: &[u8], encoding: &str) -> std::result::Resul
     }
 }
 
-fn decode_err(place: &str, message: String) -> Error {
-    Error::new(Stage::Decode, place, message)
-}
-
 fn is_absent(v: &str) -> bool {
     v.is_empty() || v == "---"
 }
@@ -178,7 +184,9 @@ fn utf8(b: &[u8]) -> std::result::Result<&str, usize> {
 
 fn check_plain_size(value: &str, place: &str) -> Result<()> {
     if value.len() > MAX_DECODED_BYTES {
-        return Err(decode_err(
+        return Err(Error::of(
+            ErrorKind::TooLarge,
+            Stage::Decode,
             place,
             format!(
                 "value is {} bytes, over the limit of {} bytes (MAX_DECODED_BYTES)",
@@ -196,7 +204,13 @@ fn plain_bounded(value: &str, place: &str) -> Result<Vec<u8>> {
 }
 
 fn b64_step(value: &[u8], place: &str) -> Result<Vec<u8>> {
-    py_b64decode(value, MAX_DECODED_BYTES).map_err(|e| decode_err(place, e.to_string()))
+    py_b64decode(value, MAX_DECODED_BYTES).map_err(|e| {
+        let kind = match e {
+            B64Error::TooLarge { .. } => ErrorKind::TooLarge,
+            _ => ErrorKind::Invalid,
+        };
+        Error::of(kind, Stage::Decode, place, e.to_string())
+    })
 }
 
 fn unknown_encoding_warning(enc_place: &str, enc: &str) -> String {
@@ -355,6 +369,12 @@ pub enum GzError {
 }
 
 impl GzError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            GzError::Corrupt(_) => ErrorKind::Invalid,
+            GzError::TooLarge => ErrorKind::TooLarge,
+        }
+    }
     fn describe(&self, enc: &str, limit: usize) -> String {
         match self {
             GzError::Corrupt(m) => format!("invalid gzip data ({enc}): {m}"),

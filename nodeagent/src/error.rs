@@ -151,6 +151,15 @@ impl Error {
         self.message = f(std::mem::take(&mut self.message));
         self
     }
+    /// The message and its source, without the place: what a caller that names the place
+    /// itself shows.
+    pub fn detail(&self) -> String {
+        match &self.source {
+            None => self.message.clone(),
+            Some(s) if self.message.is_empty() => s.to_string(),
+            Some(s) => format!("{}: {s}", self.message),
+        }
+    }
     /// Prefix the place with an outer location, e.g. the guestinfo key a YAML error came from.
     pub fn within(mut self, outer: &str) -> Self {
         self.place = if self.place.is_empty() {

@@ -27,7 +27,7 @@
 // Parses untrusted input: no byte-index slicing or indexing that could panic.
 #![deny(clippy::string_slice, clippy::indexing_slicing)]
 
-use crate::error::{Error, Result, Stage};
+use crate::error::{Error, ErrorKind, Result, Stage};
 use crate::plan::FileWrite;
 use serde_json::{Map, Value};
 use std::fmt::Write as _;
@@ -90,13 +90,9 @@ impl Ctx {
             self.warnings.push(format!("{place}: {msg}"));
             Ok(())
         } else {
-            Err(err(place, msg))
+            Err(Error::new(Stage::Metadata, place, msg))
         }
     }
-}
-
-fn err(place: &str, msg: impl Into<String>) -> Error {
-    Error::new(Stage::Metadata, place, msg)
 }
 
 pub fn render_with(config: &Value, renderer: &str, compat: bool) -> Result<Rendered> {
@@ -109,7 +105,8 @@ pub fn render_with(config: &Value, renderer: &str, compat: bool) -> Result<Rende
         "networkd" => devices.iter().flat_map(networkd_files).collect(),
         "netplan" => vec![netplan_file(&devices)],
         other => {
-            return Err(err(
+            return Err(Error::new(
+                Stage::Metadata,
                 "network renderer",
                 format!("unknown renderer {other:?} (want networkd or netplan)"),
             ));
@@ -125,7 +122,13 @@ fn parse(config: &Value, ctx: &mut Ctx) -> Result<Vec<Device>> {
     let top = match config {
         Value::Null => return Ok(Vec::new()),
         Value::Object(m) => m,
-        _ => return Err(err("network", "must be a mapping (netplan version 2)")),
+        _ => {
+            return Err(Error::new(
+                Stage::Metadata,
+                "network",
+                "must be a mapping (netplan version 2)",
+            ));
+        }
     };
     // `network: {network: {...}}` is accepted by cloud-init too.
     let top = match top.get("network") {
@@ -135,13 +138,16 @@ fn parse(config: &Value, ctx: &mut Ctx) -> Result<Vec<Device>> {
     match top.get("version") {
         Some(v) if v.as_u64() == Some(2) || v.as_str() == Some("2") => {}
         Some(v) => {
-            return Err(err(
+            return Err(Error::of(
+                ErrorKind::Unsupported,
+                Stage::Metadata,
                 "network.version",
                 format!("{v} is not supported (only netplan version 2)"),
             ));
         }
         None => {
-            return Err(err(
+            return Err(Error::new(
+                Stage::Metadata,
                 "network.version",
                 "missing (only netplan version 2 is supported)",
             ));
@@ -152,8 +158,10 @@ fn parse(config: &Value, ctx: &mut Ctx) -> Result<Vec<Device>> {
             key.as_str(),
             "version" | "ethernets" | "routes" | "renderer"
         ) {
-            return Err(err(
-                &format!("network.{key}"),
+            return Err(Error::of(
+                ErrorKind::Unsupported,
+                Stage::Metadata,
+                format!("network.{key}"),
                 "not supported (only ethernets are)",
             ));
         }
@@ -162,12 +170,18 @@ fn parse(config: &Value, ctx: &mut Ctx) -> Result<Vec<Device>> {
     let eths = match top.get("ethernets") {
         None | Some(Value::Null) => return Ok(out),
         Some(Value::Object(m)) => m,
-        Some(_) => return Err(err("network.ethernets", "must be a mapping")),
+        Some(_) => {
+            return Err(Error::new(
+                Stage::Metadata,
+                "network.ethernets",
+                "must be a mapping",
+            ));
+        }
     };
     for (id, dev) in eths {
         let place = format!("network.ethernets.{id}");
         let Value::Object(d) = dev else {
-            return Err(err(&place, "must be a mapping"));
+            return Err(Error::new(Stage::Metadata, &place, "must be a mapping"));
         };
         out.push(device(id, d, &place, ctx)?);
     }
@@ -191,7 +205,8 @@ fn parse(config: &Value, ctx: &mut Ctx) -> Result<Vec<Device>> {
         .windows(2)
         .find_map(|w| <&[_; 2]>::try_from(w).ok().filter(|[a, b]| a == b))
     {
-        return Err(err(
+        return Err(Error::new(
+            Stage::Metadata,
             "network.ethernets",
             format!("two devices are named {:?}", first),
         ));
@@ -209,7 +224,7 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
         match k.as_str() {
             "match" => {
                 let Value::Object(m) = v else {
-                    return Err(err(&p, "must be a mapping"));
+                    return Err(Error::new(Stage::Metadata, &p, "must be a mapping"));
                 };
                 for (mk, mv) in m {
                     let mp = format!("{p}.{mk}");
@@ -220,7 +235,9 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
                             // space would add directives, so it is refused even in compat
                             // mode, where other malformed MACs are only warned about.
                             if s.contains(|c: char| c.is_whitespace() || c.is_control()) {
-                                return Err(err(
+                                return Err(Error::of(
+                                    ErrorKind::Unsupported,
+                                    Stage::Metadata,
                                     &mp,
                                     "contains a space or control character (a newline would inject networkd directives); refused",
                                 ));
@@ -230,7 +247,14 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
                             }
                             dev.mac = Some(s);
                         }
-                        _ => return Err(err(&mp, "not supported (only match.macaddress)")),
+                        _ => {
+                            return Err(Error::of(
+                                ErrorKind::Unsupported,
+                                Stage::Metadata,
+                                &mp,
+                                "not supported (only match.macaddress)",
+                            ));
+                        }
                     }
                 }
             }
@@ -251,7 +275,7 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
             "routes" => dev.routes = routes(v, &p)?,
             "nameservers" => {
                 let Value::Object(m) = v else {
-                    return Err(err(&p, "must be a mapping"));
+                    return Err(Error::new(Stage::Metadata, &p, "must be a mapping"));
                 };
                 for (nk, nv) in m {
                     let np = format!("{p}.{nk}");
@@ -267,27 +291,43 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
                                 if s.is_empty()
                                     || s.contains(|c: char| c.is_whitespace() || c.is_control())
                                 {
-                                    return Err(err(
-                                        &format!("{np}[{i}]"),
+                                    return Err(Error::new(
+                                        Stage::Metadata,
+                                        format!("{np}[{i}]"),
                                         format!("{s:?} is not a domain"),
                                     ));
                                 }
                                 dev.search.push(s);
                             }
                         }
-                        _ => return Err(err(&np, "not supported")),
+                        _ => {
+                            return Err(Error::of(
+                                ErrorKind::Unsupported,
+                                Stage::Metadata,
+                                &np,
+                                "not supported",
+                            ));
+                        }
                     }
                 }
             }
             "dhcp4-overrides" => dev.dhcp4_overrides = overrides(v, &p, ctx, false)?,
             "dhcp6-overrides" => dev.dhcp6_overrides = overrides(v, &p, ctx, true)?,
-            _ => return Err(err(&p, "not supported by nodeagent's network renderer")),
+            _ => {
+                return Err(Error::of(
+                    ErrorKind::Unsupported,
+                    Stage::Metadata,
+                    &p,
+                    "not supported by nodeagent's network renderer",
+                ));
+            }
         }
     }
     if dev.name.is_empty() {
         if dev.mac.is_some() {
-            return Err(err(
-                &format!("{place}.set-name"),
+            return Err(Error::new(
+                Stage::Metadata,
+                format!("{place}.set-name"),
                 "missing (a device matched by MAC needs set-name)",
             ));
         }
@@ -298,7 +338,7 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
 
 fn overrides(v: &Value, p: &str, ctx: &mut Ctx, v6: bool) -> Result<Vec<(String, String)>> {
     let Value::Object(m) = v else {
-        return Err(err(p, "must be a mapping"));
+        return Err(Error::new(Stage::Metadata, p, "must be a mapping"));
     };
     let mut out = Vec::new();
     for (k, val) in m {
@@ -314,7 +354,11 @@ fn overrides(v: &Value, p: &str, ctx: &mut Ctx, v6: bool) -> Result<Vec<(String,
             "hostname" => {
                 let s = string(val, &kp)?;
                 if s.is_empty() || s.contains(|c: char| c.is_whitespace() || c.is_control()) {
-                    return Err(err(&kp, format!("{s:?} is not a host name")));
+                    return Err(Error::new(
+                        Stage::Metadata,
+                        &kp,
+                        format!("{s:?} is not a host name"),
+                    ));
                 }
                 out.push(("Hostname".to_string(), s));
                 continue;
@@ -333,7 +377,14 @@ fn overrides(v: &Value, p: &str, ctx: &mut Ctx, v6: bool) -> Result<Vec<(String,
                 )?;
                 continue;
             }
-            _ => return Err(err(&kp, "not supported")),
+            _ => {
+                return Err(Error::of(
+                    ErrorKind::Unsupported,
+                    Stage::Metadata,
+                    &kp,
+                    "not supported",
+                ));
+            }
         };
         match val {
             Value::Bool(b) => out.push((key.to_string(), yes_no(*b).to_string())),
@@ -350,7 +401,7 @@ fn routes(v: &Value, p: &str) -> Result<Vec<Route>> {
     for (i, r) in list(v, p)?.iter().enumerate() {
         let rp = format!("{p}[{i}]");
         let Value::Object(m) = r else {
-            return Err(err(&rp, "must be a mapping"));
+            return Err(Error::new(Stage::Metadata, &rp, "must be a mapping"));
         };
         let mut route = Route {
             to: String::new(),
@@ -370,11 +421,18 @@ fn routes(v: &Value, p: &str) -> Result<Vec<Route>> {
                 }
                 "via" => route.via = Some(ip(val, &kp, None)?),
                 "metric" => route.metric = Some(number(val, &kp, 0, u32::MAX as u64)?),
-                _ => return Err(err(&kp, "not supported")),
+                _ => {
+                    return Err(Error::of(
+                        ErrorKind::Unsupported,
+                        Stage::Metadata,
+                        &kp,
+                        "not supported",
+                    ));
+                }
             }
         }
         if route.to.is_empty() {
-            return Err(err(&format!("{rp}.to"), "missing"));
+            return Err(Error::new(Stage::Metadata, format!("{rp}.to"), "missing"));
         }
         out.push(route);
     }
@@ -384,7 +442,7 @@ fn routes(v: &Value, p: &str) -> Result<Vec<Route>> {
 fn list<'a>(v: &'a Value, p: &str) -> Result<&'a Vec<Value>> {
     match v {
         Value::Array(a) => Ok(a),
-        _ => Err(err(p, "must be a list")),
+        _ => Err(Error::new(Stage::Metadata, p, "must be a list")),
     }
 }
 
@@ -392,7 +450,7 @@ fn string(v: &Value, p: &str) -> Result<String> {
     match v {
         Value::String(s) => Ok(s.clone()),
         Value::Number(n) => Ok(n.to_string()),
-        _ => Err(err(p, "must be a string")),
+        _ => Err(Error::new(Stage::Metadata, p, "must be a string")),
     }
 }
 
@@ -402,9 +460,13 @@ fn boolean(v: &Value, p: &str) -> Result<bool> {
         Value::String(s) => match s.to_ascii_lowercase().as_str() {
             "true" | "yes" | "on" => Ok(true),
             "false" | "no" | "off" => Ok(false),
-            _ => Err(err(p, format!("{s:?} is not a boolean"))),
+            _ => Err(Error::new(
+                Stage::Metadata,
+                p,
+                format!("{s:?} is not a boolean"),
+            )),
         },
-        _ => Err(err(p, "must be a boolean")),
+        _ => Err(Error::new(Stage::Metadata, p, "must be a boolean")),
     }
 }
 
@@ -416,7 +478,11 @@ fn number(v: &Value, p: &str, min: u64, max: u64) -> Result<u64> {
     };
     match n {
         Some(n) if (min..=max).contains(&n) => Ok(n),
-        _ => Err(err(p, format!("{v} is not a number in {min}..={max}"))),
+        _ => Err(Error::new(
+            Stage::Metadata,
+            p,
+            format!("{v} is not a number in {min}..={max}"),
+        )),
     }
 }
 
@@ -431,7 +497,11 @@ fn iface_name(v: &Value, p: &str) -> Result<String> {
     if ok {
         Ok(s)
     } else {
-        Err(err(p, format!("{s:?} is not a valid interface name")))
+        Err(Error::new(
+            Stage::Metadata,
+            p,
+            format!("{s:?} is not a valid interface name"),
+        ))
     }
 }
 
@@ -448,22 +518,39 @@ fn ip(v: &Value, p: &str, want_v6: Option<bool>) -> Result<String> {
     let s = string(v, p)?;
     match s.parse::<std::net::IpAddr>() {
         Ok(a) if want_v6.is_none_or(|w| w == a.is_ipv6()) => Ok(a.to_string()),
-        Ok(_) => Err(err(p, format!("{s:?} is the wrong address family"))),
-        Err(_) => Err(err(p, format!("{s:?} is not an IP address"))),
+        Ok(_) => Err(Error::new(
+            Stage::Metadata,
+            p,
+            format!("{s:?} is the wrong address family"),
+        )),
+        Err(_) => Err(Error::new(
+            Stage::Metadata,
+            p,
+            format!("{s:?} is not an IP address"),
+        )),
     }
 }
 
 fn cidr(s: &str, p: &str) -> Result<String> {
     let Some((a, len)) = s.split_once('/') else {
-        return Err(err(p, format!("{s:?} has no /prefix length")));
+        return Err(Error::of(
+            ErrorKind::NotFound,
+            Stage::Metadata,
+            p,
+            format!("{s:?} has no /prefix length"),
+        ));
     };
     let addr: std::net::IpAddr = a
         .parse()
-        .map_err(|_| err(p, format!("{s:?} is not an IP address")))?;
+        .map_err(|_| Error::new(Stage::Metadata, p, format!("{s:?} is not an IP address")))?;
     let max = if addr.is_ipv6() { 128 } else { 32 };
     match len.parse::<u8>() {
         Ok(l) if l <= max => Ok(format!("{addr}/{l}")),
-        _ => Err(err(p, format!("{s:?} has a bad prefix length"))),
+        _ => Err(Error::new(
+            Stage::Metadata,
+            p,
+            format!("{s:?} has a bad prefix length"),
+        )),
     }
 }
 
@@ -474,7 +561,7 @@ fn address(v: &Value, p: &str, ctx: &mut Ctx) -> Result<String> {
     }
     let addr: std::net::IpAddr = s
         .parse()
-        .map_err(|_| err(p, format!("{s:?} is not an IP address")))?;
+        .map_err(|_| Error::new(Stage::Metadata, p, format!("{s:?} is not an IP address")))?;
     let host = if addr.is_ipv6() { 128 } else { 32 };
     ctx.bad(p, format!("{s:?} has no /prefix length; using /{host}"))?;
     Ok(format!("{addr}/{host}"))

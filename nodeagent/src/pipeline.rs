@@ -121,7 +121,7 @@ pub const SAVED_USERDATA: &str = "userdata-raw.txt";
 /// userdata has no saved copy: nothing to restore). Returns log lines.
 pub fn restore_saved(raw: &mut RawData, facts: &Facts, root: &Path) -> Result<Vec<String>> {
     let mut log = Vec::new();
-    let dir = crate::state::state_dir(root);
+    let dir = crate::state::state_dir(root)?;
     if !dir.is_dir() {
         return Ok(log);
     }

@@ -37,14 +37,31 @@ pub struct Step {
     pub action: Action,
 }
 
-/// Which boot stage runs the step (`nodeagent run --stage`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+/// Which boot stage runs a step, and which stages `nodeagent run --stage` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum RunStage {
     /// Before the network is up: hostname, network configuration.
     Local,
     /// Everything else, after network-online and the container runtime.
     Main,
+    /// Both, local then main: a selection (`run --stage all`), never a step's stage.
+    All,
+}
+
+impl RunStage {
+    /// Does running `self` run a step of stage `step`?
+    pub fn includes(self, step: RunStage) -> bool {
+        self == RunStage::All || self == step
+    }
+    /// The CLI and journal name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStage::Local => "local",
+            RunStage::Main => "main",
+            RunStage::All => "all",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]

@@ -79,7 +79,7 @@ pub fn view(root: &Path) -> TargetView {
 pub fn path_state(t: &Target, abs: &str) -> PathState {
     let host = match t.path(abs) {
         Ok(p) => p,
-        Err(e) => return PathState::Blocked(e.message),
+        Err(e) => return PathState::Blocked(e.detail()),
     };
     match std::fs::symlink_metadata(&host) {
         Ok(m) => {

@@ -8,6 +8,9 @@
 //! runner"), a tokio runtime costs start-up time and resident memory for nothing the agent
 //! needs (it runs one program at a time).
 //!
+//! Each start is logged (debug) and each kill at the deadline (warn) with the command line
+//! redacted and cut ([`shown`]): arguments carry tokens and passwords.
+//!
 //! The child is reaped only after any kill, so its pid and process-group id cannot be reused
 //! while we may still signal the group.
 
@@ -128,6 +131,20 @@ fn deadline_of(limits: &Limits, program: &str) -> Result<Option<Instant>, Proces
     }
 }
 
+/// The command line as it may be logged: arguments joined, then redacted (tokens, passwords,
+/// key material), and cut to `limits::COMMAND_SHOWN_CHARS`.
+fn shown(cmd: &Command) -> String {
+    let mut line = program_name(cmd);
+    for a in cmd.get_args() {
+        line.push(' ');
+        line.push_str(&a.to_string_lossy());
+    }
+    crate::redact::redact_text(&line)
+        .chars()
+        .take(crate::limits::COMMAND_SHOWN_CHARS)
+        .collect()
+}
+
 fn program_name(cmd: &Command) -> String {
     cmd.get_program().to_string_lossy().into_owned()
 }
@@ -136,6 +153,7 @@ fn program_name(cmd: &Command) -> String {
 /// replaced by a package upgrade, or another thread's fork briefly holds a write fd to it).
 fn spawn(cmd: &mut Command, program: &str) -> Result<Child, ProcessError> {
     cmd.process_group(0);
+    tracing::debug!(command = %shown(cmd), "start");
     let mut attempt = 0;
     loop {
         match cmd.spawn() {
@@ -255,6 +273,7 @@ pub fn run_streaming(
                 break; // output still held open by something the program left behind
             }
             kill_group(&mut child, pidfd.as_ref(), limits.kill_grace);
+            tracing::warn!(command = %shown(&cmd), "killed at its deadline");
             return Err(ProcessError::TimedOut {
                 program,
                 after: budget,
@@ -343,6 +362,7 @@ pub fn run_inherited(mut cmd: Command, limits: &Limits) -> Result<ExitStatus, Pr
     };
     if !exited {
         kill_group(&mut child, pidfd.as_ref(), limits.kill_grace);
+        tracing::warn!(command = %shown(&cmd), "killed at its deadline");
         return Err(ProcessError::TimedOut {
             program,
             after: budget,
@@ -504,6 +524,17 @@ mod tests {
     }
 
     #[test]
+    fn logged_command_lines_are_redacted_and_bounded() {
+        let mut cmd = Command::new("kubeadm");
+        cmd.args(["join", "--token", "abcdef.0123456789abcdef"]);
+        cmd.arg("x".repeat(500));
+        let line = shown(&cmd);
+        assert!(line.starts_with("kubeadm join --token "), "{line}");
+        assert!(!line.contains("0123456789abcdef"), "{line}");
+        assert_eq!(line.chars().count(), crate::limits::COMMAND_SHOWN_CHARS);
+    }
+
+    #[test]
     fn the_whole_group_is_killed_at_the_deadline() {
         let d = tempfile::tempdir().unwrap();
         let pidfile = d.path().join("pid");
@@ -517,9 +548,19 @@ mod tests {
             .trim()
             .parse()
             .unwrap();
-        // The grandchild is gone too (or a zombie awaiting init: not running `sleep`).
-        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        assert!(state.is_empty() || state.contains(") Z"), "{state}");
+        // The grandchild is gone too (or a zombie awaiting init: not running `sleep`). SIGKILL
+        // is delivered at once but the dying task can still show `R` for a moment on a loaded
+        // machine: wait for its exit, bounded.
+        let gone = || {
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            (state.is_empty() || state.contains(") Z"), state)
+        };
+        let until = Instant::now() + Duration::from_secs(5);
+        while !gone().0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let (dead, state) = gone();
+        assert!(dead, "{state}");
     }
 
     #[test]

@@ -240,7 +240,7 @@ fn json_min(s: &Status) -> String {
 
 /// Read `/run/nodeagent/status.json` under `root`.
 pub fn read_status(root: &Path) -> std::io::Result<Status> {
-    let text = std::fs::read_to_string(root.join(STATUS_JSON))?;
+    let text = std::fs::read_to_string(crate::confine::dir(root, STATUS_JSON)?)?;
     serde_json::from_str(&text).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
@@ -427,7 +427,11 @@ impl<'t> Reporter<'t> {
 
     fn write_status_json(&self) -> std::io::Result<()> {
         let json = serde_json::to_string_pretty(&self.status).map_err(std::io::Error::other)?;
-        write_run_file(&self.root.join(STATUS_JSON), json.as_bytes(), 0o644)
+        write_run_file(
+            &crate::confine::file(&self.root, STATUS_JSON)?,
+            json.as_bytes(),
+            0o644,
+        )
     }
 
     fn append_event(&self) -> std::io::Result<()> {
@@ -441,12 +445,16 @@ impl<'t> Reporter<'t> {
             step: self.status.step.clone(),
             detail: self.status.detail.clone(),
         };
-        let path = self.root.join(EVENTS);
-        std::fs::create_dir_all(path.parent().unwrap())?;
+        // Parents resolved inside the root (confine.rs), a symlink at the file itself refused.
+        let path = crate::confine::file(&self.root, EVENTS)?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
         let mut f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .mode(0o640)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)?;
         let mut line = serde_json::to_string(&ev).map_err(std::io::Error::other)?;
         line.push('\n');
@@ -457,27 +465,16 @@ impl<'t> Reporter<'t> {
 /// A file under `/run` (status, sentinel): create-temp, write, rename, so readers never see
 /// a half-written file. No fsync: `/run` is tmpfs on a node and gone after any reboot, so a
 /// sync would protect nothing (and costs a journal commit when `--root` is on disk).
+/// Written through fsio.rs with a per-process temp name: `status` and the agent may publish
+/// at the same time.
 pub fn write_run_file(path: &Path, data: &[u8], mode: u32) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let dir = path
         .parent()
         .ok_or_else(|| std::io::Error::other("no parent directory"))?;
     std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        path.file_name().unwrap().to_string_lossy(),
-        std::process::id()
-    ));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(&tmp)?;
-    f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-    f.write_all(data)?;
-    std::fs::rename(&tmp, path)
+    let opts = crate::fsio::Options::new(mode).volatile().shared();
+    crate::fsio::write_atomic(path, data, &opts)
+        .map_err(|e| std::io::Error::new(e.source.kind(), e))
 }
 
 pub fn now_ms() -> u64 {
@@ -648,8 +645,10 @@ fn publish_panic(reason: &str) {
     status.error = Some(reason.to_string());
     status.kind = Some(ErrorKind::Internal);
     status.updated = now_rfc3339();
-    if let Ok(json) = serde_json::to_string_pretty(status) {
-        let _ = write_run_file(&root.join(STATUS_JSON), json.as_bytes(), 0o644);
+    if let Ok(json) = serde_json::to_string_pretty(status)
+        && let Ok(path) = crate::confine::file(root, STATUS_JSON)
+    {
+        let _ = write_run_file(&path, json.as_bytes(), 0o644);
     }
     let compact = status.compact_json();
     PANIC_TRANSPORT.with(|c| {

@@ -16,11 +16,12 @@
 //! ## Journal format (read by `nodeagent analyze`)
 //! Append-only JSON Lines; every record has `v` (1), `event`, `at` (RFC 3339 UTC, ms),
 //! `boot` (kernel boot_id) and `pid`. Events:
-//! * `run-start`  `{stage}`: a `nodeagent run --stage` began (`stage`: local|main).
+//! * `run-start`  `{stage}`: a `nodeagent run --stage` began (`stage`: local, main or all).
 //! * `begin`      `{step, stage, frequency}`: a step started; `expect` (sha256 hex) for appends.
 //! * `done`       `{step, stage, frequency, duration_ms, result}`: finished; `result` is `ok`,
 //!   `skipped` (commands without `--exec`) or `adopted` (a command that had finished while the
-//!   previous agent was killed: its recorded exit status 0 was taken, it was not run again).
+//!   previous agent was killed: its recorded exit status 0 was taken, it was not run again) or
+//!   `failed-ignored` (a runcmd item that failed under `--compat`, not the last one).
 //! * `failed`     `{step, stage, duration_ms, error}`: the step failed (error redacted).
 //! * `run-end`    `{stage, duration_ms, result}`: `ok` or `failed`.
 //!
@@ -33,6 +34,7 @@
 //! lost `done` of an idempotent step only means the step is done again, with the same result.
 
 use crate::error::{Error, Result, Stage};
+use crate::plan::{Frequency, RunStage};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -42,37 +44,137 @@ use std::path::{Path, PathBuf};
 
 pub const DIR: &str = "var/lib/nodeagent";
 
-/// One journal line. Optional fields are present only for the events that use them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+/// One journal line: the envelope every record has, and its event (`event` names the variant;
+/// the event's fields sit beside the envelope's, as the format above lists them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     pub v: u32,
-    pub event: String,
+    #[serde(flatten)]
+    pub event: Event,
     pub at: String,
     pub boot: String,
     pub pid: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub step: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stage: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub frequency: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub duration_ms: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub result: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expect: Option<String>,
+}
+
+/// The events of the journal format (module docs). Reading is strict per line: a line that is
+/// not one of these (a torn line) is skipped, as before the records were typed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum Event {
+    RunStart {
+        stage: RunStage,
+    },
+    Begin {
+        step: String,
+        stage: RunStage,
+        frequency: Frequency,
+        /// sha256 hex of the file an append expects to find (files.rs).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expect: Option<String>,
+    },
+    Done {
+        step: String,
+        stage: RunStage,
+        frequency: Frequency,
+        duration_ms: f64,
+        result: DoneResult,
+    },
+    Failed {
+        step: String,
+        stage: RunStage,
+        duration_ms: f64,
+        error: String,
+    },
+    RunEnd {
+        stage: RunStage,
+        duration_ms: f64,
+        result: RunResult,
+    },
+}
+
+/// How a step finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DoneResult {
+    Ok,
+    /// A command not run (no `--exec`): not finished, it runs when allowed.
+    Skipped,
+    /// A command that had finished while the previous agent was killed: its recorded exit
+    /// status 0 was taken, it was not run again.
+    Adopted,
+    /// A failed runcmd item that `--compat` carries on past (not the last one).
+    FailedIgnored,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunResult {
+    Ok,
+    Failed,
+}
+
+impl DoneResult {
+    /// The journal name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DoneResult::Ok => "ok",
+            DoneResult::Skipped => "skipped",
+            DoneResult::Adopted => "adopted",
+            DoneResult::FailedIgnored => "failed-ignored",
+        }
+    }
+}
+
+impl RunResult {
+    /// The journal name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunResult::Ok => "ok",
+            RunResult::Failed => "failed",
+        }
+    }
+}
+
+impl Event {
+    /// The step a step event is about.
+    pub fn step(&self) -> Option<&str> {
+        match self {
+            Event::Begin { step, .. } | Event::Done { step, .. } | Event::Failed { step, .. } => {
+                Some(step)
+            }
+            Event::RunStart { .. } | Event::RunEnd { .. } => None,
+        }
+    }
+    /// The hash a `begin` of an append expects the file to have once it is done.
+    pub fn expect(&self) -> Option<&str> {
+        match self {
+            Event::Begin { expect, .. } => expect.as_deref(),
+            _ => None,
+        }
+    }
+    /// A `done` that counts as finished (not `skipped`).
+    pub fn finishes_step(&self) -> bool {
+        matches!(self, Event::Done { result, .. } if *result != DoneResult::Skipped)
+    }
 }
 
 fn err(place: impl Into<String>, e: impl std::fmt::Display) -> Error {
     Error::new(Stage::State, place, e.to_string())
 }
 
-/// `<root>/var/lib/nodeagent`.
-pub fn state_dir(root: &Path) -> PathBuf {
-    root.join(DIR)
+/// `<root>/var/lib/nodeagent`, every symlink on the way resolved inside the root (confine.rs).
+pub fn state_dir(root: &Path) -> Result<PathBuf> {
+    crate::confine::dir(root, DIR).map_err(|e| err(root.join(DIR).display().to_string(), e))
+}
+
+/// `<root>/REL` for a file, its parent directories resolved inside the root (confine.rs).
+pub fn in_root(root: &Path, rel: &str) -> Result<PathBuf> {
+    crate::confine::file(root, rel).map_err(|e| {
+        err(
+            root.join(rel.trim_start_matches('/')).display().to_string(),
+            e,
+        )
+    })
 }
 
 /// Directory name for an instance-id: safe as one path component.
@@ -112,14 +214,28 @@ pub fn now_rfc3339() -> String {
 }
 
 /// Create `path` (and missing parents) with `mode`, chmod an existing one to `mode`.
+/// The agent's state tree holds no symlink (`state_dir` resolves the links above it inside
+/// the root): one found at `path` or its parent, which would lead the agent's files out of
+/// the root, is refused.
 pub fn ensure_private_dir(path: &Path, mode: u32) -> Result<()> {
+    let place = || path.display().to_string();
+    let no_link = |p: &Path| match std::fs::symlink_metadata(p) {
+        Ok(m) if m.file_type().is_symlink() => Err(err(
+            p.display().to_string(),
+            "is a symlink in the agent's state directory; refused",
+        )),
+        _ => Ok(()),
+    };
+    no_link(path.parent().unwrap_or(path))?;
+    no_link(path)?;
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(mode)
         .create(path)
-        .map_err(|e| err(path.display().to_string(), e))?;
+        .map_err(|e| err(place(), e))?;
+    no_link(path)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .map_err(|e| err(path.display().to_string(), e))
+        .map_err(|e| err(place(), e))
 }
 
 /// Replace `path` atomically with `data` at `mode` (temp file, fsync, rename, fsync dir).
@@ -127,38 +243,12 @@ pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<()> {
     replace(path, data, mode, true)
 }
 
-/// Replace `path` atomically (temp file created with `mode`, rename); `durable` adds the fsync
-/// of the file before the rename and of the directory after it.
+/// Replace `path` atomically through fsio.rs; `durable` adds the fsync of the file before
+/// the rename and of the directory after it.
 fn replace(path: &Path, data: &[u8], mode: u32, durable: bool) -> Result<()> {
-    let place = path.display().to_string();
-    let dir = path
-        .parent()
-        .ok_or_else(|| err(&place, "no parent directory"))?;
-    let tmp = dir.join(format!(
-        ".{}.nodeagent-tmp",
-        path.file_name().unwrap_or_default().to_string_lossy()
-    ));
-    let _ = std::fs::remove_file(&tmp);
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)
-        .map_err(|e| err(&place, e))?;
-    f.set_permissions(std::fs::Permissions::from_mode(mode))
-        .map_err(|e| err(&place, e))?;
-    f.write_all(data).map_err(|e| err(&place, e))?;
-    if durable {
-        f.sync_all().map_err(|e| err(&place, e))?;
-    }
-    std::fs::rename(&tmp, path).map_err(|e| err(&place, e))?;
-    if !durable {
-        return Ok(());
-    }
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| err(&place, e))
+    let opts = crate::fsio::Options::new(mode);
+    let opts = if durable { opts } else { opts.volatile() };
+    crate::fsio::write_atomic(path, data, &opts).map_err(|e| err(path.display().to_string(), e))
 }
 
 /// The state directory of one root.
@@ -169,7 +259,7 @@ pub struct State {
 impl State {
     /// Open (create 0700) `<root>/var/lib/nodeagent`.
     pub fn open(root: &Path) -> Result<State> {
-        let dir = state_dir(root);
+        let dir = state_dir(root)?;
         ensure_private_dir(&dir, 0o700)?;
         Ok(State { dir })
     }
@@ -291,16 +381,7 @@ impl Journal {
         let mut done = HashMap::new();
         let mut begun = HashMap::new();
         for r in parse_journal(&text) {
-            let Some(step) = r.step.clone() else { continue };
-            match r.event.as_str() {
-                "done" if r.result.as_deref() != Some("skipped") => {
-                    done.insert(step, r);
-                }
-                "begin" => {
-                    begun.insert(step, r);
-                }
-                _ => {}
-            }
+            Journal::track(&mut done, &mut begun, r);
         }
         Ok(Journal {
             path: path.to_path_buf(),
@@ -332,14 +413,26 @@ impl Journal {
         self.begun.get(step)
     }
 
-    pub fn record(&self, event: &str) -> Record {
+    /// `event` in this run's envelope (now, this boot, this process).
+    pub fn record(&self, event: Event) -> Record {
         Record {
             v: 1,
-            event: event.into(),
+            event,
             at: now_rfc3339(),
             boot: self.boot.clone(),
             pid: std::process::id(),
-            ..Default::default()
+        }
+    }
+
+    /// Remember the last finishing `done` and the last `begin` of each step.
+    fn track(done: &mut HashMap<String, Record>, begun: &mut HashMap<String, Record>, r: Record) {
+        let map = match &r.event {
+            e if e.finishes_step() => done,
+            Event::Begin { .. } => begun,
+            _ => return,
+        };
+        if let Some(step) = r.event.step() {
+            map.insert(step.to_string(), r);
         }
     }
 
@@ -351,17 +444,7 @@ impl Journal {
         self.file
             .write_all(&line)
             .map_err(|e| err(self.path.display().to_string(), e))?;
-        if let Some(step) = r.step.clone() {
-            match r.event.as_str() {
-                "done" if r.result.as_deref() != Some("skipped") => {
-                    self.done.insert(step, r);
-                }
-                "begin" => {
-                    self.begun.insert(step, r);
-                }
-                _ => {}
-            }
-        }
+        Journal::track(&mut self.done, &mut self.begun, r);
         self.dirty = true;
         if durable {
             self.sync()?;
@@ -392,7 +475,7 @@ pub struct CleanOpts {
 /// Returns the paths removed or reset, for the command to print.
 pub fn clean(root: &Path, opts: CleanOpts) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
-    let dir = state_dir(root);
+    let dir = state_dir(root)?;
     if let Ok(rd) = std::fs::read_dir(&dir) {
         for e in rd {
             let e = e.map_err(|e| err(dir.display().to_string(), e))?;
@@ -408,7 +491,8 @@ pub fn clean(root: &Path, opts: CleanOpts) -> Result<Vec<PathBuf>> {
         }
     }
     if opts.logs {
-        let logdir = root.join("var/log");
+        let logdir = crate::confine::dir(root, "var/log")
+            .map_err(|e| err(root.join("var/log").display().to_string(), e))?;
         if let Ok(rd) = std::fs::read_dir(&logdir) {
             for e in rd.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
@@ -419,14 +503,14 @@ pub fn clean(root: &Path, opts: CleanOpts) -> Result<Vec<PathBuf>> {
                 }
             }
         }
-        let run = root.join("run/nodeagent");
+        let run = in_root(root, "run/nodeagent")?;
         if run.exists() {
             std::fs::remove_dir_all(&run).map_err(|e| err(run.display().to_string(), e))?;
             out.push(run);
         }
     }
     if opts.machine_id {
-        let p = root.join("etc/machine-id");
+        let p = in_root(root, "etc/machine-id")?;
         let _ = std::fs::remove_file(&p);
         write_atomic(&p, b"uninitialized\n", 0o444)?;
         out.push(p);
@@ -438,6 +522,81 @@ pub fn clean(root: &Path, opts: CleanOpts) -> Result<Vec<PathBuf>> {
 mod tests {
     use super::*;
 
+    fn done(step: &str) -> Event {
+        Event::Done {
+            step: step.into(),
+            stage: RunStage::Main,
+            frequency: Frequency::PerInstance,
+            duration_ms: 1.0,
+            result: DoneResult::Ok,
+        }
+    }
+
+    /// Lines as the untyped `Record` (before the tagged enum) wrote them, field order and
+    /// all: a node upgraded mid-life reads its journal the same way.
+    const OLD_JOURNAL: &str = r#"{"v":1,"event":"run-start","at":"2026-11-20T10:00:00.000Z","boot":"b1","pid":7,"stage":"all"}
+{"v":1,"event":"begin","at":"2026-11-20T10:00:00.001Z","boot":"b1","pid":7,"step":"write_files[0]:/etc/a","stage":"main","frequency":"per-instance","expect":"ab12"}
+{"v":1,"event":"done","at":"2026-11-20T10:00:00.002Z","boot":"b1","pid":7,"step":"write_files[0]:/etc/a","stage":"main","frequency":"per-instance","duration_ms":0.5,"result":"ok"}
+{"v":1,"event":"done","at":"2026-11-20T10:00:00.003Z","boot":"b1","pid":7,"step":"bootcmd[0]","stage":"local","frequency":"per-boot","duration_ms":3.25,"result":"adopted"}
+{"v":1,"event":"done","at":"2026-11-20T10:00:00.004Z","boot":"b1","pid":7,"step":"runcmd[0]","stage":"main","frequency":"per-instance","duration_ms":1.0,"result":"skipped"}
+{"v":1,"event":"done","at":"2026-11-20T10:00:00.005Z","boot":"b1","pid":7,"step":"runcmd[1]","stage":"main","frequency":"per-instance","duration_ms":1.0,"result":"failed-ignored"}
+{"v":1,"event":"failed","at":"2026-11-20T10:00:00.006Z","boot":"b1","pid":7,"step":"runcmd[2]","stage":"main","duration_ms":2.0,"error":"step runcmd[2]: exit status 1"}
+{"v":1,"event":"run-end","at":"2026-11-20T10:00:00.007Z","boot":"b1","pid":7,"stage":"all","duration_ms":9.0,"result":"failed"}
+{"v":1,"event":"done","at":"2026-11-20T10:0"#;
+
+    #[test]
+    fn a_journal_written_before_typed_records_reads_the_same() {
+        let recs = parse_journal(OLD_JOURNAL);
+        assert_eq!(
+            recs.len(),
+            8,
+            "every whole line parses, the torn one is skipped"
+        );
+        assert_eq!(
+            recs[1].event,
+            Event::Begin {
+                step: "write_files[0]:/etc/a".into(),
+                stage: RunStage::Main,
+                frequency: Frequency::PerInstance,
+                expect: Some("ab12".into()),
+            }
+        );
+        assert_eq!(
+            recs[7].event,
+            Event::RunEnd {
+                stage: RunStage::All,
+                duration_ms: 9.0,
+                result: RunResult::Failed,
+            }
+        );
+        assert_eq!((recs[3].boot.as_str(), recs[3].pid), ("b1", 7));
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("journal.jsonl");
+        std::fs::write(&path, OLD_JOURNAL).unwrap();
+        let j = Journal::open(&path, "b1".into()).unwrap();
+        for (step, finished) in [
+            ("write_files[0]:/etc/a", true),
+            ("bootcmd[0]", true),
+            ("runcmd[0]", false),
+            ("runcmd[1]", true),
+            ("runcmd[2]", false),
+        ] {
+            assert_eq!(j.is_done(step, false), finished, "{step}");
+        }
+        assert_eq!(
+            j.last_begin("write_files[0]:/etc/a")
+                .and_then(|r| r.event.expect()),
+            Some("ab12")
+        );
+        // A record written now has the same fields and values as an old one.
+        let mut now: serde_json::Value = serde_json::to_value(&recs[2]).unwrap();
+        let old: serde_json::Value =
+            serde_json::from_str(OLD_JOURNAL.lines().nth(2).unwrap()).unwrap();
+        assert_eq!(now, old);
+        now["event"] = "bogus".into();
+        assert!(serde_json::from_value::<Record>(now).is_err());
+    }
+
     #[test]
     fn journal_survives_torn_line_and_tracks_boots() {
         let d = tempfile::tempdir().unwrap();
@@ -445,9 +604,7 @@ mod tests {
         let mode = std::fs::metadata(&st.dir).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700);
         let mut j = st.begin_instance("vm-1").unwrap();
-        let mut r = j.record("done");
-        r.step = Some("a".into());
-        j.append(r, true).unwrap();
+        j.append(j.record(done("a")), true).unwrap();
         assert!(j.is_done("a", false));
         drop(j);
         // Tear a record in half, as a power loss could.
@@ -461,12 +618,10 @@ mod tests {
             !j.is_done("a", true),
             "per-boot step runs again in a new boot"
         );
-        let mut r = j.record("done");
-        r.step = Some("b".into());
-        j.append(r, true).unwrap();
+        j.append(j.record(done("b")), true).unwrap();
         let recs = read_journal(&path).unwrap();
         assert_eq!(recs.len(), 2);
-        assert_eq!(recs[1].step.as_deref(), Some("b"));
+        assert_eq!(recs[1].event.step(), Some("b"));
     }
 
     #[test]
@@ -474,9 +629,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let st = State::open(d.path()).unwrap();
         let mut j = st.begin_instance("vm-1").unwrap();
-        let mut r = j.record("done");
-        r.step = Some("a".into());
-        j.append(r, true).unwrap();
+        j.append(j.record(done("a")), true).unwrap();
         let j2 = st.begin_instance("vm-2").unwrap();
         assert!(!j2.is_done("a", false));
         assert_eq!(st.current_instance_id().as_deref(), Some("vm-2"));

@@ -301,7 +301,8 @@ impl Builder {
                             "more than {} alias expansions (alias bomb?)",
                             limits::MAX_YAML_ALIAS_EXPANSIONS
                         ),
-                    ));
+                    )
+                    .with_kind(crate::error::ErrorKind::TooLarge));
                 }
                 self.nodes += size;
                 if self.nodes > limits::MAX_YAML_NODES {
@@ -311,7 +312,8 @@ impl Builder {
                             "document expands to more than {} nodes",
                             limits::MAX_YAML_NODES
                         ),
-                    ));
+                    )
+                    .with_kind(crate::error::ErrorKind::TooLarge));
                 }
                 self.push_value(node, 0, &mark)?;
             }
@@ -325,7 +327,8 @@ impl Builder {
             return Err(err_at(
                 mark,
                 format!("nesting deeper than {} levels", limits::MAX_YAML_DEPTH),
-            ));
+            )
+            .with_kind(crate::error::ErrorKind::TooLarge));
         }
         self.stack.push(frame);
         Ok(())
@@ -338,7 +341,8 @@ impl Builder {
                 return Err(err_at(
                     mark,
                     format!("document has more than {} nodes", limits::MAX_YAML_NODES),
-                ));
+                )
+                .with_kind(crate::error::ErrorKind::TooLarge));
             }
         } else {
             self.nodes += 1;
@@ -453,7 +457,8 @@ fn check_collection_tag(tag: Option<&Tag>, expect: &str, mark: &Marker) -> Resul
                 "unsupported YAML tag {}{} (safe loading only)",
                 t.handle, t.suffix
             ),
-        )),
+        )
+        .with_kind(crate::error::ErrorKind::Unsupported)),
     }
 }
 
@@ -512,7 +517,8 @@ fn resolve_scalar(
                     "unsupported YAML tag {}{} (safe loading only)",
                     t.handle, t.suffix
                 ),
-            )),
+            )
+            .with_kind(crate::error::ErrorKind::Unsupported)),
         };
     }
     if style != TScalarStyle::Plain {
@@ -750,12 +756,10 @@ mod tests {
             bomb.push_str(&format!("a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n", p = i - 1));
         }
         let err = load(&bomb, LoadOptions::default()).unwrap_err();
-        assert!(
-            err.message.contains("alias") || err.message.contains("nodes"),
-            "{err}"
-        );
+        assert_eq!(err.kind(), crate::error::ErrorKind::TooLarge, "{err}");
         let deep = "[".repeat(200) + &"]".repeat(200);
         let err = load(&deep, LoadOptions::default()).unwrap_err();
+        assert_eq!(err.kind(), crate::error::ErrorKind::TooLarge, "{err}");
         assert!(err.message.contains("nesting deeper"), "{err}");
     }
 
@@ -774,6 +778,6 @@ mod tests {
     #[test]
     fn unknown_tags_are_refused() {
         let err = load("a: !!python/object:os.system x\n", LoadOptions::default()).unwrap_err();
-        assert!(err.message.contains("unsupported YAML tag"), "{err}");
+        assert_eq!(err.kind(), crate::error::ErrorKind::Unsupported, "{err}");
     }
 }

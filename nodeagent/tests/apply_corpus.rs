@@ -4,6 +4,7 @@
 //! must become networkd files; the journal must record every step.
 
 mod prereq;
+use nodeagent::state::{DoneResult, Event};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -101,17 +102,20 @@ fn cabpk_init_userdata_files_exact() {
     let recs = journal(&r);
     let done = |id: &str| {
         recs.iter()
-            .any(|x| x.event == "done" && x.step.as_deref() == Some(id))
+            .any(|x| matches!(x.event, Event::Done { .. }) && x.event.step() == Some(id))
     };
     assert!(
-        recs.iter().any(|x| x.event == "done"
-            && x.result.as_deref() == Some("skipped")
-            && x.step.as_deref().unwrap().contains("kubeadm")),
+        recs.iter().any(|x| matches!(
+            &x.event,
+            Event::Done { step, result: DoneResult::Skipped, .. } if step.contains("kubeadm")
+        )),
         "{recs:?}"
     );
     assert_eq!(
         recs.iter()
-            .filter(|x| x.event == "done" && x.step.as_deref().unwrap().starts_with("write_files"))
+            .filter(
+                |x| matches!(&x.event, Event::Done { step, .. } if step.starts_with("write_files"))
+            )
             .count(),
         10
     );
@@ -137,9 +141,9 @@ fn cabpk_init_userdata_files_exact() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains(" 3 steps done, 12 already finished"), "{err}");
     let recs = journal(&r);
-    let files_done = recs
-        .iter()
-        .filter(|x| x.event == "done" && x.step.as_deref().unwrap().starts_with("write_files"));
+    let files_done = recs.iter().filter(
+        |x| matches!(&x.event, Event::Done { step, .. } if step.starts_with("write_files")),
+    );
     assert_eq!(files_done.count(), 10);
 }
 
@@ -215,7 +219,7 @@ fn capv_goldens_network_files() {
         let recs = journal(&r);
         assert!(
             recs.iter()
-                .any(|x| x.event == "done" && x.step.as_deref() == Some("network"))
+                .any(|x| matches!(x.event, Event::Done { .. }) && x.event.step() == Some("network"))
         );
         assert_eq!(
             std::fs::read_to_string(r.join("etc/hostname")).unwrap(),

@@ -9,6 +9,7 @@
 mod apply_common;
 use apply_common::*;
 use nodeagent::plan::*;
+use nodeagent::state::Event;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -170,9 +171,9 @@ fn interrupted(root: &Path) -> String {
         .unwrap_or_default();
     let mut open: Option<String> = None;
     for r in &recs {
-        match r.event.as_str() {
-            "begin" => open = r.step.clone(),
-            "done" if r.step == open => open = None,
+        match &r.event {
+            Event::Begin { step, .. } => open = Some(step.clone()),
+            Event::Done { step, .. } if Some(step) == open.as_ref() => open = None,
             _ => {}
         }
     }

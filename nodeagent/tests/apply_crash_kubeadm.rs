@@ -17,6 +17,7 @@ mod apply_common;
 mod kube_common;
 use apply_common::*;
 use nodeagent::plan::*;
+use nodeagent::state::Event;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -411,9 +412,9 @@ fn interrupted(root: &Path) -> String {
         .unwrap_or_default();
     let mut open: Option<String> = None;
     for r in &recs {
-        match r.event.as_str() {
-            "begin" => open = r.step.clone(),
-            "done" if r.step == open => open = None,
+        match &r.event {
+            Event::Begin { step, .. } => open = Some(step.clone()),
+            Event::Done { step, .. } if Some(step) == open.as_ref() => open = None,
             _ => {}
         }
     }

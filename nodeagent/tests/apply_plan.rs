@@ -4,7 +4,9 @@
 mod apply_common;
 use apply_common::*;
 use nodeagent::plan::*;
+use nodeagent::plan::{Frequency, RunStage};
 use nodeagent::state::read_journal;
+use nodeagent::state::{DoneResult, Event, RunResult};
 
 fn record(root: &std::path::Path) -> String {
     std::fs::read_to_string(root.join("record")).unwrap_or_default()
@@ -174,16 +176,18 @@ fn full_plan_contents_owners_modes_and_journal() {
     let recs = journal(r, "vm-1");
     let done: Vec<&str> = recs
         .iter()
-        .filter(|x| x.event == "done")
-        .map(|x| x.step.as_deref().unwrap())
+        .filter(|x| matches!(x.event, Event::Done { .. }))
+        .map(|x| x.event.step().unwrap())
         .collect();
     assert_eq!(done.len(), 10);
-    assert!(
-        recs.iter()
-            .filter(|x| x.event == "done")
-            .all(|x| x.duration_ms.is_some() && x.at.ends_with('Z'))
-    );
-    assert_eq!(recs.last().unwrap().event, "run-end");
+    assert!(recs.iter().all(|x| x.at.ends_with('Z')));
+    assert!(matches!(
+        recs.last().unwrap().event,
+        Event::RunEnd {
+            result: RunResult::Ok,
+            ..
+        }
+    ));
     // Deferred file came after the user database steps would have (no users here: plan order).
     assert!(
         done.iter().position(|s| s.contains("token")) < done.iter().position(|s| *s == "runcmd[0]")
@@ -254,15 +258,23 @@ fn failing_step_stops_the_run_and_names_itself() {
     assert!(r.join("a").exists());
     assert!(!r.join("b").exists(), "later steps untouched");
     let recs = journal(r, "vm-1");
-    let failed = recs.iter().find(|x| x.event == "failed").unwrap();
-    assert_eq!(failed.step.as_deref(), Some("runcmd[0]"));
-    assert!(!failed.error.as_ref().unwrap().contains("0123456789abcdef"));
+    let Some(Event::Failed { step, error, .. }) = recs
+        .iter()
+        .map(|x| &x.event)
+        .find(|e| matches!(e, Event::Failed { .. }))
+    else {
+        panic!("no failed record");
+    };
+    assert_eq!(step, "runcmd[0]");
+    assert!(!error.contains("0123456789abcdef"));
     // The next run retries the failed step (it never succeeded), not the finished ones.
     let e2 = run(r, &p, true, false, "b").unwrap_err();
     assert!(e2.place.starts_with("step runcmd[0]"));
     let begins = journal(r, "vm-1")
         .iter()
-        .filter(|x| x.event == "begin" && x.step.as_deref() == Some("write_files:/a"))
+        .filter(|x| {
+            matches!(x.event, Event::Begin { .. }) && x.event.step() == Some("write_files:/a")
+        })
         .count();
     assert_eq!(begins, 1);
 }
@@ -346,10 +358,13 @@ fn command_timeout_and_skip_without_exec() {
     run(d.path(), &p, false, false, "b").unwrap();
     assert_eq!(record(d.path()), "");
     let recs = journal(d.path(), "vm-1");
-    assert!(
-        recs.iter()
-            .any(|x| x.event == "done" && x.result.as_deref() == Some("skipped"))
-    );
+    assert!(recs.iter().any(|x| matches!(
+        x.event,
+        Event::Done {
+            result: DoneResult::Skipped,
+            ..
+        }
+    )));
     run(d.path(), &p, true, false, "b").unwrap();
     assert_eq!(record(d.path()), "x\n");
 }
@@ -381,11 +396,13 @@ fn finished_command_of_a_killed_run_is_adopted_not_rerun() {
     let s = run(r, &p, true, false, "b").unwrap();
     assert_eq!(s.ran, ["runcmd[0]"]);
     assert_eq!(record(r), "ran\n", "not run twice");
-    assert!(
-        journal(r, "vm-1")
-            .iter()
-            .any(|x| x.result.as_deref() == Some("adopted"))
-    );
+    assert!(journal(r, "vm-1").iter().any(|x| matches!(
+        x.event,
+        Event::Done {
+            result: DoneResult::Adopted,
+            ..
+        }
+    )));
 }
 
 #[test]
@@ -413,8 +430,12 @@ fn kubeadm_finished_before_a_kill_is_adopted_via_the_sentinel() {
     let st = nodeagent::state::State::open(r).unwrap();
     let mut j = st.begin_instance("vm-k").unwrap();
     j.boot = "b".into();
-    let mut rec = j.record("begin");
-    rec.step = Some("kubeadm".into());
+    let rec = j.record(Event::Begin {
+        step: "kubeadm".into(),
+        stage: RunStage::Main,
+        frequency: Frequency::PerInstance,
+        expect: None,
+    });
     j.append(rec, true).unwrap();
     drop(j);
     std::fs::create_dir_all(r.join("run/cluster-api")).unwrap();
@@ -425,11 +446,13 @@ fn kubeadm_finished_before_a_kill_is_adopted_via_the_sentinel() {
     .unwrap();
     let s = run(r, &p, true, false, "b").unwrap();
     assert_eq!(s.ran, ["kubeadm"]);
-    assert!(
-        journal(r, "vm-k")
-            .iter()
-            .any(|x| x.event == "done" && x.result.as_deref() == Some("adopted"))
-    );
+    assert!(journal(r, "vm-k").iter().any(|x| matches!(
+        x.event,
+        Event::Done {
+            result: DoneResult::Adopted,
+            ..
+        }
+    )));
     // A sentinel alone (no begin of ours in this boot) is not trusted: kubeadm is executed
     // (here it fails: no kubeadm binary on this host, the error names the step).
     let d2 = tempfile::tempdir().unwrap();
@@ -443,9 +466,13 @@ fn kubeadm_finished_before_a_kill_is_adopted_via_the_sentinel() {
     p2.instance_id = "vm-k2".into();
     match run(d2.path(), &p2, true, false, "b") {
         Ok(s) => assert!(
-            !journal(d2.path(), "vm-k2")
-                .iter()
-                .any(|x| x.result.as_deref() == Some("adopted")),
+            !journal(d2.path(), "vm-k2").iter().any(|x| matches!(
+                x.event,
+                Event::Done {
+                    result: DoneResult::Adopted,
+                    ..
+                }
+            )),
             "{s:?}"
         ),
         Err(e) => assert!(e.place.starts_with("step kubeadm"), "{e}"),

@@ -564,12 +564,15 @@ fn a_broken_chain_is_reported() {
     std::fs::write(&kc, text.replace(&b64(&ca), &b64(&Ca::foreign().pem))).unwrap();
     let (_, v) = node.json(&[]);
     assert!(
-        v["problems"].as_array().unwrap().iter().any(|p| p["place"]
-            == "scheduler.conf (scheduler.conf)"
-            && p["message"]
-                .as_str()
-                .unwrap()
-                .contains("certificate-authority-data is not ca.crt")),
+        v["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["place"] == "scheduler.conf"
+                && p["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("certificate-authority-data is not ca.crt")),
         "{v}"
     );
 }

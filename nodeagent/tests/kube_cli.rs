@@ -256,10 +256,13 @@ fn analyze_reports_steps_and_phases() {
         ("kubeadm", 2500.0),
         ("runcmd[0]", 30.0),
     ] {
-        let mut r = j.record("done");
-        r.step = Some(step.into());
-        r.duration_ms = Some(ms);
-        r.result = Some("ok".into());
+        let r = j.record(nodeagent::state::Event::Done {
+            step: step.into(),
+            stage: nodeagent::plan::RunStage::Main,
+            frequency: nodeagent::plan::Frequency::PerInstance,
+            duration_ms: ms,
+            result: nodeagent::state::DoneResult::Ok,
+        });
         j.append(r, false).unwrap();
     }
     let mut rep = Reporter::new(None, dir.path(), "i-1");

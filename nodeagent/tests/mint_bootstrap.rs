@@ -423,7 +423,11 @@ fn a_fleet_of_workers_gets_distinct_names_tokens_and_instance_ids() {
     assert!(
         std::fs::read_dir(c.root.join("out/md-0"))
             .unwrap()
-            .all(|e| !e.unwrap().file_name().to_string_lossy().ends_with(".tmp"))
+            .all(|e| !e
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .contains("nodeagent-tmp"))
     );
 }
 

@@ -100,7 +100,10 @@ fn check_pki(dir: &Path, key_label: &str) {
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
-    assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+    assert!(
+        names.iter().all(|n| !n.contains("nodeagent-tmp")),
+        "{names:?}"
+    );
 }
 
 fn mint(alg: &str, label: &str) {

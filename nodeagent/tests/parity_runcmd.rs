@@ -23,8 +23,12 @@ fn journal_results(root: &Path, iid: &str) -> Vec<(String, String)> {
     nodeagent::state::read_journal(&st.instance_dir(iid).join("journal.jsonl"))
         .unwrap()
         .into_iter()
-        .filter(|r| r.event == "done")
-        .map(|r| (r.step.unwrap_or_default(), r.result.unwrap_or_default()))
+        .filter_map(|r| match r.event {
+            nodeagent::state::Event::Done { step, result, .. } => {
+                Some((step, result.as_str().to_string()))
+            }
+            _ => None,
+        })
         .collect()
 }
 

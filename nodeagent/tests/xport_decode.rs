@@ -254,6 +254,7 @@ fn decoded_size_over_the_limit_is_refused_before_decoding() {
     let big = b64(&vec![b'a'; MAX_DECODED_BYTES + 1]);
     let e = err("userdata", big.as_bytes(), Some(b"base64"));
     assert_eq!(e.place, "guestinfo.userdata");
+    assert_eq!(e.kind(), nodeagent::error::ErrorKind::TooLarge);
     assert!(
         e.message.contains(&MAX_DECODED_BYTES.to_string())
             && e.message.contains("MAX_DECODED_BYTES"),
@@ -261,7 +262,7 @@ fn decoded_size_over_the_limit_is_refused_before_decoding() {
     );
     let plain = vec![b'a'; MAX_DECODED_BYTES + 1];
     let e = err("metadata", &plain, None);
-    assert!(e.message.contains("MAX_DECODED_BYTES"), "{e}");
+    assert_eq!(e.kind(), nodeagent::error::ErrorKind::TooLarge, "{e}");
     assert_eq!(
         text("metadata", &plain[1..], None).map(|t| t.len()),
         Some(MAX_DECODED_BYTES)
@@ -285,8 +286,12 @@ fn gzip_output_over_the_limit_is_refused() {
     let over = b64(&bomb(mib + 1));
     let e = err("userdata", over.as_bytes(), Some(b"gzip+base64"));
     assert_eq!(
-        (e.stage, e.place.as_str()),
-        (Stage::Decode, "guestinfo.userdata")
+        (e.stage, e.kind(), e.place.as_str()),
+        (
+            Stage::Decode,
+            nodeagent::error::ErrorKind::TooLarge,
+            "guestinfo.userdata"
+        )
     );
     assert!(
         e.message.contains("MAX_GUNZIP_BYTES") && e.message.contains(&MAX_GUNZIP_BYTES.to_string()),

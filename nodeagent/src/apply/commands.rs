@@ -393,78 +393,46 @@ pub struct ToolRun {
 }
 
 /// Most bytes kept of a bounded tool's stdout and of its stderr each.
-const TOOL_OUTPUT_BYTES: u64 = 64 * 1024;
-/// How long the output of a tool that exited may still take to arrive.
-const PIPE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+const TOOL_OUTPUT_BYTES: usize = 64 * 1024;
 
-/// Run a host tool with a deadline (disk growth at boot): its own process group, killed as a
-/// whole when `timeout` passes; output kept up to 64 KiB per stream. `path` replaces `PATH`
-/// (tests put fake tools first). Err: it cannot start, or it timed out.
+/// Run a host tool with a deadline (disk growth at boot) through process.rs: its own process
+/// group, killed as a whole when `timeout` passes; output kept up to 64 KiB per stream. `path`
+/// replaces `PATH` (tests put fake tools first). Err: it cannot start, or it timed out.
 pub fn run_host_within(
     argv: &[&str],
     timeout: std::time::Duration,
     path: Option<&std::ffi::OsStr>,
 ) -> Result<ToolRun> {
-    use std::io::Read;
     let name = argv.first().copied().unwrap_or("");
     let mut cmd = Command::new(name);
-    cmd.args(&argv[1..])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+    cmd.args(argv.get(1..).unwrap_or_default())
         .env("LANG", "C")
-        .env("LC_ALL", "C")
-        .process_group(0);
+        .env("LC_ALL", "C");
     if let Some(p) = path {
         cmd.env("PATH", p);
     }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| err(name, format!("cannot run: {e}")))?;
-    // Readers hand their text over a channel: a daemon the tool left behind holding the pipe
-    // must not make the agent wait for it.
-    let pipe = |r: Option<Box<dyn Read + Send>>| {
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(r) = r {
-                let _ = r.take(TOOL_OUTPUT_BYTES).read_to_end(&mut buf);
-            }
-            let _ = tx.send(String::from_utf8_lossy(&buf).into_owned());
-        });
-        rx
-    };
-    let out = pipe(child.stdout.take().map(|s| Box::new(s) as _));
-    let errs = pipe(child.stderr.take().map(|s| Box::new(s) as _));
-    let deadline = std::time::Instant::now() + timeout;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(st)) => break st,
-            Ok(None) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            Ok(None) => {
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(child.id() as i32),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-                let _ = child.wait();
-                return Err(err(
-                    name,
-                    format!(
-                        "`{}` timed out after {} s",
-                        argv.join(" "),
-                        timeout.as_secs()
-                    ),
-                ));
-            }
-            Err(e) => return Err(err(name, e)),
-        }
-    };
+    let limits = process::Limits::new(timeout)
+        .stdout_cap(TOOL_OUTPUT_BYTES)
+        .stderr_cap(TOOL_OUTPUT_BYTES);
+    let out = process::run(cmd, &limits, None).map_err(|e| match e {
+        process::ProcessError::Spawn { source, .. } => err(name, format!("cannot run: {source}")),
+        process::ProcessError::TimedOut { .. } => err(
+            name,
+            format!(
+                "`{}` timed out after {} s",
+                argv.iter()
+                    .map(|a| crate::redact::redact_text(a))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                timeout.as_secs()
+            ),
+        ),
+        e => err(name, e),
+    })?;
     Ok(ToolRun {
-        code: status.code(),
-        stdout: out.recv_timeout(PIPE_GRACE).unwrap_or_default(),
-        stderr: crate::redact::redact_text(&errs.recv_timeout(PIPE_GRACE).unwrap_or_default()),
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: crate::redact::redact_text(&String::from_utf8_lossy(&out.stderr)),
     })
 }
 

@@ -10,15 +10,15 @@ use super::{Ctx, Outcome, commands, files};
 use crate::error::{Error, Result, Stage};
 use crate::plan::{DiskSetupSpec, FileWrite, FsSetupSpec, MountsSpec};
 
-fn err(place: &str, msg: impl std::fmt::Display) -> Error {
-    Error::new(Stage::Apply, place, msg.to_string())
-}
-
 fn check_device(d: &str, place: &str) -> Result<()> {
     if d.starts_with('/') && !d.contains(|c: char| c.is_whitespace() || c.is_control()) {
         Ok(())
     } else {
-        Err(err(place, format!("{d:?} is not a device path")))
+        Err(Error::new(
+            Stage::Apply,
+            place,
+            format!("{d:?} is not a device path"),
+        ))
     }
 }
 
@@ -35,8 +35,10 @@ fn probe(dev: &str, tag: &str) -> Result<String> {
 /// Size of a device (or disk image) in 512-byte sectors.
 fn sectors(dev: &str) -> Result<u64> {
     use std::io::Seek;
-    let mut f = std::fs::File::open(dev).map_err(|e| err(dev, e))?;
-    let bytes = f.seek(std::io::SeekFrom::End(0)).map_err(|e| err(dev, e))?;
+    let mut f = std::fs::File::open(dev).map_err(|e| Error::io(Stage::Apply, dev, "", e))?;
+    let bytes = f
+        .seek(std::io::SeekFrom::End(0))
+        .map_err(|e| Error::io(Stage::Apply, dev, "", e))?;
     Ok(bytes / 512)
 }
 
@@ -51,7 +53,8 @@ pub fn sfdisk_script(
         "mbr" | "dos" | "" => "dos",
         "gpt" => "gpt",
         other => {
-            return Err(err(
+            return Err(Error::new(
+                Stage::Apply,
                 "disk_setup.table_type",
                 format!("{other:?} is not mbr or gpt"),
             ));
@@ -59,7 +62,8 @@ pub fn sfdisk_script(
     };
     let sum: u32 = layout.iter().map(|l| l.0).sum();
     if sum > 100 || layout.iter().any(|l| l.0 == 0) {
-        return Err(err(
+        return Err(Error::new(
+            Stage::Apply,
             "disk_setup.layout",
             "partition sizes must be 1..100 percent and sum to at most 100",
         ));
@@ -79,7 +83,11 @@ pub fn sfdisk_script(
             .map(|t| format!("type={t}"))
             .unwrap_or_else(|| "type=L".into());
         if t.contains(['\n', ',']) {
-            return Err(err("disk_setup.layout", "bad partition type"));
+            return Err(Error::new(
+                Stage::Apply,
+                "disk_setup.layout",
+                "bad partition type",
+            ));
         }
         s.push_str(&format!("{size}{t}\n"));
     }
@@ -105,7 +113,8 @@ fn settle_device(dev: &str) -> Result<()> {
     if std::path::Path::new(dev).exists() {
         Ok(())
     } else {
-        Err(err(
+        Err(Error::new(
+            Stage::Apply,
             dev,
             "device did not exist and did not appear after udevadm settle",
         ))
@@ -123,7 +132,7 @@ pub fn disk_setup(ctx: &mut Ctx<'_>, d: &DiskSetupSpec) -> Result<Outcome> {
         if let Err(e) = partition_disk(disk, &place) {
             ctx.warn(format!(
                 "{place}: partitioning failed, carrying on as cloud-init does: {}",
-                e.message
+                e.detail()
             ));
         }
     }
@@ -177,7 +186,7 @@ pub fn fs_setup(ctx: &mut Ctx<'_>, f: &FsSetupSpec) -> Result<Outcome> {
         if let Err(e) = make_fs(fs, &dev, &place) {
             ctx.warn(format!(
                 "{place}: making the filesystem failed, carrying on as cloud-init does: {}",
-                e.message
+                e.detail()
             ));
         }
     }
@@ -187,7 +196,8 @@ pub fn fs_setup(ctx: &mut Ctx<'_>, f: &FsSetupSpec) -> Result<Outcome> {
 fn make_fs(fs: &crate::plan::FsSpec, dev: &str, place: &str) -> Result<()> {
     check_device(dev, place)?;
     if !fs.filesystem.bytes().all(|b| b.is_ascii_alphanumeric()) || fs.filesystem.is_empty() {
-        return Err(err(
+        return Err(Error::new(
+            Stage::Apply,
             place,
             format!("filesystem {:?} is not a mkfs type", fs.filesystem),
         ));
@@ -412,7 +422,7 @@ pub fn mounts(ctx: &mut Ctx<'_>, m: &MountsSpec) -> Result<Outcome> {
     let cur = match std::fs::read_to_string(&p) {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(err("/etc/fstab", e)),
+        Err(e) => return Err(Error::io(Stage::Apply, "/etc/fstab", "", e)),
     };
     let up = fstab(&cur, &m.entries, &m.device_aliases, &Host);
     let f = FileWrite::root_owned("/etc/fstab", up.text.clone().into_bytes(), 0o644);
@@ -448,7 +458,7 @@ pub fn mounts(ctx: &mut Ctx<'_>, m: &MountsSpec) -> Result<Outcome> {
             ctx.warn(format!(
                 "mounts: `{}` failed ({}); /etc/fstab is written, carrying on as cloud-init does",
                 argv.join(" "),
-                e.message
+                e.detail()
             ));
         }
     }

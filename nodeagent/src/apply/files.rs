@@ -1,10 +1,9 @@
 //! write_files: a file gets its final owner and mode before its first byte, and appears at its
 //! path whole or not at all.
 //!
-//! Sequence: temp file `.<name>.nodeagent-tmp` in the target directory, created with
-//! `O_CREAT|O_EXCL|O_NOFOLLOW` and the requested mode (umask can only narrow it), `fchown`,
-//! `fchmod` (after chown, which clears set-id bits), write, `fsync`, `rename` over the final
-//! path (a symlink there is replaced itself, never followed), `fsync` of the directory.
+//! Each file goes through the project's one atomic writer (fsio.rs: temp file created with its
+//! final owner and mode, write, `fsync`, `rename` over the final path, which replaces a
+//! symlink there and never follows it, `fsync` of the directory).
 //! Missing parents are created as cloud-init does (0755, chowned to the entry's owner), but
 //! as one unit: built under a temp name and renamed into place, so a crash never leaves a
 //! half-owned directory chain. `append` reads the current file without following a symlink
@@ -12,10 +11,11 @@
 
 use super::{Target, UserDb};
 use crate::error::{Error, Result, Stage};
+use crate::fsio;
 use crate::plan::FileWrite;
 use sha2::{Digest, Sha256};
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -177,17 +177,9 @@ fn make_parents(dir: &Path, uid: u32, gid: u32, place: &str) -> Result<Option<Pa
     Ok(Some(top.to_path_buf()))
 }
 
-/// A temp file holding an entry's final bytes, owner and mode, not yet in place.
+/// An entry's temp file (fsio.rs): final bytes, owner and mode, not yet in place.
 pub struct Staged {
-    file: File,
-    tmp: PathBuf,
-    path: PathBuf,
-    dir: PathBuf,
-    /// Directory holding newly made parents, synced with the others at commit.
-    new_parent: Option<PathBuf>,
-    /// Under `/run`: atomic but not synced. tmpfs on a node, gone after any reboot, so a
-    /// sync protects nothing; the plan makes these steps per-boot, so a reboot re-runs them.
-    volatile: bool,
+    file: fsio::Staged,
     place: String,
 }
 
@@ -212,76 +204,40 @@ pub fn stage(t: &Target, f: &FileWrite, bytes: &[u8], db: &UserDb) -> Result<Sta
     // As cloud-init's write_file (ensure_dir, then chown of the file only): missing parents
     // are root's, 0755, whoever owns the file.
     let new_parent = make_parents(&dir, 0, 0, place)?;
-    let name = path.file_name().ok_or_else(|| err(place, "no file name"))?;
-    let tmp: PathBuf = dir.join(format!(".{}.nodeagent-tmp", name.to_string_lossy()));
-    match std::fs::remove_file(&tmp) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(err(place, format!("stale temp file: {e}"))),
+    // Under `/run`: atomic but not synced. tmpfs on a node, gone after any reboot, so a
+    // sync protects nothing; the plan makes these steps per-boot, so a reboot re-runs them.
+    let mut opts = fsio::Options::new(mode).owner(uid, gid);
+    if crate::plan::is_volatile(place) {
+        opts = opts.volatile();
     }
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode & 0o777)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&tmp)
-        .map_err(|e| err(place, format!("create temp file: {e}")))?;
-    let md = file.metadata().map_err(|e| err(place, e))?;
-    if md.uid() != uid || md.gid() != gid {
-        std::os::unix::fs::fchown(&file, Some(uid), Some(gid))
-            .map_err(|e| err(place, format!("chown: {e}")))?;
-    }
-    file.set_permissions(std::fs::Permissions::from_mode(mode))
-        .map_err(|e| err(place, format!("chmod: {e}")))?;
-    file.write_all(bytes)
-        .map_err(|e| err(place, format!("write: {e}")))?;
+    let mut file = fsio::stage(&path, bytes, &opts).map_err(|e| err(place, e))?;
+    file.also_sync(new_parent);
     Ok(Staged {
         file,
-        tmp,
-        path,
-        dir,
-        new_parent,
-        volatile: crate::plan::is_volatile(place),
         place: place.to_string(),
     })
 }
 
-/// Make staged files durable and put them in place: each file's data synced, then each
-/// renamed over its path, then each directory synced once (not once per file). A crash before the renames leaves only temp files, which the next run of the
-/// same steps removes.
+/// Make staged files durable and put them in place (fsio.rs `commit`: every file synced,
+/// then renamed, then each directory synced once). A crash before the renames leaves only
+/// temp files, which the next run of the same steps removes.
 pub fn commit(staged: Vec<Staged>) -> Result<()> {
-    if staged.is_empty() {
-        return Ok(());
-    }
-    // fsync each file (not `syncfs`: that also waits for every other writer of the disk).
-    for s in staged.iter().filter(|s| !s.volatile) {
-        s.file
-            .sync_all()
-            .map_err(|e| err(&s.place, format!("fsync: {e}")))?;
-    }
-    let mut dirs: Vec<(&Path, &str)> = Vec::new();
-    for s in &staged {
-        std::fs::rename(&s.tmp, &s.path).map_err(|e| err(&s.place, format!("rename: {e}")))?;
-        if s.volatile {
-            continue;
-        }
-        for d in s.new_parent.iter().chain(std::iter::once(&s.dir)) {
-            if !dirs.iter().any(|(x, _)| *x == d.as_path()) {
-                dirs.push((d, &s.place));
-            }
-        }
-    }
-    for (d, place) in dirs {
-        fsync_dir(d, place)?;
-    }
-    Ok(())
+    let places: Vec<(PathBuf, String)> = staged
+        .iter()
+        .map(|s| (s.file.path().to_path_buf(), s.place.clone()))
+        .collect();
+    fsio::commit(staged.into_iter().map(|s| s.file).collect()).map_err(|e| {
+        let place = places
+            .iter()
+            .find(|(p, _)| *p == e.path)
+            .map_or_else(|| e.path.display().to_string(), |(_, pl)| pl.clone());
+        err(&place, e)
+    })
 }
 
 /// Drop staged files that will not be committed (a later entry of the batch failed).
 fn discard(staged: Vec<Staged>) {
-    for s in staged {
-        let _ = std::fs::remove_file(&s.tmp);
-    }
+    fsio::discard(staged.into_iter().map(|s| s.file).collect());
 }
 
 /// Write several entries, each with its own content, as one unit: all staged (none in place

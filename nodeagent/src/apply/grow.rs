@@ -218,7 +218,7 @@ impl Host {
                     why(&r)
                 ));
             }
-            Err(e) => return Grown::Failed(e.message),
+            Err(e) => return Grown::Failed(e.detail()),
         }
         match self.run(&["growpart", &disk, &ptnum], timeout) {
             Ok(r) if r.code == Some(0) => Grown::Changed(format!(
@@ -229,7 +229,7 @@ impl Host {
                 "failed to resize: disk={disk}, ptnum={ptnum}: {}",
                 why(&r)
             )),
-            Err(e) => Grown::Failed(e.message),
+            Err(e) => Grown::Failed(e.detail()),
         }
     }
 
@@ -279,7 +279,7 @@ impl Host {
                 r.code,
                 r.stderr.lines().last().unwrap_or("")
             )),
-            Err(e) => Err(e.message),
+            Err(e) => Err(e.detail()),
         }
     }
 }

@@ -24,7 +24,7 @@ use crate::config::ImageConfig;
 use crate::error::{Error, Result, Stage};
 use crate::plan::{Action, Frequency, Plan, RunStage, Step};
 use crate::report::{Phase, Reporter};
-use crate::state::Journal;
+use crate::state::{DoneResult, Event, Journal, RunResult};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -50,64 +50,18 @@ impl Target {
         self.root == Path::new("/")
     }
 
-    /// Host path of the absolute in-target path `abs`. Under `--root`, symlinks in the parent
-    /// directories are resolved inside the root (an absolute link `/var/run -> /run` stays in
-    /// DIR, as in a chroot); the final component is returned unresolved, never followed.
+    /// Host path of the absolute in-target path `abs` (confine.rs): under `--root`, symlinks in
+    /// the parent directories are resolved inside the root (an absolute link `/var/run -> /run`
+    /// stays in DIR, as in a chroot); the final component is returned unresolved, never followed.
     pub fn path(&self, abs: &str) -> Result<PathBuf> {
         if !abs.starts_with('/') || abs.contains('\0') {
             return Err(Error::new(Stage::Apply, abs, "not an absolute path"));
         }
-        let comps: Vec<&str> = abs
-            .split('/')
-            .filter(|c| !c.is_empty() && *c != ".")
-            .collect();
-        if comps.contains(&"..") {
+        if abs.split('/').any(|c| c == "..") {
             return Err(Error::new(Stage::Apply, abs, "path contains `..`"));
         }
-        if self.is_host() {
-            return Ok(PathBuf::from(abs));
-        }
-        let Some((last, parents)) = comps.split_last() else {
-            return Ok(self.root.clone());
-        };
-        let mut cur: Vec<String> = Vec::new();
-        let mut todo: std::collections::VecDeque<String> =
-            parents.iter().map(|s| s.to_string()).collect();
-        let mut hops = 0;
-        while let Some(c) = todo.pop_front() {
-            if c == ".." {
-                cur.pop();
-                continue;
-            }
-            if c.is_empty() || c == "." {
-                continue;
-            }
-            let p = self.root.join(cur.join("/")).join(&c);
-            match std::fs::symlink_metadata(&p) {
-                Ok(m) if m.file_type().is_symlink() => {
-                    hops += 1;
-                    if hops > 40 {
-                        return Err(Error::new(Stage::Apply, abs, "too many symlinks"));
-                    }
-                    let t = std::fs::read_link(&p)
-                        .map_err(|e| Error::new(Stage::Apply, abs, e.to_string()))?;
-                    let ts = t.to_string_lossy().into_owned();
-                    if ts.starts_with('/') {
-                        cur.clear();
-                    }
-                    for (i, tc) in ts.split('/').filter(|s| !s.is_empty()).enumerate() {
-                        todo.insert(i, tc.to_string());
-                    }
-                }
-                _ => cur.push(c),
-            }
-        }
-        let mut out = self.root.clone();
-        for c in cur {
-            out.push(c);
-        }
-        out.push(last);
-        Ok(out)
+        crate::confine::file(&self.root, abs)
+            .map_err(|e| Error::new(Stage::Apply, abs, e.to_string()))
     }
 }
 
@@ -180,28 +134,10 @@ impl UserDb {
     }
 }
 
-/// Which steps `run --stage` executes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StageSel {
-    Local,
-    Main,
-    All,
-}
-
-impl StageSel {
-    pub fn includes(self, s: RunStage) -> bool {
-        matches!(
-            (self, s),
-            (StageSel::All, _)
-                | (StageSel::Local, RunStage::Local)
-                | (StageSel::Main, RunStage::Main)
-        )
-    }
-}
-
 pub struct Options {
     pub target: Target,
-    pub stage: StageSel,
+    /// Which steps `run --stage` executes.
+    pub stage: RunStage,
     /// Run commands, disk tools, kubeadm and service restarts (always on a real node).
     pub exec: bool,
     pub compat: bool,
@@ -265,11 +201,11 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    fn as_str(self) -> &'static str {
+    fn result(self) -> DoneResult {
         match self {
-            Outcome::Ok => "ok",
-            Outcome::Skipped => "skipped",
-            Outcome::Adopted => "adopted",
+            Outcome::Ok => DoneResult::Ok,
+            Outcome::Skipped => DoneResult::Skipped,
+            Outcome::Adopted => DoneResult::Adopted,
         }
     }
 }
@@ -328,7 +264,7 @@ pub fn apply(
         ..Default::default()
     };
     let run_started = Instant::now();
-    let took_lock = commands::hold_run_lock(&crate::state::state_dir(&opts.target.root))?;
+    let took_lock = commands::hold_run_lock(&crate::state::state_dir(&opts.target.root)?)?;
     let release = || {
         if took_lock {
             commands::release_run_lock();
@@ -353,15 +289,22 @@ pub fn apply(
     res.map(|()| summary)
 }
 
-fn record_done(ctx: &mut Ctx<'_>, step: &Step, ms: f64, result: &str, durable: bool) -> Result<()> {
-    let mut r = ctx.journal.record("done");
-    r.step = Some(step.id.clone());
-    r.stage = Some(stage_str(step.stage).into());
-    r.frequency = Some(freq_str(step.frequency).into());
-    r.duration_ms = Some((ms * 1000.0).round() / 1000.0);
-    r.result = Some(result.into());
+fn record_done(
+    ctx: &mut Ctx<'_>,
+    step: &Step,
+    ms: f64,
+    result: DoneResult,
+    durable: bool,
+) -> Result<()> {
+    let r = ctx.journal.record(Event::Done {
+        step: step.id.clone(),
+        stage: step.stage,
+        frequency: step.frequency,
+        duration_ms: (ms * 1000.0).round() / 1000.0,
+        result,
+    });
     ctx.journal.append(r, durable)?;
-    tracing::info!(step = %step.id, result, duration_ms = ms, "step done");
+    tracing::info!(step = %step.id, ?result, duration_ms = ms, "step done");
     Ok(())
 }
 
@@ -420,14 +363,8 @@ fn apply_locked(
     summary: &mut Summary,
     run_started: Instant,
 ) -> Result<()> {
-    let stage_name = match opts.stage {
-        StageSel::Local => "local",
-        StageSel::Main => "main",
-        StageSel::All => "all",
-    };
-    let mut r = journal.record("run-start");
-    r.stage = Some(stage_name.into());
-    journal.append(r, false)?;
+    let stage = opts.stage;
+    journal.append(journal.record(Event::RunStart { stage }), false)?;
     reporter.phase(Phase::Applying, None);
     let mut ctx = Ctx {
         opts,
@@ -472,7 +409,7 @@ fn apply_locked(
             let (ok, failure) = file_batch(&mut ctx, &batch);
             let ms = started.elapsed().as_secs_f64() * 1000.0 / batch.len() as f64;
             for s in &batch[..ok] {
-                record_done(&mut ctx, s, ms, "ok", false)?;
+                record_done(&mut ctx, s, ms, DoneResult::Ok, false)?;
                 summary.ran.push(s.id.clone());
             }
             pos += ok;
@@ -493,7 +430,7 @@ fn apply_locked(
             Ok(outcome) => {
                 // A `skipped` record (no --exec) finishes nothing, so it needs no sync.
                 let durable = needs_durable_begin(&step.action) && outcome != Outcome::Skipped;
-                record_done(&mut ctx, step, ms, outcome.as_str(), durable)?;
+                record_done(&mut ctx, step, ms, outcome.result(), durable)?;
                 summary.ran.push(step.id.clone());
                 pos += batch_len;
             }
@@ -503,21 +440,13 @@ fn apply_locked(
                     .any(|&j| is_runcmd_like(&steps[j].action));
                 match carry_on(&step.action, later_runcmd) {
                     CarryOn::No => {
-                        return Err(fail(
-                            &mut ctx,
-                            reporter,
-                            stage_name,
-                            run_started,
-                            step,
-                            e,
-                            ms,
-                        ));
+                        return Err(fail(&mut ctx, reporter, stage, run_started, step, e, ms));
                     }
                     CarryOn::Warn => {
                         let msg = format!("step {}: {} ({})", step.id, e, carry_on_reason(step));
                         tracing::warn!(step = %step.id, "{msg}");
                         summary.warnings.push(crate::redact::redact_text(&msg));
-                        record_done(&mut ctx, step, ms, "failed-ignored", true)?;
+                        record_done(&mut ctx, step, ms, DoneResult::FailedIgnored, true)?;
                         summary.ran.push(step.id.clone());
                     }
                     CarryOn::FailAtEnd => {
@@ -534,21 +463,14 @@ fn apply_locked(
     }
     if let Some((step, e, ms)) = deferred {
         summary.warnings.append(&mut ctx.warnings);
-        return Err(fail(
-            &mut ctx,
-            reporter,
-            stage_name,
-            run_started,
-            step,
-            e,
-            ms,
-        ));
+        return Err(fail(&mut ctx, reporter, stage, run_started, step, e, ms));
     }
     summary.warnings.append(&mut ctx.warnings);
-    let mut r = ctx.journal.record("run-end");
-    r.stage = Some(stage_name.into());
-    r.result = Some("ok".into());
-    r.duration_ms = Some(run_started.elapsed().as_secs_f64() * 1000.0);
+    let r = ctx.journal.record(Event::RunEnd {
+        stage,
+        duration_ms: run_started.elapsed().as_secs_f64() * 1000.0,
+        result: RunResult::Ok,
+    });
     ctx.journal.append(r, true)?;
     Ok(())
 }
@@ -593,25 +515,27 @@ fn carry_on_reason(step: &Step) -> &'static str {
 fn fail(
     ctx: &mut Ctx<'_>,
     reporter: &mut Reporter<'_>,
-    stage_name: &str,
+    stage: RunStage,
     run_started: Instant,
     step: &Step,
     e: Error,
     ms: f64,
 ) -> Error {
     let reason = crate::redact::redact_text(&e.to_string());
-    let mut r = ctx.journal.record("failed");
-    r.step = Some(step.id.clone());
-    r.stage = Some(stage_str(step.stage).into());
-    r.duration_ms = Some(ms);
-    r.error = Some(reason.clone());
+    let r = ctx.journal.record(Event::Failed {
+        step: step.id.clone(),
+        stage: step.stage,
+        duration_ms: ms,
+        error: reason.clone(),
+    });
     let _ = ctx.journal.append(r, true);
     tracing::error!(step = %step.id, phase = "failed", "{reason}");
     reporter.failed(&step.id, e.kind(), &reason, &[]);
-    let mut r = ctx.journal.record("run-end");
-    r.stage = Some(stage_name.into());
-    r.result = Some("failed".into());
-    r.duration_ms = Some(run_started.elapsed().as_secs_f64() * 1000.0);
+    let r = ctx.journal.record(Event::RunEnd {
+        stage,
+        duration_ms: run_started.elapsed().as_secs_f64() * 1000.0,
+        result: RunResult::Failed,
+    });
     let _ = ctx.journal.append(r, true);
     let place = format!("step {}", step.id);
     let mut e = e.map_message(|m| crate::redact::redact_text(&m));
@@ -623,27 +547,14 @@ fn fail(
     e
 }
 
-fn stage_str(s: RunStage) -> &'static str {
-    match s {
-        RunStage::Local => "local",
-        RunStage::Main => "main",
-    }
-}
-
-fn freq_str(f: Frequency) -> &'static str {
-    match f {
-        Frequency::PerBoot => "per-boot",
-        Frequency::PerInstance => "per-instance",
-    }
-}
-
 fn begin(ctx: &mut Ctx<'_>, step: &Step, expect: Option<String>) -> Result<()> {
-    let mut r = ctx.journal.record("begin");
-    r.step = Some(step.id.clone());
-    r.stage = Some(stage_str(step.stage).into());
-    r.frequency = Some(freq_str(step.frequency).into());
-    r.expect = expect;
-    let durable = needs_durable_begin(&step.action) || r.expect.is_some();
+    let durable = needs_durable_begin(&step.action) || expect.is_some();
+    let r = ctx.journal.record(Event::Begin {
+        step: step.id.clone(),
+        stage: step.stage,
+        frequency: step.frequency,
+        expect,
+    });
     ctx.journal.append(r, durable)
 }
 
@@ -658,7 +569,7 @@ fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Resu
                 .journal
                 .last_begin(&step.id)
                 .filter(|r| step.frequency == Frequency::PerInstance || r.boot == boot)
-                .and_then(|r| r.expect.clone());
+                .and_then(|r| r.event.expect().map(str::to_string));
             if prior.is_some() && files::current_hash(&t, &f.path)? == prior {
                 return Ok(Outcome::Adopted);
             }
@@ -702,7 +613,7 @@ fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Resu
             let prior = ctx
                 .journal
                 .last_begin(&step.id)
-                .and_then(|r| r.expect.clone())
+                .and_then(|r| r.event.expect().map(str::to_string))
                 .filter(|e| e.starts_with(users::NEW_USER));
             let db = ctx.db()?;
             let expect = match prior {

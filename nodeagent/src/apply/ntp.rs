@@ -223,7 +223,7 @@ pub fn apply(ctx: &mut Ctx<'_>, n: &NtpSpec) -> Result<Outcome> {
         && t.is_host()
         && let Err(e) = commands::run_host(&["systemctl", "reload-or-restart", unit], None)
     {
-        ctx.warn(format!("ntp: reloading {unit} failed: {}", e.message));
+        ctx.warn(format!("ntp: reloading {unit} failed: {}", e.detail()));
     }
     Ok(Outcome::Ok)
 }

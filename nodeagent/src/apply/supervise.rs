@@ -119,15 +119,11 @@ fn relay<W: Write>(sink: &mut Option<W>, chunk: &[u8]) {
     }
 }
 
-/// Write `rc` to `path` atomically and durably: temp file, fsync, rename, fsync directory.
-fn record(path: &Path, rc: i32) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let mut f = std::fs::File::create(&tmp)?;
-    writeln!(f, "{rc}")?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)?;
-    std::fs::File::open(path.parent().unwrap_or(Path::new(".")))?.sync_all()
+/// Write `rc` to `path` atomically and durably (fsio.rs: mode 0600 from the first byte, a
+/// symlink at the path replaced, not followed).
+fn record(path: &Path, rc: i32) -> Result<(), crate::fsio::WriteError> {
+    let opts = crate::fsio::Options::new(0o600);
+    crate::fsio::write_atomic(path, format!("{rc}\n").as_bytes(), &opts)
 }
 
 #[cfg(test)]

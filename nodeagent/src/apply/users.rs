@@ -7,12 +7,8 @@
 //! on stdin: never on a command line, never logged.
 
 use super::{Ctx, Outcome, UserDb, commands, files};
-use crate::error::{Error, Result, Stage};
+use crate::error::{Error, ErrorKind, Result, Stage};
 use crate::plan::{Content, FileWrite, GroupSpec, Owner, UserSpec};
-
-fn err(place: &str, msg: impl std::fmt::Display) -> Error {
-    Error::new(Stage::Apply, place, msg.to_string())
-}
 
 /// Names the shadow tools accept: the plan's rule, checked again here as a last guard.
 pub fn valid_name(n: &str) -> bool {
@@ -23,7 +19,8 @@ fn check_name(n: &str, place: &str) -> Result<()> {
     if valid_name(n) {
         Ok(())
     } else {
-        Err(err(
+        Err(Error::new(
+            Stage::Apply,
             place,
             format!("{n:?} is not a valid user or group name"),
         ))
@@ -146,7 +143,7 @@ fn clean_shadow_leftovers(t: &super::Target) -> Result<()> {
         };
         if pid.is_some_and(|p| !pid_alive(p)) {
             tracing::warn!(file = %name, "removing what a killed shadow tool left behind");
-            std::fs::remove_file(e.path()).map_err(|er| err(&name, er))?;
+            std::fs::remove_file(e.path()).map_err(|er| Error::io(Stage::Apply, &name, "", er))?;
         }
     }
     Ok(())
@@ -184,7 +181,7 @@ fn repair(ctx: &mut Ctx<'_>, u: &UserSpec, note: &str, place: &str) -> Result<()
         if let Some(h) = home.filter(|h| h.starts_with('/') && h.len() > 1) {
             let p = t.path(&h)?;
             if std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir()) {
-                std::fs::remove_dir_all(&p).map_err(|e| err(place, e))?;
+                std::fs::remove_dir_all(&p).map_err(|e| Error::io(Stage::Apply, place, "", e))?;
             }
         }
     } else if note.ends_with("group-existed=false")
@@ -208,7 +205,8 @@ pub fn user(ctx: &mut Ctx<'_>, u: &UserSpec, new_user: Option<&str>) -> Result<O
         check_name(g, &place)?;
     }
     if (u.no_create_home || u.system) && !u.ssh_authorized_keys.is_empty() {
-        return Err(err(
+        return Err(Error::new(
+            Stage::Apply,
             &place,
             "ssh_authorized_keys need a home directory (no_create_home/system set)",
         ));
@@ -236,11 +234,15 @@ pub fn user(ctx: &mut Ctx<'_>, u: &UserSpec, new_user: Option<&str>) -> Result<O
     }
     if let Some(hash) = &u.passwd {
         if hash.contains(['\n', ':']) {
-            return Err(err(&place, "passwd: not a password hash"));
+            return Err(Error::new(
+                Stage::Apply,
+                &place,
+                "passwd: not a password hash",
+            ));
         }
         let line = format!("{}:{}\n", u.name, hash);
         commands::run_tool(&t, &["chpasswd", "-e"], Some(line.as_bytes()))
-            .map_err(|_| err(&place, "chpasswd -e failed (hash not shown)"))?;
+            .map_err(|_| Error::new(Stage::Apply, &place, "chpasswd -e failed (hash not shown)"))?;
     }
     if u.lock_passwd {
         commands::run_tool(&t, &["usermod", "--lock", &u.name], None)
@@ -268,7 +270,12 @@ pub fn user(ctx: &mut Ctx<'_>, u: &UserSpec, new_user: Option<&str>) -> Result<O
 fn ssh_files(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()> {
     let t = ctx.target().clone();
     let Some((uid, gid, home)) = db.users.get(&u.name).cloned() else {
-        return Err(err(place, "user not in /etc/passwd after useradd"));
+        return Err(Error::of(
+            ErrorKind::NotFound,
+            Stage::Apply,
+            place,
+            "user not in /etc/passwd after useradd",
+        ));
     };
     if !home.starts_with('/') {
         return Ok(());
@@ -287,11 +294,11 @@ fn ssh_files(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Resul
             std::fs::DirBuilder::new()
                 .mode(0o700)
                 .create(&host_dir)
-                .map_err(|e| err(place, format!("mkdir {ssh_dir}: {e}")))?;
+                .map_err(|e| Error::new(Stage::Apply, place, format!("mkdir {ssh_dir}: {e}")))?;
             std::fs::set_permissions(&host_dir, std::fs::Permissions::from_mode(0o700))
-                .map_err(|e| err(place, e))?;
+                .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
             std::os::unix::fs::lchown(&host_dir, Some(uid), Some(gid))
-                .map_err(|e| err(place, e))?;
+                .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
         }
     }
     let path = t.path(&format!("{ssh_dir}/authorized_keys"))?;
@@ -304,11 +311,19 @@ fn ssh_files(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Resul
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&path)
-        .map_err(|e| err(place, format!("{ssh_dir}/authorized_keys: {e}")))?;
+        .map_err(|e| {
+            Error::new(
+                Stage::Apply,
+                place,
+                format!("{ssh_dir}/authorized_keys: {e}"),
+            )
+        })?;
     f.set_permissions(std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| err(place, e))?;
-    std::os::unix::fs::fchown(&f, Some(uid), Some(gid)).map_err(|e| err(place, e))?;
-    f.sync_all().map_err(|e| err(place, e))
+        .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
+    std::os::unix::fs::fchown(&f, Some(uid), Some(gid))
+        .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
+    f.sync_all()
+        .map_err(|e| Error::io(Stage::Apply, place, "", e))
 }
 
 fn sudo(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()> {
@@ -316,7 +331,11 @@ fn sudo(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()>
     let mut text = format!("# Written by nodeagent for user {}\n", u.name);
     for rule in &u.sudo {
         if rule.contains('\n') {
-            return Err(err(place, "sudo: a rule must be one line"));
+            return Err(Error::new(
+                Stage::Apply,
+                place,
+                "sudo: a rule must be one line",
+            ));
         }
         text.push_str(&format!("{} {}\n", u.name, rule));
     }
@@ -330,10 +349,10 @@ fn sudo(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()>
             .recursive(true)
             .mode(0o750)
             .create(&dir)
-            .map_err(|e| err(place, format!("mkdir /etc/sudoers.d: {e}")))?;
+            .map_err(|e| Error::new(Stage::Apply, place, format!("mkdir /etc/sudoers.d: {e}")))?;
     }
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o750))
-        .map_err(|e| err(place, format!("chmod /etc/sudoers.d: {e}")))?;
+        .map_err(|e| Error::new(Stage::Apply, place, format!("chmod /etc/sudoers.d: {e}")))?;
     // Validate before it can take effect: a broken sudoers.d file disables sudo entirely.
     if t.path("/usr/sbin/visudo")
         .map(|p| p.exists())
@@ -345,9 +364,10 @@ fn sudo(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()>
         let res = commands::run_tool(&t, &["visudo", "-cf", &check], None);
         let _ = std::fs::remove_file(t.path(&check)?);
         res.map_err(|e| {
-            err(
+            Error::new(
+                Stage::Apply,
                 place,
-                format!("sudo rule rejected by visudo: {}", e.message),
+                format!("sudo rule rejected by visudo: {}", e.detail()),
             )
         })?;
     }
@@ -388,13 +408,17 @@ pub fn merge_keys(existing: &str, new: &[String]) -> String {
 
 fn keys(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()> {
     let t = ctx.target().clone();
-    let (uid, gid, home) = db
-        .users
-        .get(&u.name)
-        .cloned()
-        .ok_or_else(|| err(place, "user not in /etc/passwd after useradd"))?;
+    let (uid, gid, home) = db.users.get(&u.name).cloned().ok_or_else(|| {
+        Error::of(
+            ErrorKind::NotFound,
+            Stage::Apply,
+            place,
+            "user not in /etc/passwd after useradd",
+        )
+    })?;
     if !home.starts_with('/') {
-        return Err(err(
+        return Err(Error::new(
+            Stage::Apply,
             place,
             format!("home directory {home:?} is not absolute"),
         ));
@@ -404,13 +428,18 @@ fn keys(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()>
     if let Ok(m) = std::fs::symlink_metadata(&host_dir)
         && m.file_type().is_symlink()
     {
-        return Err(err(place, format!("{ssh_dir} is a symlink; not followed")));
+        return Err(Error::new(
+            Stage::Apply,
+            place,
+            format!("{ssh_dir} is a symlink; not followed"),
+        ));
     }
     files::ensure_parents(&host_dir, uid, gid, place)?;
-    std::os::unix::fs::lchown(&host_dir, Some(uid), Some(gid)).map_err(|e| err(place, e))?;
+    std::os::unix::fs::lchown(&host_dir, Some(uid), Some(gid))
+        .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&host_dir, std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| err(place, e))?;
+        .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
     let path = format!("{ssh_dir}/authorized_keys");
     let existing = match std::fs::symlink_metadata(t.path(&path)?) {
         Ok(m) if m.file_type().is_file() => {

@@ -5,7 +5,7 @@
 
 use crate::error::exit;
 use crate::report::{EVENTS, Event, Phase};
-use crate::state::{Record, instance_dir_name, parse_journal, state_dir};
+use crate::state::{Event as Ev, Record, instance_dir_name, parse_journal, state_dir};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -59,8 +59,9 @@ pub struct Analysis {
 
 pub fn run(args: Args) -> i32 {
     let iid = args.instance_id.clone().or_else(|| {
-        std::fs::read_to_string(state_dir(&args.root).join("instance-id"))
+        state_dir(&args.root)
             .ok()
+            .and_then(|d| std::fs::read_to_string(d.join("instance-id")).ok())
             .map(|s| s.trim_end().to_string())
     });
     let Some(iid) = iid.filter(|i| !i.is_empty()) else {
@@ -71,10 +72,16 @@ pub fn run(args: Args) -> i32 {
         return exit::FAILED;
     };
     let journal = journal_path(&args.root, &iid);
-    let records = std::fs::read_to_string(&journal)
+    let records = journal
+        .as_ref()
+        .ok()
+        .and_then(|j| std::fs::read_to_string(j).ok())
         .map(|t| parse_journal(&t))
         .unwrap_or_default();
-    let events = read_events(&args.root.join(EVENTS));
+    let journal = journal.unwrap_or_else(|_| args.root.join(crate::state::DIR));
+    let events = crate::confine::dir(&args.root, EVENTS)
+        .map(|p| read_events(&p))
+        .unwrap_or_default();
     if records.is_empty() && events.is_empty() {
         eprintln!(
             "nodeagent analyze: nothing recorded for instance {iid} ({} and {} are empty or missing)",
@@ -92,11 +99,12 @@ pub fn run(args: Args) -> i32 {
     exit::OK
 }
 
-pub fn journal_path(root: &Path, iid: &str) -> PathBuf {
-    state_dir(root)
+/// The journal of `iid`, under the state directory as resolved inside the root (confine.rs).
+pub fn journal_path(root: &Path, iid: &str) -> crate::error::Result<PathBuf> {
+    Ok(state_dir(root)?
         .join("instances")
         .join(instance_dir_name(iid))
-        .join("journal.jsonl")
+        .join("journal.jsonl"))
 }
 
 pub fn read_events(path: &Path) -> Vec<Event> {
@@ -111,17 +119,28 @@ pub fn read_events(path: &Path) -> Vec<Event> {
 pub fn analyze(iid: &str, records: &[Record], events: &[Event]) -> Analysis {
     let mut steps: Vec<StepTime> = records
         .iter()
-        .filter(|r| r.event == "done" || r.event == "failed")
         .filter_map(|r| {
+            let (step, stage, result, duration_ms) = match &r.event {
+                Ev::Done {
+                    step,
+                    stage,
+                    result,
+                    duration_ms,
+                    ..
+                } => (step, stage, result.as_str(), duration_ms),
+                Ev::Failed {
+                    step,
+                    stage,
+                    duration_ms,
+                    ..
+                } => (step, stage, "failed", duration_ms),
+                _ => return None,
+            };
             Some(StepTime {
-                step: r.step.clone()?,
-                stage: r.stage.clone(),
-                result: if r.event == "failed" {
-                    "failed".into()
-                } else {
-                    r.result.clone().unwrap_or_else(|| "ok".into())
-                },
-                duration_ms: r.duration_ms.unwrap_or(0.0),
+                step: step.clone(),
+                stage: Some(stage.as_str().into()),
+                result: result.into(),
+                duration_ms: *duration_ms,
                 boot: r.boot.clone(),
             })
         })
@@ -129,12 +148,18 @@ pub fn analyze(iid: &str, records: &[Record], events: &[Event]) -> Analysis {
     steps.sort_by(|a, b| b.duration_ms.total_cmp(&a.duration_ms));
     let runs = records
         .iter()
-        .filter(|r| r.event == "run-end")
-        .map(|r| RunTime {
-            stage: r.stage.clone().unwrap_or_default(),
-            result: r.result.clone().unwrap_or_default(),
-            duration_ms: r.duration_ms.unwrap_or(0.0),
-            at: r.at.clone(),
+        .filter_map(|r| match &r.event {
+            Ev::RunEnd {
+                stage,
+                duration_ms,
+                result,
+            } => Some(RunTime {
+                stage: stage.as_str().into(),
+                result: result.as_str().into(),
+                duration_ms: *duration_ms,
+                at: r.at.clone(),
+            }),
+            _ => None,
         })
         .collect();
     let mine: Vec<&Event> = events.iter().filter(|e| e.instance_id == iid).collect();
@@ -217,19 +242,27 @@ pub fn render(a: &Analysis) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::{Frequency, RunStage};
+    use crate::state::{DoneResult, RunResult};
 
-    fn rec(event: &str, step: Option<&str>, ms: Option<f64>) -> Record {
+    fn rec(event: Ev) -> Record {
         Record {
             v: 1,
-            event: event.into(),
+            event,
             at: "2026-01-01T00:00:00Z".into(),
             boot: "b1".into(),
-            step: step.map(String::from),
-            stage: Some("main".into()),
-            duration_ms: ms,
-            result: Some("ok".into()),
-            ..Default::default()
+            pid: 1,
         }
+    }
+
+    fn done(step: &str, duration_ms: f64) -> Record {
+        rec(Ev::Done {
+            step: step.into(),
+            stage: RunStage::Main,
+            frequency: Frequency::PerInstance,
+            duration_ms,
+            result: DoneResult::Ok,
+        })
     }
 
     fn ev(ts: u64, phase: Phase, boot: &str) -> Event {
@@ -246,11 +279,22 @@ mod tests {
     #[test]
     fn steps_sorted_and_phases_summed() {
         let records = vec![
-            rec("run-start", None, None),
-            rec("done", Some("write_files[0]"), Some(2.0)),
-            rec("done", Some("kubeadm"), Some(9000.0)),
-            rec("failed", Some("runcmd[1]"), Some(50.0)),
-            rec("run-end", None, Some(9100.0)),
+            rec(Ev::RunStart {
+                stage: RunStage::Main,
+            }),
+            done("write_files[0]", 2.0),
+            done("kubeadm", 9000.0),
+            rec(Ev::Failed {
+                step: "runcmd[1]".into(),
+                stage: RunStage::Main,
+                duration_ms: 50.0,
+                error: "exit status 1".into(),
+            }),
+            rec(Ev::RunEnd {
+                stage: RunStage::Main,
+                duration_ms: 9100.0,
+                result: RunResult::Ok,
+            }),
         ];
         let events = vec![
             ev(0, Phase::Reading, "b0"),

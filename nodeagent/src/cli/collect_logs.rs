@@ -13,8 +13,13 @@
 
 use crate::error::exit;
 use crate::redact::redact_text;
-use crate::state::{instance_dir_name, state_dir};
+use crate::state::instance_dir_name;
 use std::path::{Path, PathBuf};
+
+/// Deadline of the `journalctl` call.
+const JOURNAL_SECS: u64 = 30;
+/// Most bytes of this boot's agent journal kept in the archive.
+const JOURNAL_BYTES: usize = 16 * 1024 * 1024;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -58,67 +63,70 @@ pub fn gather(root: &Path) -> Vec<(String, Vec<u8>)> {
     let mut manifest = String::from(
         "nodeagent collect-logs: every file below was redacted (tokens, keys, passwords, PEM bodies).\n",
     );
-    let mut add = |name: &str,
-                   src: &Path,
-                   transform: &dyn Fn(&str) -> String,
-                   manifest: &mut String| match std::fs::read(src) {
-        Ok(bytes) => {
-            let text = String::from_utf8_lossy(&bytes);
-            files.push((
-                name.to_string(),
-                redact_text(&transform(&text)).into_bytes(),
-            ));
-            manifest.push_str(&format!("included {name} (from {})\n", src.display()));
-        }
-        Err(e) => manifest.push_str(&format!("skipped {name}: {}: {e}\n", src.display())),
-    };
+    // Every file is read at its path resolved inside the root (confine.rs): a symlink planted
+    // in the image cannot pull a host file into the archive.
+    let mut add =
+        |name: &str, rel: &str, transform: &dyn Fn(&str) -> String, manifest: &mut String| {
+            let src = root.join(rel.trim_start_matches('/'));
+            match crate::confine::dir(root, rel).and_then(std::fs::read) {
+                Ok(bytes) => {
+                    let text = String::from_utf8_lossy(&bytes);
+                    files.push((
+                        name.to_string(),
+                        redact_text(&transform(&text)).into_bytes(),
+                    ));
+                    manifest.push_str(&format!("included {name} (from {})\n", src.display()));
+                }
+                Err(e) => manifest.push_str(&format!("skipped {name}: {}: {e}\n", src.display())),
+            }
+        };
     let same = |t: &str| t.to_string();
     add(
         "status.json",
-        &root.join(crate::report::STATUS_JSON),
+        crate::report::STATUS_JSON,
         &same,
         &mut manifest,
     );
-    add(
-        "events.jsonl",
-        &root.join(crate::report::EVENTS),
-        &same,
-        &mut manifest,
-    );
+    add("events.jsonl", crate::report::EVENTS, &same, &mut manifest);
     add(
         "kubeadm.log",
-        &root.join(crate::kubeadm::run::OUTPUT_LOG),
+        crate::kubeadm::run::OUTPUT_LOG,
         &same,
         &mut manifest,
     );
     add(
         "image-config.yaml",
-        &root.join(crate::config::PATH),
+        crate::config::PATH,
         &same,
         &mut manifest,
     );
-    let sdir = state_dir(root);
-    let iid = std::fs::read_to_string(sdir.join("instance-id"))
+    let sdir = root.join(crate::state::DIR);
+    let iid = crate::confine::dir(root, &format!("{}/instance-id", crate::state::DIR))
+        .and_then(std::fs::read_to_string)
         .ok()
         .map(|s| s.trim_end().to_string());
     match iid {
         Some(iid) if !iid.is_empty() => {
-            let idir = sdir.join("instances").join(instance_dir_name(&iid));
+            let idir = format!(
+                "{}/instances/{}",
+                crate::state::DIR,
+                instance_dir_name(&iid)
+            );
             add(
                 "instance/journal.jsonl",
-                &idir.join("journal.jsonl"),
+                &format!("{idir}/journal.jsonl"),
                 &same,
                 &mut manifest,
             );
             add(
                 "instance/instance-data.json",
-                &idir.join("instance-data.json"),
+                &format!("{idir}/instance-data.json"),
                 &same,
                 &mut manifest,
             );
             add(
                 "instance/userdata-redacted.yaml",
-                &idir.join("userdata.txt"),
+                &format!("{idir}/userdata.txt"),
                 &redact_userdata,
                 &mut manifest,
             );
@@ -131,23 +139,31 @@ pub fn gather(root: &Path) -> Vec<(String, Vec<u8>)> {
         )),
     }
     if root == Path::new("/") {
-        match std::process::Command::new("journalctl")
-            .args([
-                "--no-pager",
-                "-o",
-                "short-precise",
-                "-b",
-                "-u",
-                "nodeagent*",
-            ])
-            .output()
-        {
+        let mut cmd = std::process::Command::new("journalctl");
+        cmd.args([
+            "--no-pager",
+            "-o",
+            "short-precise",
+            "-b",
+            "-u",
+            "nodeagent*",
+        ]);
+        // Bounded like every program the agent runs (process.rs): a wedged journald must not
+        // hang the bug report, nor a huge journal fill memory.
+        let limits = crate::process::Limits::new(std::time::Duration::from_secs(JOURNAL_SECS))
+            .stdout_cap(JOURNAL_BYTES);
+        match crate::process::run(cmd, &limits, None) {
             Ok(o) => {
                 files.push((
                     "journal.txt".into(),
                     redact_text(&String::from_utf8_lossy(&o.stdout)).into_bytes(),
                 ));
                 manifest.push_str("included journal.txt (journalctl -b -u 'nodeagent*')\n");
+                if o.stdout_cut {
+                    manifest.push_str(&format!(
+                        "journal.txt cut to its first {JOURNAL_BYTES} bytes\n"
+                    ));
+                }
             }
             Err(e) => manifest.push_str(&format!("skipped journal.txt: journalctl: {e}\n")),
         }

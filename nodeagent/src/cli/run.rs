@@ -1,23 +1,17 @@
 //! `nodeagent run`: read, plan, apply (stage local, main or all), journaled.
 
-use crate::apply::{self, Options, StageSel, Target};
+use crate::apply::{self, Options, Target};
 use crate::error::{Result, exit};
+use crate::plan::RunStage;
 use crate::report::{self, Phase, Reporter};
 use crate::state::State;
 use crate::{instance, pipeline};
-
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StageArg {
-    Local,
-    Main,
-    All,
-}
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// `local`: hostname and network (before the network is up); `main`: everything else.
     #[arg(long, value_enum, default_value = "all")]
-    pub stage: StageArg,
+    pub stage: RunStage,
     /// With --root: also run commands, disk tools and kubeadm (always on when the root is /).
     #[arg(long)]
     pub exec: bool,
@@ -53,11 +47,7 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     crate::process::set_run_deadline(std::time::Duration::from_secs(
         crate::limits::RUN_DEADLINE_SECS,
     ));
-    let stage = match args.stage {
-        StageArg::Local => StageSel::Local,
-        StageArg::Main => StageSel::Main,
-        StageArg::All => StageSel::All,
-    };
+    let stage = args.stage;
     let mut inputs = match pipeline::gather(&args.data.options()) {
         Ok(i) => i,
         Err(e) => {
@@ -77,7 +67,7 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     };
     // The main unit waits for the network before host facts feed the templates; `--stage
     // all` waits after its local half (below), once the network configuration is written.
-    let net_warning = if stage == StageSel::Main && args.data.facts.is_none() {
+    let net_warning = if stage == RunStage::Main && args.data.facts.is_none() {
         let (facts, warning) = wait_on_network(&inputs, &target);
         inputs.facts = facts;
         warning
@@ -86,7 +76,7 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     };
     // From here a panic on this thread also reaches the platform (report::install_panic_hook).
     let _panic_channel = report::arm_panic_channel(inputs.transport.as_ref());
-    let prepared = if stage == StageSel::Local {
+    let prepared = if stage == RunStage::Local {
         pipeline::prepare_local(&inputs)
     } else {
         pipeline::prepare(&inputs)
@@ -99,7 +89,7 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     // refusal changes nothing on disk with the two units as with `--stage all` (no hostname,
     // no network written). Before the network is up the host has no address yet, which the
     // main stage's facts will have: the check stands a placeholder in for it.
-    if stage == StageSel::Local {
+    if stage == RunStage::Local {
         let real = inputs.facts.clone();
         inputs
             .facts
@@ -115,7 +105,7 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
             return Err(report_bad_input(&inputs, &target, e));
         }
     }
-    if stage != StageSel::All {
+    if stage != RunStage::All {
         let earlier = Earlier {
             ran: 0,
             already: 0,
@@ -130,7 +120,7 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     let local =
         pipeline::prepare_local(&inputs).map_err(|e| report_bad_input(&inputs, &target, e))?;
     let mut earlier =
-        execute(args, &inputs, &local, StageSel::Local, target.clone(), None)?.earlier;
+        execute(args, &inputs, &local, RunStage::Local, target.clone(), None)?.earlier;
     let prepared = if args.data.facts.is_none() {
         inputs.facts = crate::facts::Facts::detect(&inputs.root);
         let (facts, warning) = wait_on_network(&inputs, &target);
@@ -145,7 +135,7 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         args,
         &inputs,
         &prepared,
-        StageSel::Main,
+        RunStage::Main,
         target,
         Some(earlier),
     )
@@ -183,12 +173,12 @@ fn execute(
     args: &Args,
     inputs: &pipeline::Inputs,
     prepared: &pipeline::Prepared,
-    stage: StageSel,
+    stage: RunStage,
     target: Target,
     earlier: Option<Earlier>,
 ) -> Result<Executed> {
     // One run at a time from here on: instance data, journal and apply (apply/commands.rs).
-    apply::commands::hold_run_lock(&crate::state::state_dir(&target.root))?;
+    apply::commands::hold_run_lock(&crate::state::state_dir(&target.root)?)?;
     let res = execute_locked(args, inputs, prepared, stage, target, earlier);
     apply::commands::release_run_lock();
     res
@@ -198,7 +188,7 @@ fn execute_locked(
     args: &Args,
     inputs: &pipeline::Inputs,
     prepared: &pipeline::Prepared,
-    stage: StageSel,
+    stage: RunStage,
     target: Target,
     earlier: Option<Earlier>,
 ) -> Result<Executed> {
@@ -240,7 +230,7 @@ fn execute_locked(
     reporter.phase(Phase::Reading, None);
     // As cloud-init's VMware datasource does once the network is up: vm-operator takes the
     // VM's primary IP from these keys. Only to a platform that keeps them.
-    if stage != StageSel::Local
+    if stage != RunStage::Local
         && opts.exec
         && matches!(inputs.transport.name(), "vmware" | "fwcfg")
     {
@@ -249,7 +239,7 @@ fn execute_locked(
     let mut plan_run = plan.clone();
     plan_run.warnings = prepared.warnings.clone();
     let mut summary = apply::apply(&plan_run, &opts, &mut journal, &mut reporter)?;
-    if stage == StageSel::Local && args.stage == StageArg::All {
+    if stage == RunStage::Local && args.stage == RunStage::All {
         // The main half reports for both.
         return Ok(Executed {
             code: exit::OK,
@@ -279,7 +269,7 @@ fn execute_locked(
     eprintln!(
         "nodeagent run: {ran} steps done, {already} already finished earlier (instance {iid})",
     );
-    if stage != StageSel::Local {
+    if stage != RunStage::Local {
         // After success: the image config's `redact_userdata` and the metadata's `redact:`
         // keys are overwritten with `---` (cloud-init does the latter right after reading; the
         // main stage here reads the platform again, so both wait for success). Only with

@@ -184,7 +184,8 @@ pub fn parse(text: &str, source: &str, compat: bool) -> Result<Parsed> {
                 PayloadKind::Mime => "MIME multipart",
                 _ => "not #cloud-config (first line must be #cloud-config)",
             };
-            return Err(Error::new(
+            return Err(Error::of(
+                crate::error::ErrorKind::Unsupported,
                 Stage::CloudConfig,
                 format!("{source} line 1"),
                 format!("unsupported userdata type: {what}"),
@@ -228,14 +229,20 @@ pub fn from_node(root: &Node, source: &str, compat: bool) -> Result<Parsed> {
     };
     for (k, _) in entries {
         let key = k.key_text();
-        let problem = if SUPPORTED.contains(&key.as_str()) {
+        let (kind, problem) = if SUPPORTED.contains(&key.as_str()) {
             continue;
         } else if UNSUPPORTED.contains(&key.as_str()) {
-            format!(
-                "unsupported module '{key}' (nodeagent does not implement it; bake it into the image)"
+            (
+                crate::error::ErrorKind::Unsupported,
+                format!(
+                    "unsupported module '{key}' (nodeagent does not implement it; bake it into the image)"
+                ),
             )
         } else {
-            format!("unknown key '{key}'")
+            (
+                crate::error::ErrorKind::Invalid,
+                format!("unknown key '{key}'"),
+            )
         };
         if compat {
             warnings.push(format!(
@@ -243,7 +250,8 @@ pub fn from_node(root: &Node, source: &str, compat: bool) -> Result<Parsed> {
                 k.place()
             ));
         } else {
-            return Err(Error::new(
+            return Err(Error::of(
+                kind,
                 Stage::CloudConfig,
                 format!("{source} {}", k.place()),
                 problem,
@@ -285,7 +293,8 @@ pub fn from_node(root: &Node, source: &str, compat: bool) -> Result<Parsed> {
     field!(resize_rootfs);
     field!(vendor_data);
     if cfg.write_files.len() > crate::limits::MAX_WRITE_FILES {
-        return Err(Error::new(
+        return Err(Error::of(
+            crate::error::ErrorKind::TooLarge,
             Stage::CloudConfig,
             format!("{source} write_files"),
             format!(

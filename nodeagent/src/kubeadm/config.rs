@@ -7,7 +7,7 @@
 // Parses untrusted input: no byte-index slicing or indexing that could panic.
 #![deny(clippy::string_slice, clippy::indexing_slicing)]
 
-use crate::error::{Error, Result, Stage};
+use crate::error::{Error, ErrorKind, Result, Stage};
 use serde::Deserialize;
 
 pub const GROUP: &str = "kubeadm.k8s.io";
@@ -93,7 +93,8 @@ pub fn parse(text: &str, source: &str) -> Result<KubeadmConfig> {
                 .location()
                 .map(|l| format!(" line {} column {}", l.line(), l.column()))
                 .unwrap_or_default();
-            err(
+            Error::new(
+                Stage::Kubeadm,
                 place(&at),
                 format!("not valid YAML: {}", sanitize(&e.to_string())),
             )
@@ -103,11 +104,14 @@ pub fn parse(text: &str, source: &str) -> Result<KubeadmConfig> {
         }
         let map = value
             .as_mapping()
-            .ok_or_else(|| err(place(""), "a document must be a mapping"))?;
+            .ok_or_else(|| Error::new(Stage::Kubeadm, place(""), "a document must be a mapping"))?;
         let field = |k: &str| map.get(k).and_then(|v| v.as_str()).map(str::to_string);
-        let kind = field("kind").ok_or_else(|| err(place(""), "missing required field `kind`"))?;
+        let kind = field("kind").ok_or_else(|| {
+            Error::new(Stage::Kubeadm, place(""), "missing required field `kind`")
+        })?;
         let api = field("apiVersion").ok_or_else(|| {
-            err(
+            Error::new(
+                Stage::Kubeadm,
                 place(&format!(" ({kind})")),
                 "missing required field `apiVersion`",
             )
@@ -121,14 +125,22 @@ pub fn parse(text: &str, source: &str) -> Result<KubeadmConfig> {
             continue;
         }
         let version = ApiVersion::parse(&api).ok_or_else(|| {
-            err(
-                format!("{here}: apiVersion"),
-                if api.starts_with(&format!("{GROUP}/")) {
-                    format!("unsupported kubeadm API version `{api}` (supported: kubeadm.k8s.io/v1beta3, kubeadm.k8s.io/v1beta4)")
-                } else {
-                    format!("`{api}` is not a kubeadm API version (expected kubeadm.k8s.io/v1beta3 or v1beta4)")
-                },
-            )
+            let (kind, message) = if api.starts_with(&format!("{GROUP}/")) {
+                (
+                    ErrorKind::Unsupported,
+                    format!(
+                        "unsupported kubeadm API version `{api}` (supported: kubeadm.k8s.io/v1beta3, kubeadm.k8s.io/v1beta4)"
+                    ),
+                )
+            } else {
+                (
+                    ErrorKind::Invalid,
+                    format!(
+                        "`{api}` is not a kubeadm API version (expected kubeadm.k8s.io/v1beta3 or v1beta4)"
+                    ),
+                )
+            };
+            Error::of(kind, Stage::Kubeadm, format!("{here}: apiVersion"), message)
         })?;
         match kind.as_str() {
             "InitConfiguration" => {
@@ -143,7 +155,9 @@ pub fn parse(text: &str, source: &str) -> Result<KubeadmConfig> {
                 set_once(&mut cfg.join, typed(&value, &here, index, version)?, &here)?
             }
             other => {
-                return Err(err(
+                return Err(Error::of(
+                    ErrorKind::Unsupported,
+                    Stage::Kubeadm,
                     format!("{here}: kind"),
                     format!(
                         "unsupported kind `{other}` (expected InitConfiguration, ClusterConfiguration or JoinConfiguration)"
@@ -156,13 +170,13 @@ pub fn parse(text: &str, source: &str) -> Result<KubeadmConfig> {
     Ok(cfg)
 }
 
-fn err(place: impl Into<String>, message: impl Into<String>) -> Error {
-    Error::new(Stage::Kubeadm, place, message)
-}
-
 fn set_once<T>(slot: &mut Option<Doc<T>>, doc: Doc<T>, place: &str) -> Result<()> {
     if slot.is_some() {
-        return Err(err(place, "the same kind appears twice in the file"));
+        return Err(Error::new(
+            Stage::Kubeadm,
+            place,
+            "the same kind appears twice in the file",
+        ));
     }
     *slot = Some(doc);
     Ok(())
@@ -181,7 +195,7 @@ fn typed<T: serde::de::DeserializeOwned>(
         } else {
             format!("{place}: {path}")
         };
-        err(at, sanitize(&e.inner().to_string()))
+        Error::new(Stage::Kubeadm, at, sanitize(&e.inner().to_string()))
     })?;
     Ok(Doc {
         index,
@@ -219,7 +233,11 @@ struct Check<'a> {
 
 impl Check<'_> {
     fn fail(&self, path: &str, msg: impl Into<String>) -> Error {
-        err(format!("{}: {path}", self.place), msg.into())
+        Error::new(
+            Stage::Kubeadm,
+            format!("{}: {path}", self.place),
+            msg.into(),
+        )
     }
     fn only_v1beta4<T>(&self, v: &Option<T>, path: &str) -> Result<()> {
         if v.is_some() && self.version == ApiVersion::V1beta3 {
@@ -673,11 +691,12 @@ mod tests {
             e.place,
             "f.yaml: document 2 (InitConfiguration): apiVersion"
         );
-        assert!(e.message.contains("v1beta2"));
+        assert_eq!(e.kind(), crate::error::ErrorKind::Unsupported, "{e}");
         let e =
             error_of(&CORPUS_INIT.replace("kind: InitConfiguration", "kind: ResetConfigurationX"));
         assert_eq!(e.place, "f.yaml: document 2 (ResetConfigurationX): kind");
         let e = error_of("apiVersion: v1\nkind: Pod\n");
+        assert_eq!(e.kind(), crate::error::ErrorKind::Invalid, "{e}");
         assert!(e.message.contains("not a kubeadm API version"), "{e}");
         let e = error_of("apiVersion: kubeadm.k8s.io/v1beta3\n");
         assert!(e.message.contains("`kind`"), "{e}");

@@ -39,7 +39,7 @@ pub fn file_at<'a>(plan: &'a Plan, before: usize, root: &Path, path: &str) -> So
     if let Some(b) = written {
         return Source::Plan(b);
     }
-    match std::fs::read(under_root(root, path)) {
+    match under_root(root, path).and_then(std::fs::read) {
         Ok(b) => Source::Disk(b),
         Err(_) => Source::Missing,
     }
@@ -47,22 +47,23 @@ pub fn file_at<'a>(plan: &'a Plan, before: usize, root: &Path, path: &str) -> So
 
 /// Has this instance's journal (read only) a finished `done` record for `step`?
 fn finished(plan: &Plan, root: &Path, step: &str) -> bool {
-    let path = crate::state::state_dir(root)
+    let Ok(dir) = crate::state::state_dir(root) else {
+        return false;
+    };
+    let path = dir
         .join("instances")
         .join(crate::state::instance_dir_name(&plan.instance_id))
         .join("journal.jsonl");
     crate::state::read_journal(&path).is_ok_and(|records| {
-        records.iter().any(|r| {
-            r.event == "done"
-                && r.step.as_deref() == Some(step)
-                && r.result.as_deref() != Some("skipped")
-        })
+        records
+            .iter()
+            .any(|r| r.event.finishes_step() && r.event.step() == Some(step))
     })
 }
 
-/// `root` + absolute `path`.
-pub fn under_root(root: &Path, path: &str) -> std::path::PathBuf {
-    root.join(path.trim_start_matches('/'))
+/// `root` + absolute `path`, every symlink on the way resolved inside the root (confine.rs).
+pub fn under_root(root: &Path, path: &str) -> std::io::Result<std::path::PathBuf> {
+    crate::confine::dir(root, path)
 }
 
 pub fn check(plan: &Plan, root: &Path) -> Result<()> {

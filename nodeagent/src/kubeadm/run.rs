@@ -106,7 +106,10 @@ pub fn execute_restoring(
     runner: &Runner,
     restore: &dyn Fn() -> Result<()>,
 ) -> Result<()> {
-    let sentinel = under_root(root, SENTINEL);
+    let in_root = |path: &str| {
+        under_root(root, path).map_err(|e| Error::new(Stage::Kubeadm, path, e.to_string()))
+    };
+    let sentinel = in_root(SENTINEL)?;
     if sentinel.exists() {
         tracing::info!(
             "{} exists: kubeadm already succeeded for this instance, not running it again",
@@ -114,7 +117,7 @@ pub fn execute_restoring(
         );
         return Ok(());
     }
-    let config_file = under_root(root, &spec.config_path).display().to_string();
+    let config_file = in_root(&spec.config_path)?.display().to_string();
     let mut args = vec![
         match spec.mode {
             KubeadmMode::Init => "init",
@@ -276,7 +279,7 @@ pub fn execute_restoring(
 
 /// `/run/cluster-api/bootstrap-success.complete` with `success`, as CABPK's `echo success >` would.
 pub fn write_sentinel(root: &Path) -> std::io::Result<()> {
-    crate::report::write_run_file(&under_root(root, SENTINEL), b"success\n", 0o644)
+    crate::report::write_run_file(&crate::confine::file(root, SENTINEL)?, b"success\n", 0o644)
 }
 
 /// The endpoint a join must reach: `discovery.bootstrapToken.apiServerEndpoint`, or the
@@ -300,7 +303,7 @@ pub fn join_endpoint(root: &Path, config_file: &str) -> Option<String> {
         return None; // https URL: fetched by kubeadm itself
     }
     let kc: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(under_root(root, &path)).ok()?).ok()?;
+        serde_yaml::from_str(&std::fs::read_to_string(under_root(root, &path).ok()?).ok()?).ok()?;
     let server = kc["clusters"][0]["cluster"]["server"].as_str()?;
     let hostport = server.strip_prefix("https://")?.split('/').next()?;
     match super::config::split_host_port(hostport)? {
@@ -319,23 +322,27 @@ pub struct OutputLog {
 impl OutputLog {
     pub fn open(root: &Path) -> OutputLog {
         use std::os::unix::fs::OpenOptionsExt;
-        let path = root.join(OUTPUT_LOG);
-        let file = path
-            .parent()
-            .map(std::fs::create_dir_all)
-            .and_then(|r| r.ok())
-            .and_then(|_| {
+        // Parents resolved inside the root (confine.rs), a symlink at the file itself refused.
+        let file = crate::confine::file(root, OUTPUT_LOG)
+            .ok()
+            .filter(|p| {
+                p.parent()
+                    .map(std::fs::create_dir_all)
+                    .is_some_and(|r| r.is_ok())
+            })
+            .and_then(|p| {
                 std::fs::OpenOptions::new()
                     .create(true)
                     .append(true)
                     .mode(0o640)
-                    .open(&path)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                    .open(p)
                     .ok()
             });
         if file.is_none() {
             tracing::warn!(
                 "{} cannot be opened; kubeadm output goes to the journal only",
-                path.display()
+                root.join(OUTPUT_LOG).display()
             );
         }
         OutputLog { file }

@@ -10,17 +10,13 @@
 
 use super::der;
 use super::fsio;
-use crate::error::{Error, Result, Stage};
+use crate::error::{Error, ErrorKind, Result, Stage};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, DnValue, IsCa, KeyIdMethod, KeyPair,
     KeyUsagePurpose,
 };
 use std::path::Path;
 use time::{Duration, OffsetDateTime};
-
-fn err(place: impl Into<String>, message: impl Into<String>) -> Error {
-    Error::new(Stage::Mint, place, message)
-}
 
 /// Key algorithm for every key in the PKI (CAPI `encryptionAlgorithm`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +40,8 @@ impl Algorithm {
             .into_iter()
             .find(|a| a.name() == s.to_ascii_lowercase() || a.kubeadm_name() == s)
             .ok_or_else(|| {
-                err(
+                Error::new(
+                    Stage::Mint,
                     "--algorithm",
                     format!(
                         "unknown algorithm {s:?}: use ecdsa-p256, ecdsa-p384, rsa-2048 or rsa-4096"
@@ -88,7 +85,7 @@ pub struct Key {
 
 impl Key {
     pub fn generate(algorithm: Algorithm) -> Result<Key> {
-        let gen_err = |e: String| err("key generation", e);
+        let gen_err = |e: String| Error::new(Stage::Mint, "key generation", e);
         if let Some(bits) = algorithm.rsa_bits() {
             use rsa::pkcs1::EncodeRsaPrivateKey;
             use rsa::pkcs8::EncodePrivateKey;
@@ -122,8 +119,8 @@ impl Key {
     pub fn from_pem(pem_text: &str, place: &str) -> Result<Key> {
         let block = x509_parser::pem::Pem::iter_from_buffer(pem_text.as_bytes())
             .next()
-            .ok_or_else(|| err(place, "no PEM block"))?
-            .map_err(|e| err(place, format!("bad PEM: {e}")))?;
+            .ok_or_else(|| Error::new(Stage::Mint, place, "no PEM block"))?
+            .map_err(|e| Error::new(Stage::Mint, place, format!("bad PEM: {e}")))?;
         let (pkcs8, algorithm) = match block.label.as_str() {
             "RSA PRIVATE KEY" => {
                 let pkcs8 = der::pkcs1_to_pkcs8(&block.contents).map_err(|e| e.within(place))?;
@@ -143,19 +140,25 @@ impl Key {
                 } else if alg == der::OID_EC_PUBLIC_KEY {
                     curve_algorithm(curve, place)?
                 } else {
-                    return Err(err(place, "unsupported private key algorithm"));
+                    return Err(Error::of(
+                        ErrorKind::Unsupported,
+                        Stage::Mint,
+                        place,
+                        "unsupported private key algorithm",
+                    ));
                 };
                 (block.contents.clone(), algorithm)
             }
             other => {
-                return Err(err(
+                return Err(Error::new(
+                    Stage::Mint,
                     place,
                     format!("expected a private key PEM, found {other:?}"),
                 ));
             }
         };
         let pair = KeyPair::try_from(pkcs8)
-            .map_err(|e| err(place, format!("unusable private key: {e}")))?;
+            .map_err(|e| Error::new(Stage::Mint, place, format!("unusable private key: {e}")))?;
         Ok(Key {
             algorithm,
             private_pem: pem_text.to_string(),
@@ -178,11 +181,13 @@ fn rsa_algorithm(pkcs8: &[u8], place: &str) -> Result<Algorithm> {
     use rsa::pkcs8::DecodePrivateKey;
     use rsa::traits::PublicKeyParts;
     let key = rsa::RsaPrivateKey::from_pkcs8_der(pkcs8)
-        .map_err(|e| err(place, format!("bad RSA key: {e}")))?;
+        .map_err(|e| Error::new(Stage::Mint, place, format!("bad RSA key: {e}")))?;
     match key.size() * 8 {
         2048 => Ok(Algorithm::Rsa2048),
         4096 => Ok(Algorithm::Rsa4096),
-        n => Err(err(
+        n => Err(Error::of(
+            ErrorKind::Unsupported,
+            Stage::Mint,
             place,
             format!("RSA-{n} keys are not supported (use 2048 or 4096)"),
         )),
@@ -193,7 +198,12 @@ fn curve_algorithm(curve: Option<der::ObjectIdentifier>, place: &str) -> Result<
     match curve {
         Some(der::OID_P256) => Ok(Algorithm::EcdsaP256),
         Some(der::OID_P384) => Ok(Algorithm::EcdsaP384),
-        _ => Err(err(place, "unsupported EC curve (use P-256 or P-384)")),
+        _ => Err(Error::of(
+            ErrorKind::Unsupported,
+            Stage::Mint,
+            place,
+            "unsupported EC curve (use P-256 or P-384)",
+        )),
     }
 }
 
@@ -213,7 +223,7 @@ pub fn pem_encode(label: &str, der: &[u8]) -> String {
 /// A random positive non-zero serial (16 bytes, top bit clear, first byte non-zero).
 pub fn random_serial() -> Result<rcgen::SerialNumber> {
     let mut b = [0u8; 16];
-    getrandom::fill(&mut b).map_err(|e| err("random", e.to_string()))?;
+    getrandom::fill(&mut b).map_err(|e| Error::new(Stage::Mint, "random", e.to_string()))?;
     b[0] = (b[0] & 0x7f).max(1);
     Ok(rcgen::SerialNumber::from_slice(&b))
 }
@@ -232,7 +242,7 @@ pub fn ca_certificate(key: &Key, now: OffsetDateTime, validity: Duration) -> Res
     p.distinguished_name = rcgen::DistinguishedName::new();
     let cn = "kubernetes"
         .try_into()
-        .map_err(|e: rcgen::Error| err("CA subject", e.to_string()))?;
+        .map_err(|e: rcgen::Error| Error::new(Stage::Mint, "CA subject", e.to_string()))?;
     p.distinguished_name
         .push(DnType::CommonName, DnValue::PrintableString(cn));
     p.serial_number = Some(random_serial()?);
@@ -247,7 +257,7 @@ pub fn ca_certificate(key: &Key, now: OffsetDateTime, validity: Duration) -> Res
     p.key_identifier_method = KeyIdMethod::PreSpecified(go_key_id(key.pair()));
     let cert = p
         .self_signed(key.pair())
-        .map_err(|e| err("CA certificate", e.to_string()))?;
+        .map_err(|e| Error::new(Stage::Mint, "CA certificate", e.to_string()))?;
     Ok(cert.pem())
 }
 
@@ -262,8 +272,13 @@ pub fn client_certificate(
     validity: Duration,
 ) -> Result<(String, String)> {
     let ca_key = Key::from_pem(&ca.key_pem, "ca.key")?;
-    let issuer = rcgen::Issuer::from_ca_cert_pem(&ca.cert_pem, ca_key.pair())
-        .map_err(|e| err("ca.crt", format!("unusable CA certificate: {e}")))?;
+    let issuer = rcgen::Issuer::from_ca_cert_pem(&ca.cert_pem, ca_key.pair()).map_err(|e| {
+        Error::new(
+            Stage::Mint,
+            "ca.crt",
+            format!("unusable CA certificate: {e}"),
+        )
+    })?;
     let ca_not_before = ca_not_before(&ca.cert_pem)?;
     let key = Key::generate(algorithm)?;
     let mut p = CertificateParams::default();
@@ -283,18 +298,18 @@ pub fn client_certificate(
     p.use_authority_key_identifier_extension = true;
     let cert = p
         .signed_by(key.pair(), &issuer)
-        .map_err(|e| err("client certificate", e.to_string()))?;
+        .map_err(|e| Error::new(Stage::Mint, "client certificate", e.to_string()))?;
     Ok((cert.pem(), key.private_pem))
 }
 
 fn ca_not_before(cert_pem: &str) -> Result<OffsetDateTime> {
     let block = x509_parser::pem::Pem::iter_from_buffer(cert_pem.as_bytes())
         .next()
-        .ok_or_else(|| err("ca.crt", "no PEM block"))?
-        .map_err(|e| err("ca.crt", e.to_string()))?;
+        .ok_or_else(|| Error::new(Stage::Mint, "ca.crt", "no PEM block"))?
+        .map_err(|e| Error::new(Stage::Mint, "ca.crt", e.to_string()))?;
     let cert = block
         .parse_x509()
-        .map_err(|e| err("ca.crt", e.to_string()))?;
+        .map_err(|e| Error::new(Stage::Mint, "ca.crt", e.to_string()))?;
     Ok(cert.validity().not_before.to_datetime())
 }
 
@@ -338,8 +353,9 @@ impl Pki {
                 handles
                     .into_iter()
                     .map(|h| {
-                        h.join()
-                            .unwrap_or_else(|_| Err(err("key generation", "thread panicked")))
+                        h.join().unwrap_or_else(|_| {
+                            Err(Error::new(Stage::Mint, "key generation", "thread panicked"))
+                        })
                     })
                     .collect()
             })
@@ -391,7 +407,8 @@ impl Pki {
     pub fn write(&self, dir: &Path, force: bool) -> Result<()> {
         let existing = FILES.iter().find(|(n, _)| dir.join(n).exists());
         if let (false, Some((name, _))) = (force, existing) {
-            return Err(err(
+            return Err(Error::new(
+                Stage::Mint,
                 dir.join(name).display().to_string(),
                 "a PKI already exists here; refusing to overwrite it (use --force to replace it)",
             ));
@@ -409,15 +426,17 @@ impl Pki {
         let read = |name: &str| -> Result<String> {
             let path = dir.join(name);
             let meta = std::fs::metadata(&path)
-                .map_err(|e| err(path.display().to_string(), e.to_string()))?;
+                .map_err(|e| Error::io(Stage::Mint, path.display().to_string(), "", e))?;
             if meta.len() > MAX_PEM_BYTES {
-                return Err(err(
+                return Err(Error::of(
+                    ErrorKind::TooLarge,
+                    Stage::Mint,
                     path.display().to_string(),
                     format!("larger than {MAX_PEM_BYTES} bytes"),
                 ));
             }
             std::fs::read_to_string(&path)
-                .map_err(|e| err(path.display().to_string(), e.to_string()))
+                .map_err(|e| Error::io(Stage::Mint, path.display().to_string(), "", e))
         };
         let pki = Pki {
             ca: CaPair {
@@ -450,16 +469,20 @@ impl Pki {
             let key = Key::from_pem(&ca.key_pem, &format!("{name}.key"))?;
             let block = x509_parser::pem::Pem::iter_from_buffer(ca.cert_pem.as_bytes())
                 .next()
-                .ok_or_else(|| err(format!("{name}.crt"), "no PEM block"))?
-                .map_err(|e| err(format!("{name}.crt"), e.to_string()))?;
+                .ok_or_else(|| Error::new(Stage::Mint, format!("{name}.crt"), "no PEM block"))?
+                .map_err(|e| Error::new(Stage::Mint, format!("{name}.crt"), e.to_string()))?;
             let cert = block
                 .parse_x509()
-                .map_err(|e| err(format!("{name}.crt"), e.to_string()))?;
+                .map_err(|e| Error::new(Stage::Mint, format!("{name}.crt"), e.to_string()))?;
             use rcgen::PublicKeyData;
             if cert.tbs_certificate.subject_pki.raw
                 != key.pair().subject_public_key_info().as_slice()
             {
-                return Err(err(format!("{name}.key"), "does not match the certificate"));
+                return Err(Error::new(
+                    Stage::Mint,
+                    format!("{name}.key"),
+                    "does not match the certificate",
+                ));
             }
         }
         Key::from_pem(&self.sa_key, "sa.key")?;

@@ -669,15 +669,7 @@ pub fn audit(input: &Input) -> Result<Report> {
         let loaded = if is_kubeconfig {
             load_kubeconfig(Path::new(&path), input.root).map(|k| {
                 k.map(|k| {
-                    if let (Some(data), Some(ca)) = (&k.ca_data, ca_cert("ca"))
-                        && data.der != ca.der
-                    {
-                        problems.push(Problem {
-                            place: format!("{name} ({file})"),
-                            kind: "chain",
-                            message: "its certificate-authority-data is not ca.crt: clients using it do not trust this cluster's API server".into(),
-                        });
-                    }
+                    trusts_ca(name, &k, ca_cert("ca"), &mut problems);
                     k.loaded
                 })
             })
@@ -719,14 +711,17 @@ pub fn audit(input: &Input) -> Result<Report> {
     let mut other = Vec::new();
     let kubelet = input.kubeconfig_dir.join("kubelet.conf");
     match load_kubeconfig(&kubelet, input.root) {
-        Ok(Some(k)) => other.push(ctx.check(
-            "kubelet.conf",
-            "kubelet.conf",
-            &k.loaded,
-            Some("ca"),
-            &mut problems,
-            &mut warnings,
-        )),
+        Ok(Some(k)) => {
+            trusts_ca("kubelet.conf", &k, ca_cert("ca"), &mut problems);
+            other.push(ctx.check(
+                "kubelet.conf",
+                "kubelet.conf",
+                &k.loaded,
+                Some("ca"),
+                &mut problems,
+                &mut warnings,
+            ))
+        }
         Ok(None) => {}
         Err(e) => problems.push(unreadable("kubelet.conf", "kubelet.conf", e)),
     }
@@ -954,6 +949,19 @@ impl Ctx<'_> {
             chain,
             sans,
         }
+    }
+}
+
+/// A kubeconfig's `certificate-authority-data` is the cluster CA on disk.
+fn trusts_ca(name: &str, k: &Kubeconfig, ca: Option<&CertInfo>, problems: &mut Vec<Problem>) {
+    if let (Some(data), Some(ca)) = (&k.ca_data, ca)
+        && data.der != ca.der
+    {
+        problems.push(Problem {
+            place: name.to_string(),
+            kind: "chain",
+            message: "its certificate-authority-data is not ca.crt: clients using it do not trust this cluster's API server".into(),
+        });
     }
 }
 

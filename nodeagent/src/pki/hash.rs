@@ -4,7 +4,7 @@
 // Parses untrusted input: no byte-index slicing or indexing that could panic.
 #![deny(clippy::string_slice, clippy::indexing_slicing)]
 
-use crate::error::{Error, Result, Stage};
+use crate::error::{Error, ErrorKind, Result, Stage};
 use sha2::{Digest, Sha256};
 
 /// One `sha256:<lower-hex>` per certificate in `ca_pem`, in file order.
@@ -12,16 +12,32 @@ use sha2::{Digest, Sha256};
 pub fn discovery_hashes(ca_pem: &[u8]) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for (i, block) in x509_parser::pem::Pem::iter_from_buffer(ca_pem).enumerate() {
-        let block = block.map_err(|e| err(format!("PEM block {}: {e}", i + 1)))?;
+        let block = block.map_err(|e| {
+            Error::new(
+                Stage::Mint,
+                "CA certificate",
+                format!("PEM block {}: {e}", i + 1),
+            )
+        })?;
         if block.label != "CERTIFICATE" {
             continue;
         }
-        let (_, cert) = x509_parser::parse_x509_certificate(&block.contents)
-            .map_err(|e| err(format!("certificate {}: {e}", i + 1)))?;
+        let (_, cert) = x509_parser::parse_x509_certificate(&block.contents).map_err(|e| {
+            Error::new(
+                Stage::Mint,
+                "CA certificate",
+                format!("certificate {}: {e}", i + 1),
+            )
+        })?;
         out.push(spki_hash(cert.tbs_certificate.subject_pki.raw));
     }
     if out.is_empty() {
-        return Err(err("no CERTIFICATE block found".into()));
+        return Err(Error::of(
+            ErrorKind::NotFound,
+            Stage::Mint,
+            "CA certificate",
+            "no CERTIFICATE block found",
+        ));
     }
     Ok(out)
 }
@@ -29,10 +45,6 @@ pub fn discovery_hashes(ca_pem: &[u8]) -> Result<Vec<String>> {
 /// `sha256:<hex>` of a DER SubjectPublicKeyInfo.
 pub fn spki_hash(spki_der: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(spki_der)))
-}
-
-fn err(message: String) -> Error {
-    Error::new(Stage::Mint, "CA certificate", message)
 }
 
 #[cfg(test)]
@@ -44,7 +56,7 @@ mod tests {
     fn rejects_input_without_certificate() {
         let e = discovery_hashes(b"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n")
             .unwrap_err();
-        assert!(e.message.contains("no CERTIFICATE"), "{e}");
+        assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
         assert!(discovery_hashes(b"garbage").is_err());
     }
 }

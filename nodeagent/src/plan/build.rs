@@ -257,7 +257,8 @@ pub fn build(input: &PlanInput<'_>) -> Result<Plan> {
         };
         total += file.content.0.len();
         if total > crate::limits::MAX_WRITE_FILES_TOTAL_BYTES {
-            return Err(Error::new(
+            return Err(Error::of(
+                crate::error::ErrorKind::TooLarge,
                 Stage::Plan,
                 format!("write_files[{i}]"),
                 format!(
@@ -1265,7 +1266,8 @@ fn check_new_user(
 fn check_ntp(ntp: &crate::cloudconfig::Ntp) -> Result<()> {
     let client = ntp.ntp_client.as_deref().unwrap_or("auto");
     if !matches!(client, "auto" | "" | "chrony" | "systemd-timesyncd") {
-        return Err(Error::new(
+        return Err(Error::of(
+            crate::error::ErrorKind::Unsupported,
             Stage::Plan,
             "ntp.ntp_client",
             format!("{client:?} is not supported (chrony, systemd-timesyncd, auto)"),

@@ -8,7 +8,7 @@
 //! `probe::observe` through the same symlink-safe resolver apply uses).
 
 use super::*;
-use crate::error::{Error, Result, Stage};
+use crate::error::{Error, ErrorKind, Result, Stage};
 use std::collections::{BTreeSet, HashMap};
 
 /// Programs and services the target offers, as found by `probe::view`.
@@ -62,10 +62,6 @@ struct Written<'a> {
     append: bool,
     /// The key path of the input that names it, for errors.
     place: String,
-}
-
-fn err(place: &str, msg: impl Into<String>) -> Error {
-    Error::new(Stage::Plan, place, msg)
 }
 
 /// Every file the plan's steps write, in plan order.
@@ -151,7 +147,9 @@ fn check_paths(plan: &Plan, view: &TargetView, seen: &Observed) -> Result<()> {
         let path = w.path.as_str();
         let full = view.root_len + path.len() + 16;
         if full > PATH_MAX {
-            return Err(err(
+            return Err(Error::of(
+                ErrorKind::TooLarge,
+                Stage::Plan,
                 place,
                 format!(
                     "{path}: {full} bytes with the root prefix and temp suffix; the limit is {PATH_MAX}"
@@ -161,28 +159,37 @@ fn check_paths(plan: &Plan, view: &TargetView, seen: &Observed) -> Result<()> {
         match seen.paths.get(path).unwrap_or(&PathState::Missing) {
             PathState::Missing | PathState::File => {}
             PathState::Dir => {
-                return Err(err(
+                return Err(Error::of(
+                    ErrorKind::Conflict,
+                    Stage::Plan,
                     place,
                     format!("{path} is a directory in the target; a file cannot replace it"),
                 ));
             }
             PathState::Symlink if w.append => {
-                return Err(err(
+                return Err(Error::of(
+                    ErrorKind::Conflict,
+                    Stage::Plan,
                     place,
                     format!("{path} is a symlink; an append does not follow it"),
                 ));
             }
             PathState::Symlink => {} // replaced itself, never followed (files.rs)
             PathState::Special(kind) => {
-                return Err(err(
+                return Err(Error::of(
+                    ErrorKind::Conflict,
+                    Stage::Plan,
                     place,
                     format!("{path} is a {kind} in the target, not a regular file"),
                 ));
             }
-            PathState::Blocked(why) => return Err(err(place, format!("{path}: {why}"))),
+            PathState::Blocked(why) => {
+                return Err(Error::new(Stage::Plan, place, format!("{path}: {why}")));
+            }
         }
         if let Some(other) = dirs.get(path) {
-            return Err(err(
+            return Err(Error::new(
+                Stage::Plan,
                 place,
                 format!(
                     "{path} is a directory for {other}, written earlier; it cannot also be a file"
@@ -195,7 +202,8 @@ fn check_paths(plan: &Plan, view: &TargetView, seen: &Observed) -> Result<()> {
                 break;
             }
             if let Some(other) = files.get(up) {
-                return Err(err(
+                return Err(Error::new(
+                    Stage::Plan,
                     place,
                     format!("{up} is a file ({other}); {path} cannot be under it"),
                 ));
@@ -211,13 +219,16 @@ fn check_paths(plan: &Plan, view: &TargetView, seen: &Observed) -> Result<()> {
 fn check_tools(plan: &Plan, view: &TargetView) -> Result<()> {
     let in_target = |tool: &str, place: &str| -> Result<()> {
         if !view.target_tools.contains(tool) {
-            return Err(err(
+            return Err(Error::of(
+                ErrorKind::NotFound,
+                Stage::Plan,
                 place,
                 format!("the target has no {tool} (looked in /usr/sbin, /usr/bin, /sbin, /bin)"),
             ));
         }
         if !view.is_host && !view.host_tools.contains("chroot") {
-            return Err(err(
+            return Err(Error::new(
+                Stage::Plan,
                 place,
                 "chroot is not on the agent's PATH; the target's tools cannot be run under --root",
             ));
@@ -228,7 +239,12 @@ fn check_tools(plan: &Plan, view: &TargetView) -> Result<()> {
         if view.host_tools.contains(tool) {
             Ok(())
         } else {
-            Err(err(place, format!("{tool} is not installed (not on PATH)")))
+            Err(Error::of(
+                ErrorKind::NotFound,
+                Stage::Plan,
+                place,
+                format!("{tool} is not installed (not on PATH)"),
+            ))
         }
     };
     for s in &plan.steps {
@@ -410,13 +426,20 @@ mod tests {
             PathState::Special("FIFO"),
             PathState::Blocked("loop".into()),
         ] {
-            assert!(check(&p, &view, &at(bad.clone())).is_err(), "{bad:?}");
+            let kind = check(&p, &view, &at(bad.clone())).unwrap_err().kind();
+            let want = if matches!(bad, PathState::Blocked(_)) {
+                ErrorKind::Invalid
+            } else {
+                ErrorKind::Conflict
+            };
+            assert_eq!(kind, want, "{bad:?}");
         }
         let view = TargetView {
             root_len: PATH_MAX,
             ..Default::default()
         };
         let e = check(&p, &view, &at(PathState::Missing)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::TooLarge, "{e}");
         assert!(e.message.contains("limit is 4096"), "{e}");
     }
 
@@ -440,6 +463,7 @@ mod tests {
         };
         let e = check(&p, &view, &seen).unwrap_err();
         assert_eq!(e.place, "users (capv)");
+        assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
         assert!(e.message.contains("useradd"), "{e}");
         view.target_tools = ["useradd", "usermod", "groupadd"].map(String::from).into();
         check(&p, &view, &seen).unwrap();

@@ -69,7 +69,11 @@ pub(super) fn syntax_error(e: &minijinja::Error, body: &str) -> Error {
         detail.to_string()
     };
     let msg = msg.as_str();
-    err(Some(line + 1), syntax_message(msg, line, body))
+    Error::new(
+        Stage::Template,
+        at_line(Some(line + 1)),
+        syntax_message(msg, line, body),
+    )
 }
 
 /// Map a render-time error to our error: name the variable and the userdata line.
@@ -84,8 +88,9 @@ pub(super) fn runtime_error(
     let line = e.line();
     let uline = line.map(|l| l + 1);
     if overflow || (e.kind() == ErrorKind::WriteFailure && e.detail() == Some(OUTPUT_TOO_LARGE)) {
-        return err(
-            uline,
+        return Error::new(
+            Stage::Template,
+            at_line(uline),
             format!(
                 "rendered output exceeds the {} MiB limit: the template produces too much text",
                 MAX_RENDERED_BYTES >> 20
@@ -96,8 +101,9 @@ pub(super) fn runtime_error(
     let detail = e.detail().unwrap_or("");
     match e.kind() {
         ErrorKind::OutOfFuel => {
-            return err(
-                uline,
+            return Error::new(
+                Stage::Template,
+                at_line(uline),
                 format!(
                     "template exceeded its budget of {TEMPLATE_FUEL} instructions (an endless or far too long loop?)"
                 ),
@@ -113,15 +119,16 @@ pub(super) fn runtime_error(
             // minijinja: "filter NAME is unknown"
             let name = detail.split_whitespace().nth(1).unwrap_or(detail);
             let l = line.unwrap_or(1);
-            return err(
-                Some(l + 1),
+            return Error::new(
+                Stage::Template,
+                at_line(Some(l + 1)),
                 syntax_message(&format!("No {what} named '{name}'."), l, body),
             );
         }
         _ => {}
     }
     if let Some(hint) = subtraction_hint(expr) {
-        return err(uline, hint);
+        return Error::new(Stage::Template, at_line(uline), hint);
     }
     if let Some(var) = undefined_name(detail) {
         // In compat mode a missing name is a placeholder object, so minijinja blames the
@@ -131,8 +138,9 @@ pub(super) fn runtime_error(
         } else {
             var
         };
-        return err(
-            uline,
+        return Error::new(
+            Stage::Template,
+            at_line(uline),
             format!(
                 "undefined variable `{var}`: it is not in the instance data (cloud-init would render \
                  the placeholder {MISSING_PREFIX}{} or drop the part; --compat renders placeholders)",
@@ -146,8 +154,9 @@ pub(super) fn runtime_error(
         } else {
             format!("`{expr}`")
         };
-        return err(
-            uline,
+        return Error::new(
+            Stage::Template,
+            at_line(uline),
             format!("undefined variable in {var}: it is not in the instance data"),
         );
     }
@@ -161,7 +170,7 @@ pub(super) fn runtime_error(
     } else {
         format!("{msg} (in `{}`)", crate::redact::redact_text(expr))
     };
-    err(uline, msg)
+    Error::new(Stage::Template, at_line(uline), msg)
 }
 
 /// The name inside minijinja's "`ds.meta_data.foo` is undefined" detail.

@@ -51,12 +51,12 @@ pub struct Rendered {
     pub warnings: Vec<String>,
 }
 
-fn err(line: Option<usize>, message: impl Into<String>) -> Error {
-    let place = match line {
+/// `userdata line N`, or `userdata` when no line is known.
+fn at_line(line: Option<usize>) -> String {
+    match line {
         Some(n) => format!("userdata line {n}"),
         None => "userdata".to_string(),
-    };
-    Error::new(Stage::Template, place, message)
+    }
 }
 
 /// Render a `## template: jinja` userdata: header line removed, the rest rendered with the
@@ -65,12 +65,13 @@ pub fn render(userdata: &str, instance_data: &Json, compat: bool) -> Result<Rend
     match detect(userdata) {
         Header::Jinja => {}
         Header::NotTemplate => {
-            return Err(err(
-                Some(1),
+            return Err(Error::new(
+                Stage::Template,
+                at_line(Some(1)),
                 "not a jinja template: the first line is not `## template: jinja`",
             ));
         }
-        Header::LikelyTypo(why) => return Err(err(Some(1), why)),
+        Header::LikelyTypo(why) => return Err(Error::new(Stage::Template, at_line(Some(1)), why)),
     }
     let body = userdata.split_once('\n').map_or("", |(_, rest)| rest);
     render_body(body, &jinja_variables(instance_data), compat)
@@ -87,25 +88,35 @@ pub fn render_bounded(userdata: &str, instance_data: &Json, compat: bool) -> Res
         render(userdata, instance_data, compat)
     }) {
         Ok(Outcome::Done(result)) => result,
-        Ok(Outcome::OutOfMemory) => Err(err(
-            None,
+        Ok(Outcome::OutOfMemory) => Err(Error::of(
+            crate::error::ErrorKind::TooLarge,
+            Stage::Template,
+            at_line(None),
             format!(
                 "rendering needed more than {} MiB of memory (TEMPLATE_MEMORY_BYTES); \
                  a value grows without bound (e.g. a string doubled with `~` in a loop)",
                 TEMPLATE_MEMORY_BYTES >> 20
             ),
         )),
-        Ok(Outcome::OutOfTime) => Err(err(
-            None,
+        Ok(Outcome::OutOfTime) => Err(Error::of(
+            crate::error::ErrorKind::Timeout,
+            Stage::Template,
+            at_line(None),
             format!(
                 "rendering used more than {TEMPLATE_CPU_SECS} s of CPU time (TEMPLATE_CPU_SECS); \
                  the template does too much work (e.g. a costly filter on a large value, repeated)"
             ),
         )),
-        Ok(Outcome::Failed(why)) => Err(err(None, format!("the template renderer failed: {why}"))),
-        Err(e) => Err(err(
-            None,
-            format!("cannot start the template renderer: {e}"),
+        Ok(Outcome::Failed(why)) => Err(Error::new(
+            Stage::Template,
+            at_line(None),
+            format!("the template renderer failed: {why}"),
+        )),
+        Err(e) => Err(Error::io(
+            Stage::Template,
+            at_line(None),
+            "cannot start the template renderer",
+            e,
         )),
     }
 }
@@ -130,8 +141,13 @@ fn render_body(body: &str, vars: &Json, compat: bool) -> Result<Rendered> {
     if let Err(e) = tmpl.render_captured_to(ctx, &mut out) {
         return Err(runtime_error(&e, &source, body, out.overflow, vars, compat));
     }
-    let mut text =
-        String::from_utf8(out.buf).map_err(|_| err(None, "rendered output is not valid UTF-8"))?;
+    let mut text = String::from_utf8(out.buf).map_err(|_| {
+        Error::new(
+            Stage::Template,
+            at_line(None),
+            "rendered output is not valid UTF-8",
+        )
+    })?;
     // cloud-init: jinja dropped one final \n; put it back iff the body ended with \n.
     if body.ends_with('\n') {
         text.push('\n');

@@ -29,7 +29,7 @@ pub mod vmware;
 use crate::decode::{self, Decoded};
 use crate::error::{Error, Stage};
 use std::ffi::OsStr;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 pub use crate::limits::MAX_RAW_VALUE_BYTES;
@@ -285,39 +285,17 @@ pub(crate) fn read_file_capped(path: &Path, place: &str) -> Result<Option<Vec<u8
     Ok(Some(buf))
 }
 
-/// Replace `path` atomically: temp file (0600) in the same directory, write, rename. Not
-/// fsynced: `set` is a report channel (guestinfo itself lives in the VMX's memory), the
-/// agent re-publishes at every phase, and durable progress is the state journal's job.
+/// Replace `path` atomically (fsio.rs, 0600, per-process temp name). Not fsynced: `set` is a
+/// report channel (guestinfo itself lives in the VMX's memory), the agent re-publishes at
+/// every phase, and durable progress is the state journal's job.
 pub(crate) fn write_file_atomic(path: &Path, data: &[u8], place: &str) -> Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let err = |what: &str, e: std::io::Error| {
+    let opts = crate::fsio::Options::new(0o600).volatile().shared();
+    crate::fsio::write_atomic(path, data, &opts).map_err(|e| {
         Error::new(
             Stage::Transport,
             place,
-            format!("{what} {}: {e}", path.display()),
+            format!("cannot write {}: {e}", path.display()),
         )
-    };
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = dir.join(format!(".{name}.tmp-{}-{seq}", std::process::id()));
-    let _ = std::fs::remove_file(&tmp);
-    let res = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(data)?;
-        std::fs::rename(&tmp, path)
-    })();
-    res.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        err("cannot write", e)
     })
 }
 
@@ -333,7 +311,7 @@ pub fn redact_keys(t: &dyn Transport, keys: &[String]) -> Vec<Error> {
             (format!("{key}.encoding"), &b""[..]),
         ] {
             if let Err(e) = t.set(&k, v) {
-                tracing::error!(place = %e.place, "failed to clear guestinfo.{k}: {}", e.message);
+                tracing::error!(place = %e.place, "failed to clear guestinfo.{k}: {}", e.detail());
                 errors.push(e);
             }
         }

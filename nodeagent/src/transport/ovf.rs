@@ -22,7 +22,7 @@
 //! The ISO transport (`ovf-env.xml` on a CD-ROM) is not read.
 
 use super::{Transport, read_file_capped};
-use crate::error::{Error, Result, Stage};
+use crate::error::{Error, ErrorKind, Result, Stage};
 use serde_yaml::{Mapping, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -33,29 +33,26 @@ const OVF_ENV_NS: &str = "http://schemas.dmtf.org/ovf/environment/1";
 const MAX_NODES: u32 = 10_000;
 const PLACE: &str = "guestinfo.ovfEnv";
 
-fn err(place: &str, msg: impl Into<String>) -> Error {
-    Error::new(Stage::Transport, place, msg.into())
-}
-
 /// The OVF properties in document order (`oe:key`, `oe:value`).
 pub fn properties(xml: &[u8]) -> Result<Vec<(String, String)>> {
-    let text = std::str::from_utf8(xml).map_err(|e| err(PLACE, format!("not UTF-8: {e}")))?;
+    let text = std::str::from_utf8(xml)
+        .map_err(|e| Error::new(Stage::Transport, PLACE, format!("not UTF-8: {e}")))?;
     let opts = roxmltree::ParsingOptions {
         allow_dtd: false,
         nodes_limit: MAX_NODES,
         ..Default::default()
     };
     let doc = roxmltree::Document::parse_with_options(text, opts)
-        .map_err(|e| err(PLACE, format!("not an XML document: {e}")))?;
+        .map_err(|e| Error::new(Stage::Transport, PLACE, format!("not an XML document: {e}")))?;
     let env = doc.root_element();
     if env.tag_name().name() != "Environment" {
-        return Err(err(PLACE, "no Environment node"));
+        return Err(Error::new(Stage::Transport, PLACE, "no Environment node"));
     }
     let Some(section) = env
         .children()
         .find(|n| n.is_element() && n.tag_name().name() == "PropertySection")
     else {
-        return Err(err(PLACE, "no PropertySection"));
+        return Err(Error::new(Stage::Transport, PLACE, "no PropertySection"));
     };
     let mut props = Vec::new();
     for (i, p) in section
@@ -65,8 +62,9 @@ pub fn properties(xml: &[u8]) -> Result<Vec<(String, String)>> {
     {
         let attr = |name: &str| {
             p.attribute((OVF_ENV_NS, name)).ok_or_else(|| {
-                err(
-                    &format!("{PLACE}: Property {}", i + 1),
+                Error::new(
+                    Stage::Transport,
+                    format!("{PLACE}: Property {}", i + 1),
                     format!("no oe:{name} attribute"),
                 )
             })
@@ -137,8 +135,10 @@ pub fn read_environment(xml: &[u8], root: &Path) -> Result<OvfData> {
             .strip_prefix("file://")
             .or_else(|| seed.starts_with('/').then_some(seed.as_str()))
             .ok_or_else(|| {
-                err(
-                    &format!("{PLACE}: seedfrom"),
+                Error::of(
+                    ErrorKind::Unsupported,
+                    Stage::Transport,
+                    format!("{PLACE}: seedfrom"),
                     format!(
                         "{seed:?} is not supported by the OVF datasource (only / and file:// seeds)"
                     ),
@@ -149,8 +149,13 @@ pub fn read_environment(xml: &[u8], root: &Path) -> Result<OvfData> {
             read_file_capped(&path, &format!("{PLACE}: seedfrom {seed}{name}"))
         };
         if let Some(seed_md) = read("meta-data")? {
-            let seed_md: Value = serde_yaml::from_slice(&seed_md)
-                .map_err(|e| err(&format!("{PLACE}: seedfrom {seed}meta-data"), e.to_string()))?;
+            let seed_md: Value = serde_yaml::from_slice(&seed_md).map_err(|e| {
+                Error::new(
+                    Stage::Transport,
+                    format!("{PLACE}: seedfrom {seed}meta-data"),
+                    e.to_string(),
+                )
+            })?;
             if let Value::Mapping(m) = seed_md {
                 for (k, v) in m {
                     if !md.contains_key(&k) {
@@ -166,7 +171,7 @@ pub fn read_environment(xml: &[u8], root: &Path) -> Result<OvfData> {
         md.insert(Value::from("instance-id"), Value::from("iid-dsovf"));
     }
     let metadata = serde_yaml::to_string(&Value::Mapping(md))
-        .map_err(|e| err(PLACE, e.to_string()))?
+        .map_err(|e| Error::new(Stage::Transport, PLACE, e.to_string()))?
         .into_bytes();
     Ok(OvfData {
         metadata,

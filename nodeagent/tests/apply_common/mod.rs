@@ -4,8 +4,9 @@
 #[path = "../prereq/mod.rs"]
 pub mod prereq;
 
-use nodeagent::apply::{self, Options, StageSel, Target};
+use nodeagent::apply::{self, Options, Target};
 use nodeagent::config::ImageConfig;
+use nodeagent::plan::RunStage;
 use nodeagent::plan::*;
 use nodeagent::report::Reporter;
 use nodeagent::state::{Journal, State};
@@ -76,7 +77,7 @@ pub fn plan(iid: &str, steps: Vec<Step>) -> Plan {
 pub fn opts(root: &Path, exec: bool, compat: bool) -> Options {
     Options {
         target: Target::new(root),
-        stage: StageSel::All,
+        stage: RunStage::All,
         exec,
         compat,
         config: ImageConfig::default(),
