@@ -3,7 +3,6 @@
 //! Exit 0 all good, 1 a problem (expired, wrong key, broken chain, missing SAN, unreadable),
 //! 2 only warnings (`--warn-within`: something expires soon), for monitoring.
 
-use crate::error::exit;
 use crate::pki::audit;
 use std::path::PathBuf;
 
@@ -66,13 +65,6 @@ pub fn run(args: Args) -> i32 {
             }
             report.exit_code()
         }
-        Err(e) if args.json => {
-            println!(
-                "{}",
-                serde_json::json!({"error": {"kind": "unreadable", "place": e.place, "message": e.message}})
-            );
-            exit::FAILED
-        }
-        Err(e) => crate::cli::common::fail("certs", &e),
+        Err(e) => crate::cli::common::fail("certs", &e, args.json),
     }
 }
