@@ -245,6 +245,8 @@ pub mod exit {
     pub const FAILED: i32 = 1;
     pub const DEGRADED: i32 = 2;
     pub const STILL_RUNNING: i32 = 3;
+    /// A command-line usage error (sysexits' EX_USAGE), so a typo never reads as `degraded`.
+    pub const USAGE: i32 = 64;
 }
 
 #[cfg(test)]

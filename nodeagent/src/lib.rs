@@ -4,6 +4,7 @@
 //! Pipeline (docs/formats.md N.2), one module per stage:
 //! transport -> decode -> metadata/facts/instance -> template -> cloudconfig -> plan -> apply -> report.
 
+pub mod analyze;
 pub mod apply;
 pub mod cli;
 pub mod cloudconfig;
@@ -16,18 +17,23 @@ pub mod fsio;
 pub mod instance;
 pub mod kubeadm;
 pub mod limits;
+pub mod logbundle;
 pub mod metadata;
 pub mod mint;
 pub mod netwait;
 pub mod network;
+pub mod outlog;
+pub mod output;
 pub mod pipeline;
 pub mod pki;
 pub mod plan;
 pub mod probe;
 pub mod process;
+pub mod query;
 pub mod redact;
 pub mod report;
 pub mod sandbox;
+pub mod single;
 pub mod state;
 pub mod template;
 pub mod transport;

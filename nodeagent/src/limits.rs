@@ -39,6 +39,8 @@ pub const MAX_GUESTINFO_KEY_LEN: usize = 200;
 pub const MAX_DMI_FIELD_BYTES: u64 = 4096;
 /// Output of one bootcmd/runcmd command logged to the journal: its last this many bytes.
 pub const COMMAND_OUTPUT_LOG_BYTES: u64 = 1024 * 1024;
+/// `/var/log/nodeagent-output.log` is rotated to `.1` past this size (outlog.rs).
+pub const OUTPUT_LOG_MAX_BYTES: u64 = 4 * 1024 * 1024;
 /// Output lines of a failed command kept for its error message.
 pub const COMMAND_TAIL_LINES: usize = 20;
 /// Longest command text shown in logs and errors (redacted first), in characters.

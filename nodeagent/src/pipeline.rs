@@ -339,6 +339,29 @@ pub fn prepare(inputs: &Inputs) -> Result<Prepared> {
     })
 }
 
+/// [`prepare`], or every error it can find at once (`nodeagent validate`): after a
+/// cloud-config error, the whole document is checked, so all its bad keys and fields are
+/// reported together instead of one per try.
+pub fn prepare_all(inputs: &Inputs) -> std::result::Result<Prepared, Vec<Error>> {
+    let first = match prepare(inputs) {
+        Ok(p) => return Ok(p),
+        Err(e) => e,
+    };
+    let mut all = vec![first.clone()];
+    if first.stage == Stage::CloudConfig
+        && let Ok(tree) = instance_data(inputs)
+        && let Some(text) = inputs.raw.userdata.as_ref().map(|d| &d.text)
+        && let Ok((Some(rendered), source, _)) = render_userdata(text, &tree, inputs.compat)
+    {
+        for e in cloudconfig::errors(&rendered, source, inputs.compat) {
+            if !all.contains(&e) {
+                all.push(e);
+            }
+        }
+    }
+    Err(all)
+}
+
 /// The plan against the target root: the paths and devices it names are looked up (the only
 /// reads after `gather`, through apply's resolver), then checked (pure, `plan::target`).
 fn check_target(plan: &Plan, inputs: &Inputs) -> Result<()> {
@@ -417,7 +440,7 @@ pub fn read_userdata_file(path: &Path) -> Result<String> {
             f.take(crate::limits::MAX_DECODED_BYTES as u64 + 1)
                 .read_to_end(&mut bytes)
         })
-        .map_err(|e| Error::new(Stage::Usage, &place, e.to_string()))?;
+        .map_err(|e| Error::io(Stage::Transport, &place, "cannot read", e))?;
     if bytes.len() > crate::limits::MAX_DECODED_BYTES {
         return Err(Error::new(
             Stage::Decode,

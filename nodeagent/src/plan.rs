@@ -136,6 +136,8 @@ pub struct FileWrite {
     pub content: Content,
     pub owner: Owner,
     /// Final mode; `None` keeps the creation default (cloud-init's "mode 0 means no chmod").
+    /// Shown as operators write it (`"0644"`), not in decimal.
+    #[serde(serialize_with = "octal_opt")]
     pub mode: Option<u32>,
     pub append: bool,
     /// Written after users and groups exist (`defer: true`).
@@ -191,6 +193,13 @@ pub struct UserSpec {
     pub uid: Option<u32>,
     pub inactive: Option<String>,
     pub expiredate: Option<String>,
+}
+
+fn octal_opt<S: Serializer>(v: &Option<u32>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(m) => s.serialize_str(&crate::output::octal_mode(*m)),
+        None => s.serialize_none(),
+    }
 }
 
 fn redacted_opt<S: Serializer>(v: &Option<String>, s: S) -> Result<S::Ok, S::Error> {

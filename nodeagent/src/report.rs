@@ -29,6 +29,18 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// The lower-case name, as in status.json.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Reading => "reading",
+            Phase::Applying => "applying",
+            Phase::Waiting => "waiting",
+            Phase::Kubeadm => "kubeadm",
+            Phase::Done => "done",
+            Phase::Failed => "failed",
+        }
+    }
+
     pub fn is_terminal(self) -> bool {
         matches!(self, Phase::Done | Phase::Failed)
     }
@@ -77,6 +89,12 @@ pub struct Status {
     pub warnings: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub output_tail: Vec<String>,
+    /// When the current phase began (Unix ms): `status --wait` shows the time in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_ms: Option<u64>,
+    /// When the current wait (control-plane endpoint, kubeadm invocation) gives up (Unix ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_ms: Option<u64>,
 }
 
 impl Status {
@@ -289,6 +307,8 @@ impl<'t> Reporter<'t> {
             detail: None,
             warnings: Vec::new(),
             output_tail: Vec::new(),
+            since_ms: None,
+            deadline_ms: None,
         };
         Reporter {
             transport,
@@ -313,9 +333,13 @@ impl<'t> Reporter<'t> {
         if phase.is_terminal() && self.status.phase == phase {
             return;
         }
+        if self.status.phase != phase || self.status.since_ms.is_none() {
+            self.status.since_ms = Some(now_ms());
+        }
         self.status.phase = phase;
         self.status.step = step.map(redact_text);
         self.status.detail = None;
+        self.status.deadline_ms = None;
         if !phase.is_terminal() {
             self.status.error = None;
         }
@@ -326,6 +350,13 @@ impl<'t> Reporter<'t> {
     pub fn detail(&mut self, detail: &str) {
         self.status.detail = Some(redact_text(detail));
         self.publish();
+    }
+
+    /// [`detail`](Self::detail) of a bounded wait that gives up after `secs`: `status --wait`
+    /// shows its elapsed time against that deadline.
+    pub fn detail_until(&mut self, detail: &str, secs: u64) {
+        self.status.deadline_ms = Some(now_ms().saturating_add(secs.saturating_mul(1000)));
+        self.detail(detail);
     }
 
     /// A non-fatal finding; a run that ends `done` with warnings is "degraded".
@@ -356,12 +387,20 @@ impl<'t> Reporter<'t> {
 
     /// Terminal success (published once, like `failed`).
     pub fn done(&mut self) {
+        self.done_noting(None);
+    }
+
+    /// `done`, saying what happened when that is not "everything ran" (e.g. nothing was
+    /// executed: every step was skipped without `--exec` or already finished).
+    pub fn done_noting(&mut self, note: Option<&str>) {
         if self.status.phase == Phase::Done {
             return;
         }
         self.status.phase = Phase::Done;
+        self.status.since_ms = Some(now_ms());
         self.status.step = None;
-        self.status.detail = None;
+        self.status.detail = note.map(String::from);
+        self.status.deadline_ms = None;
         self.status.error = None;
         self.status.kind = None;
         self.status.output_tail.clear();
@@ -398,7 +437,13 @@ impl<'t> Reporter<'t> {
                 }
             }
         }
-        tracing::info!(phase = ?self.status.phase, step = ?self.status.step, detail = ?self.status.detail, "status");
+        // Plain values: no `Some(..)`/`None` in the journal.
+        tracing::info!(
+            phase = %self.status.phase.as_str(),
+            step = %self.status.step.as_deref().unwrap_or("-"),
+            detail = %self.status.detail.as_deref().unwrap_or("-"),
+            "status"
+        );
     }
 
     /// VM Operator's condition key and the readiness key, when their value changed.

@@ -466,8 +466,12 @@ impl Journal {
 /// `nodeagent clean`: what `cloud-init clean` does, for nodeagent's own files.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct CleanOpts {
-    /// Also delete nodeagent's logs (`/var/log/nodeagent*.log`) and `/run/nodeagent`.
+    /// Also delete nodeagent's logs (`/var/log/nodeagent/`, `/var/log/nodeagent*.log*`) and
+    /// `/run/nodeagent`.
     pub logs: bool,
+    /// Also delete the NoCloud seed directories of the image config's transports (as
+    /// `cloud-init clean --seed` deletes `/var/lib/cloud/seed`).
+    pub seed: bool,
     /// Reset `/etc/machine-id` to `uninitialized\n` (0444) so systemd makes a new one.
     pub machine_id: bool,
 }
@@ -496,17 +500,38 @@ pub fn clean(root: &Path, opts: CleanOpts) -> Result<Vec<PathBuf>> {
         if let Ok(rd) = std::fs::read_dir(&logdir) {
             for e in rd.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
-                if name.starts_with("nodeagent") && name.contains(".log") {
-                    std::fs::remove_file(e.path())
-                        .map_err(|er| err(e.path().display().to_string(), er))?;
-                    out.push(e.path());
-                }
+                let p = e.path();
+                // `nodeagent/` (events, kubeadm.log) and `nodeagent-output.log` with its
+                // rotated copies; a symlink is removed, never followed.
+                let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+                let r = if name == "nodeagent" && is_dir {
+                    std::fs::remove_dir_all(&p)
+                } else if name.starts_with("nodeagent") && name.contains(".log") {
+                    std::fs::remove_file(&p)
+                } else {
+                    continue;
+                };
+                r.map_err(|er| err(p.display().to_string(), er))?;
+                out.push(p);
             }
         }
         let run = in_root(root, "run/nodeagent")?;
         if run.exists() {
             std::fs::remove_dir_all(&run).map_err(|e| err(run.display().to_string(), e))?;
             out.push(run);
+        }
+    }
+    if opts.seed {
+        let cfg = crate::config::ImageConfig::load(root)?;
+        for t in &cfg.transports {
+            let Some(seed) = t.strip_prefix("nocloud:") else {
+                continue;
+            };
+            let p = root.join(seed.trim_start_matches('/'));
+            if p.symlink_metadata().is_ok() {
+                std::fs::remove_dir_all(&p).map_err(|e| err(p.display().to_string(), e))?;
+                out.push(p);
+            }
         }
     }
     if opts.machine_id {
@@ -646,15 +671,28 @@ mod tests {
         st.begin_instance("vm-1").unwrap();
         std::fs::create_dir_all(d.path().join("etc")).unwrap();
         std::fs::write(d.path().join("etc/machine-id"), "abc\n").unwrap();
+        // Logs: the directory of events and kubeadm.log, and the output log with its rotation.
+        std::fs::create_dir_all(d.path().join("var/log/nodeagent")).unwrap();
+        std::fs::write(d.path().join("var/log/nodeagent/events.jsonl"), "{}\n").unwrap();
+        std::fs::write(d.path().join("var/log/nodeagent-output.log.1"), "x\n").unwrap();
+        std::fs::write(d.path().join("var/log/syslog"), "x\n").unwrap();
+        // The default transports name the NoCloud seed /var/lib/cloud/seed/nocloud.
+        std::fs::create_dir_all(d.path().join("var/lib/cloud/seed/nocloud")).unwrap();
+        std::fs::write(d.path().join("var/lib/cloud/seed/nocloud/user-data"), "x").unwrap();
         let removed = clean(
             d.path(),
             CleanOpts {
                 logs: true,
+                seed: true,
                 machine_id: true,
             },
         )
         .unwrap();
         assert!(!removed.is_empty());
+        assert!(!d.path().join("var/log/nodeagent").exists());
+        assert!(!d.path().join("var/log/nodeagent-output.log.1").exists());
+        assert!(d.path().join("var/log/syslog").exists());
+        assert!(!d.path().join("var/lib/cloud/seed/nocloud").exists());
         assert!(st.dir.exists(), "the directory itself stays");
         assert_eq!(std::fs::read_dir(&st.dir).unwrap().count(), 0);
         assert_eq!(

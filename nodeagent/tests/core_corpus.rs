@@ -170,7 +170,8 @@ fn cabpk_init_userdata_renders_and_plans_every_file_and_the_kubeadm_step() {
             (
                 a["path"].as_str().unwrap().to_string(),
                 owner,
-                a["mode"].as_u64().unwrap() as u32,
+                // `plan --json` writes modes as operators do: "0644".
+                u32::from_str_radix(a["mode"].as_str().unwrap(), 8).unwrap(),
             )
         })
         .collect();

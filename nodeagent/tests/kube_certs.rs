@@ -696,7 +696,42 @@ fn a_worker_shows_kubeadms_missing_rows_and_errors_are_clear() {
         v["error"]["place"].as_str().unwrap().ends_with("nope"),
         "{v}"
     );
+    assert_eq!(v["error"]["kind"], "not-found", "{v}");
     let (code, _, err) = nodeagent(&["certs", "--warn-within", "soon", pki.to_str().unwrap()]);
     assert_ne!(code, 0);
     assert!(err.contains("--warn-within"), "{err}");
+}
+
+#[test]
+fn the_pki_directory_comes_from_the_kubeadm_config_as_kubeadm_takes_it() {
+    let node = control_plane();
+    // certificatesDir moves the PKI; the kubeconfigs stay in /etc/kubernetes.
+    let moved = node.root.join("etc/kubernetes/custom-pki");
+    std::fs::rename(node.pki(), &moved).unwrap();
+    let (code, v) = node.json(&[]);
+    assert_eq!(code, 1, "the default directory is gone: {v}");
+    std::fs::write(
+        node.root.join("run/kubeadm/kubeadm.yaml"),
+        KUBEADM_YAML.replace(
+            "kind: ClusterConfiguration\n",
+            "kind: ClusterConfiguration\ncertificatesDir: /etc/kubernetes/custom-pki\n",
+        ),
+    )
+    .unwrap();
+    let (code, v) = node.json(&[]);
+    assert_eq!(code, 0, "{v}");
+    assert!(
+        v["pki_dir"]
+            .as_str()
+            .unwrap()
+            .ends_with("etc/kubernetes/custom-pki")
+    );
+    assert!(
+        v["certificates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["missing"] == false && e["key"] == "proven"),
+        "{v}"
+    );
 }

@@ -232,6 +232,11 @@ fn status_wait_times_out_or_follows_the_run() {
     let start = Instant::now();
     let (code, out, _) = nodeagent(&["status", "--root", &root, "--wait", "--timeout", "1"]);
     assert_eq!(code, 3, "{out}");
+    // What it waited on, then a plain "timed out" line before the status itself.
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "phase waiting (kubeadm)", "{out}");
+    assert!(lines[1].starts_with("timed out after 1s"), "{out}");
+    assert_eq!(lines[2], "status: running (waiting)", "{out}");
     assert!(
         start.elapsed() >= Duration::from_millis(950) && start.elapsed() < Duration::from_secs(4)
     );
@@ -243,7 +248,13 @@ fn status_wait_times_out_or_follows_the_run() {
     });
     let (code, out, _) = nodeagent(&["status", "--root", &root, "--wait", "--timeout", "20"]);
     finisher.join().unwrap();
-    assert_eq!((code, out.trim()), (0, "status: done"));
+    // The phase change is shown as it happens, then the final status.
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        ["phase waiting (kubeadm)", "phase done", "status: done"],
+        "{out}"
+    );
 }
 
 #[test]

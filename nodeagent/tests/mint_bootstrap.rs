@@ -570,7 +570,9 @@ fn bad_input_names_the_flag_and_writes_nothing() {
         args.extend([*flag, *value]);
         let r = nodeagent(&args);
         let err = String::from_utf8_lossy(&r.stderr);
-        assert_eq!(r.status.code(), Some(1), "{flag} {value}: {err}");
+        // A bad flag value is a usage error: exit 64 (EX_USAGE), whether clap or the
+        // minter's own checks refuse it.
+        assert_eq!(r.status.code(), Some(64), "{flag} {value}: {err}");
         assert!(
             err.contains(named),
             "{flag} {value}: error does not name {named}: {err}"

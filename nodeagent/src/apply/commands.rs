@@ -99,10 +99,11 @@ pub(super) fn read_rc(p: &Path) -> Option<i32> {
 
 /// Log the command's output (its last COMMAND_OUTPUT_LOG_BYTES), redacted, then delete it
 /// (it may hold secrets). Returns the last COMMAND_TAIL_LINES lines for the error message.
-fn log_output(out: &Path, step: &str) -> Vec<String> {
+fn log_output(root: &Path, out: &Path, step: &str) -> Vec<String> {
     let mut tail = std::collections::VecDeque::new();
     if let Ok(bytes) = read_last(out, COMMAND_OUTPUT_LOG_BYTES) {
         let text = crate::redact::redact_text(&String::from_utf8_lossy(&bytes));
+        crate::outlog::append(root, step, &text.lines().collect::<Vec<_>>());
         for line in text.lines() {
             tracing::info!(step = %step, "output: {line}");
             if tail.len() == COMMAND_TAIL_LINES {
@@ -181,7 +182,7 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
     let lock = lock_step(&fl.lock, place)?;
     match read_rc(&fl.rc) {
         Some(0) => {
-            log_output(&fl.out, &step.id);
+            log_output(&ctx.target().root, &fl.out, &step.id);
             tracing::info!(step = %step.id, "command had finished before the previous run was killed; not run again");
             return Ok(Outcome::Adopted);
         }
@@ -258,7 +259,7 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
             e => err(place, format!("{}: {e}", shown(&c.run))),
         })?;
     drop(lock);
-    let tail = log_output(&fl.out, &step.id);
+    let tail = log_output(&ctx.target().root, &fl.out, &step.id);
     let rc = read_rc(&fl.rc).or(status.code()).unwrap_or(-1);
     if rc == 0 {
         return Ok(Outcome::Ok);

@@ -150,11 +150,55 @@ pub struct Options {
 /// What happened to each step of one run.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Summary {
-    /// Steps executed in this run (including `skipped` commands without `--exec`).
+    /// Steps executed in this run.
     pub ran: Vec<String>,
+    /// Steps recorded `skipped`: commands, disk tools, kubeadm without `--exec`.
+    pub skipped: Vec<String>,
     /// Steps the journal already had as finished.
     pub already: Vec<String>,
     pub warnings: Vec<String>,
+}
+
+/// How many steps a run executed, recorded as skipped (no `--exec`) and found finished
+/// earlier: what `run`'s closing line and the final status say.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunCounts {
+    pub ran: usize,
+    pub skipped: usize,
+    pub already: usize,
+}
+
+impl RunCounts {
+    /// `12 steps done, 3 skipped (commands and disk tools run only on the node itself or with --exec), 0 already
+    /// finished earlier`.
+    pub fn summary(&self) -> String {
+        let mut s = format!("{} steps done", self.ran);
+        if self.skipped > 0 {
+            s.push_str(&format!(
+                ", {} skipped (commands and disk tools run only on the node itself or with --exec)",
+                self.skipped
+            ));
+        }
+        s.push_str(&format!(", {} already finished earlier", self.already));
+        s
+    }
+
+    /// The status note of a run that executed nothing, so `done` does not read as "it all
+    /// ran"; `None` when something ran.
+    pub fn nothing_executed(&self) -> Option<String> {
+        if self.ran > 0 {
+            return None;
+        }
+        Some(match (self.skipped, self.already) {
+            (0, 0) => "nothing to do: the plan has no steps for this stage".into(),
+            (0, a) => format!("nothing executed: all {a} steps had finished earlier"),
+            (k, a) => {
+                format!(
+                    "nothing executed: {k} steps skipped (not on the node itself, no --exec), {a} finished earlier"
+                )
+            }
+        })
+    }
 }
 
 /// Execution context shared by the executors.
@@ -304,7 +348,8 @@ fn record_done(
         result,
     });
     ctx.journal.append(r, durable)?;
-    tracing::info!(step = %step.id, ?result, duration_ms = ms, "step done");
+    // Plain values, rounded to 0.1 ms: a log line, not Debug forms or 15-digit measurements.
+    tracing::info!(step = %step.id, result = %result.as_str(), duration_ms = (ms * 10.0).round() / 10.0, "step done");
     Ok(())
 }
 
@@ -431,7 +476,11 @@ fn apply_locked(
                 // A `skipped` record (no --exec) finishes nothing, so it needs no sync.
                 let durable = needs_durable_begin(&step.action) && outcome != Outcome::Skipped;
                 record_done(&mut ctx, step, ms, outcome.result(), durable)?;
-                summary.ran.push(step.id.clone());
+                if outcome == Outcome::Skipped {
+                    summary.skipped.push(step.id.clone());
+                } else {
+                    summary.ran.push(step.id.clone());
+                }
                 pos += batch_len;
             }
             Err(e) => {
@@ -705,6 +754,30 @@ fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Resu
             drop(lock);
             Ok(Outcome::Ok)
         }
+    }
+}
+
+#[cfg(test)]
+mod counts_tests {
+    use super::RunCounts;
+
+    #[test]
+    fn skipped_steps_are_not_counted_as_done() {
+        let c = RunCounts {
+            ran: 0,
+            skipped: 3,
+            already: 12,
+        };
+        assert_eq!(
+            c.summary(),
+            "0 steps done, 3 skipped (commands and disk tools run only on the node itself or with --exec), 12 already finished earlier"
+        );
+        assert_eq!(
+            c.nothing_executed().unwrap(),
+            "nothing executed: 3 steps skipped (not on the node itself, no --exec), 12 finished earlier"
+        );
+        let c = RunCounts { ran: 1, ..c };
+        assert_eq!(c.nothing_executed(), None);
     }
 }
 

@@ -314,14 +314,20 @@ fn ssh_files(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Resul
             if let Some(parent) = host_dir.parent() {
                 files::ensure_parents(parent, 0, 0, place)?;
             }
+            // Made under a temp name, owner and mode set, then renamed in: a run killed
+            // half-way never leaves a root-owned ~/.ssh that the next run would keep.
+            let io = |e| Error::io(Stage::Apply, place, "", e);
+            let tmp = host_dir.with_file_name(".ssh.nodeagent-tmpd");
+            if tmp.exists() {
+                std::fs::remove_dir_all(&tmp).map_err(io)?;
+            }
             std::fs::DirBuilder::new()
                 .mode(0o700)
-                .create(&host_dir)
+                .create(&tmp)
                 .map_err(|e| Error::new(Stage::Apply, place, format!("mkdir {ssh_dir}: {e}")))?;
-            std::fs::set_permissions(&host_dir, std::fs::Permissions::from_mode(0o700))
-                .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
-            std::os::unix::fs::lchown(&host_dir, Some(uid), Some(gid))
-                .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
+            std::os::unix::fs::lchown(&tmp, Some(uid), Some(gid)).map_err(io)?;
+            std::fs::rename(&tmp, &host_dir).map_err(io)?;
         }
     }
     let path = t.path(&format!("{ssh_dir}/authorized_keys"))?;

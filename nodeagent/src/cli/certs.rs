@@ -3,13 +3,13 @@
 //! Exit 0 all good, 1 a problem (expired, wrong key, broken chain, missing SAN, unreadable),
 //! 2 only warnings (`--warn-within`: something expires soon), for monitoring.
 
-use crate::error::exit;
 use crate::pki::audit;
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// PKI directory (default: /etc/kubernetes/pki under --root).
+    /// PKI directory (default: the kubeadm config's certificatesDir, else
+    /// /etc/kubernetes/pki, under --root).
     pub dir: Option<PathBuf>,
     /// Print JSON instead of tables (errors too).
     #[arg(long)]
@@ -39,7 +39,7 @@ pub fn run(args: Args) -> i32 {
     let pki_dir = args
         .dir
         .clone()
-        .unwrap_or_else(|| args.root.join("etc/kubernetes/pki"));
+        .unwrap_or_else(|| audit::default_pki_dir(&args.root, args.kubeadm_config.as_deref()));
     let kubeconfig_dir = args.kubeconfig_dir.clone().unwrap_or_else(|| {
         pki_dir
             .parent()
@@ -57,22 +57,12 @@ pub fn run(args: Args) -> i32 {
     match audit::audit(&input) {
         Ok(report) => {
             if args.json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&report).unwrap_or_default()
-                );
+                crate::cli::common::print_json(&report);
             } else {
                 print!("{}", audit::render_text(&report));
             }
             report.exit_code()
         }
-        Err(e) if args.json => {
-            println!(
-                "{}",
-                serde_json::json!({"error": {"kind": "unreadable", "place": e.place, "message": e.message}})
-            );
-            exit::FAILED
-        }
-        Err(e) => crate::cli::common::fail("certs", &e),
+        Err(e) => crate::cli::common::fail("certs", &e, args.json),
     }
 }

@@ -5,32 +5,69 @@ use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Also delete nodeagent's log files and /run/nodeagent.
+    /// Also delete nodeagent's logs (/var/log/nodeagent/, /var/log/nodeagent-output.log*) and /run/nodeagent.
     #[arg(short = 'l', long)]
     pub logs: bool,
     /// Reset /etc/machine-id to `uninitialized` (golden-image preparation).
     #[arg(long)]
     pub machine_id: bool,
+    /// Also delete the NoCloud seed directories the image config reads (default /var/lib/cloud/seed/nocloud).
+    #[arg(short = 's', long)]
+    pub seed: bool,
+    /// Reboot once cleaned, so nodeagent runs again (`shutdown -r now`; not with --root).
+    #[arg(short = 'r', long)]
+    pub reboot: bool,
     /// Act on the tree under DIR instead of /.
     #[arg(long, value_name = "DIR", default_value = "/")]
     pub root: PathBuf,
+    /// Print `{"removed": [PATH...]}` (errors as JSON too).
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(args: Args) -> i32 {
+    // Rebooting the machine for a tree under --root would reboot the wrong system.
+    if args.reboot && args.root != std::path::Path::new("/") {
+        let e = crate::output::usage("--reboot", "--reboot reboots this machine: not with --root");
+        return super::common::fail("clean", &e, args.json);
+    }
     let opts = crate::state::CleanOpts {
         logs: args.logs,
+        seed: args.seed,
         machine_id: args.machine_id,
     };
     match crate::state::clean(&args.root, opts) {
         Ok(paths) => {
-            for p in paths {
-                println!("removed {}", p.display());
+            if args.json {
+                super::common::print_json(&serde_json::json!({"removed": paths}));
+            } else {
+                for p in &paths {
+                    println!("removed {}", p.display());
+                }
+            }
+            if args.reboot {
+                return reboot(args.json);
             }
             crate::error::exit::OK
         }
-        Err(e) => {
-            eprintln!("nodeagent clean: {e}");
-            crate::error::exit::FAILED
-        }
+        Err(e) => super::common::fail("clean", &e, args.json),
     }
+}
+
+/// `shutdown -r now`, as `cloud-init clean --reboot` runs it.
+fn reboot(json: bool) -> i32 {
+    let why = match std::process::Command::new("shutdown")
+        .args(["-r", "now"])
+        .status()
+    {
+        Ok(s) if s.success() => return crate::error::exit::OK,
+        Ok(s) => s.to_string(),
+        Err(e) => e.to_string(),
+    };
+    let e = crate::error::Error::new(
+        crate::error::Stage::State,
+        "--reboot",
+        format!("shutdown -r now: {why}"),
+    );
+    super::common::fail("clean", &e, json)
 }

@@ -1,25 +1,8 @@
-//! `nodeagent collect-logs`: a tar.gz for a bug report, with no secret in it.
-//!
-//! Contents (everything passes through `redact::redact_text` again on the way in):
-//! - `journal.txt`: `journalctl -u 'nodeagent*'` of this boot (on the host only, when present);
-//! - `status.json`, `events.jsonl`, `kubeadm.log` (already redacted when written);
-//! - the instance journal and the *redacted* instance data (`instance-data.json`);
-//! - `userdata-redacted.yaml`: the rendered userdata with every `write_files` content
-//!   replaced by its length and SHA-256 (base64 or gzip contents cannot be redacted by
-//!   pattern), then pattern-redacted (tokens, passwords, PEM bodies);
-//! - the image config; `MANIFEST.txt` says what was included or skipped and why.
-//!
-//! Never included: `instance-data-sensitive.json`, the raw userdata, anything under the PKI dir.
+//! `nodeagent collect-logs`: write the redacted log bundle (`crate::logbundle`).
 
 use crate::error::exit;
-use crate::redact::redact_text;
-use crate::state::instance_dir_name;
-use std::path::{Path, PathBuf};
-
-/// Deadline of the `journalctl` call.
-const JOURNAL_SECS: u64 = 30;
-/// Most bytes of this boot's agent journal kept in the archive.
-const JOURNAL_BYTES: usize = 16 * 1024 * 1024;
+use crate::logbundle::{gather, write_archive};
+use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -29,6 +12,9 @@ pub struct Args {
     /// Node root to collect from.
     #[arg(long, value_name = "DIR", default_value = "/")]
     pub root: PathBuf,
+    /// Print `{"output": FILE, "files": [NAME...]}` (errors as JSON too).
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(args: Args) -> i32 {
@@ -46,237 +32,22 @@ pub fn run(args: Args) -> i32 {
     });
     let entries = gather(&args.root);
     match write_archive(&out, &entries) {
+        Ok(()) if args.json => {
+            let names: Vec<&str> = entries.iter().map(|(n, _)| n.as_str()).collect();
+            super::common::print_json(&serde_json::json!({"output": out, "files": names}));
+            exit::OK
+        }
         Ok(()) => {
             eprintln!("wrote {} ({} files)", out.display(), entries.len());
             exit::OK
         }
         Err(e) => {
-            eprintln!("nodeagent collect-logs: {}: {e}", out.display());
-            exit::FAILED
-        }
-    }
-}
-
-/// `(name in the archive, redacted content)` of everything collected, plus the manifest.
-pub fn gather(root: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
-    let mut manifest = String::from(
-        "nodeagent collect-logs: every file below was redacted (tokens, keys, passwords, PEM bodies).\n",
-    );
-    // Every file is read at its path resolved inside the root (confine.rs): a symlink planted
-    // in the image cannot pull a host file into the archive.
-    let mut add =
-        |name: &str, rel: &str, transform: &dyn Fn(&str) -> String, manifest: &mut String| {
-            let src = root.join(rel.trim_start_matches('/'));
-            match crate::confine::dir(root, rel).and_then(std::fs::read) {
-                Ok(bytes) => {
-                    let text = String::from_utf8_lossy(&bytes);
-                    files.push((
-                        name.to_string(),
-                        redact_text(&transform(&text)).into_bytes(),
-                    ));
-                    manifest.push_str(&format!("included {name} (from {})\n", src.display()));
-                }
-                Err(e) => manifest.push_str(&format!("skipped {name}: {}: {e}\n", src.display())),
-            }
-        };
-    let same = |t: &str| t.to_string();
-    add(
-        "status.json",
-        crate::report::STATUS_JSON,
-        &same,
-        &mut manifest,
-    );
-    add("events.jsonl", crate::report::EVENTS, &same, &mut manifest);
-    add(
-        "kubeadm.log",
-        crate::kubeadm::run::OUTPUT_LOG,
-        &same,
-        &mut manifest,
-    );
-    add(
-        "image-config.yaml",
-        crate::config::PATH,
-        &same,
-        &mut manifest,
-    );
-    let sdir = root.join(crate::state::DIR);
-    let iid = crate::confine::dir(root, &format!("{}/instance-id", crate::state::DIR))
-        .and_then(std::fs::read_to_string)
-        .ok()
-        .map(|s| s.trim_end().to_string());
-    match iid {
-        Some(iid) if !iid.is_empty() => {
-            let idir = format!(
-                "{}/instances/{}",
-                crate::state::DIR,
-                instance_dir_name(&iid)
+            let e = crate::error::Error::new(
+                crate::error::Stage::State,
+                out.display().to_string(),
+                e.to_string(),
             );
-            add(
-                "instance/journal.jsonl",
-                &format!("{idir}/journal.jsonl"),
-                &same,
-                &mut manifest,
-            );
-            add(
-                "instance/instance-data.json",
-                &format!("{idir}/instance-data.json"),
-                &same,
-                &mut manifest,
-            );
-            add(
-                "instance/userdata-redacted.yaml",
-                &format!("{idir}/userdata.txt"),
-                &redact_userdata,
-                &mut manifest,
-            );
-            manifest
-                .push_str("not included: instance-data-sensitive.json, raw userdata (secrets)\n");
+            super::common::fail("collect-logs", &e, args.json)
         }
-        _ => manifest.push_str(&format!(
-            "skipped instance files: no {}/instance-id\n",
-            sdir.display()
-        )),
-    }
-    if root == Path::new("/") {
-        let mut cmd = std::process::Command::new("journalctl");
-        cmd.args([
-            "--no-pager",
-            "-o",
-            "short-precise",
-            "-b",
-            "-u",
-            "nodeagent*",
-        ]);
-        // Bounded like every program the agent runs (process.rs): a wedged journald must not
-        // hang the bug report, nor a huge journal fill memory.
-        let limits = crate::process::Limits::new(std::time::Duration::from_secs(JOURNAL_SECS))
-            .stdout_cap(JOURNAL_BYTES);
-        match crate::process::run(cmd, &limits, None) {
-            Ok(o) => {
-                files.push((
-                    "journal.txt".into(),
-                    redact_text(&String::from_utf8_lossy(&o.stdout)).into_bytes(),
-                ));
-                manifest.push_str("included journal.txt (journalctl -b -u 'nodeagent*')\n");
-                if o.stdout_cut {
-                    manifest.push_str(&format!(
-                        "journal.txt cut to its first {JOURNAL_BYTES} bytes\n"
-                    ));
-                }
-            }
-            Err(e) => manifest.push_str(&format!("skipped journal.txt: journalctl: {e}\n")),
-        }
-    } else {
-        manifest.push_str(
-            "skipped journal.txt: --root is not / (the host journal is not the node's)\n",
-        );
-    }
-    files.push(("MANIFEST.txt".into(), manifest.into_bytes()));
-    files
-}
-
-/// Rendered userdata with file contents replaced by `<redacted: N bytes, sha256 …>`.
-/// YAML that does not parse is left out entirely rather than guessed at.
-pub fn redact_userdata(text: &str) -> String {
-    let body = text.strip_prefix("## template: jinja\n").unwrap_or(text);
-    let Ok(mut doc) = serde_yaml::from_str::<serde_yaml::Value>(body) else {
-        return "# userdata omitted: it does not parse as YAML\n".into();
-    };
-    if let Some(files) = doc.get_mut("write_files").and_then(|f| f.as_sequence_mut()) {
-        for f in files {
-            if let Some(m) = f.as_mapping_mut()
-                && let Some(c) = m.get_mut("content")
-            {
-                let bytes = c
-                    .as_str()
-                    .map(|s| s.as_bytes().to_vec())
-                    .unwrap_or_default();
-                let summary = crate::plan::Content(bytes);
-                *c = serde_yaml::Value::String(format!(
-                    "<redacted: {} bytes, sha256 {}>",
-                    summary.0.len(),
-                    summary.sha256_hex()
-                ));
-            }
-        }
-    }
-    for key in ["users", "chpasswd"] {
-        if let Some(v) = doc.get_mut(key) {
-            scrub_passwords(v);
-        }
-    }
-    format!(
-        "#cloud-config (redacted by nodeagent collect-logs)\n{}",
-        serde_yaml::to_string(&doc).unwrap_or_default()
-    )
-}
-
-fn scrub_passwords(v: &mut serde_yaml::Value) {
-    match v {
-        serde_yaml::Value::Mapping(m) => {
-            for (k, val) in m.iter_mut() {
-                if k.as_str()
-                    .is_some_and(|k| k.contains("passw") || k == "list" || k == "users")
-                    && val.is_string()
-                {
-                    *val = serde_yaml::Value::String("<redacted>".into());
-                } else {
-                    scrub_passwords(val);
-                }
-            }
-        }
-        serde_yaml::Value::Sequence(s) => s.iter_mut().for_each(scrub_passwords),
-        _ => {}
-    }
-}
-
-pub fn write_archive(out: &Path, files: &[(String, Vec<u8>)]) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(out)?;
-    let gz = flate2::write::GzEncoder::new(f, flate2::Compression::default());
-    let mut tar = tar::Builder::new(gz);
-    let mtime = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    for (name, data) in files {
-        let mut h = tar::Header::new_gnu();
-        h.set_size(data.len() as u64);
-        h.set_mode(0o600);
-        h.set_mtime(mtime);
-        h.set_cksum();
-        tar.append_data(&mut h, format!("nodeagent-logs/{name}"), data.as_slice())?;
-    }
-    tar.into_inner()?.finish()?.sync_all()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn userdata_contents_are_replaced() {
-        let ud = "## template: jinja\n#cloud-config\nwrite_files:\n-   path: /etc/x\n    encoding: b64\n    content: c2VjcmV0LXZhbHVl\nusers:\n  - name: capv\n    passwd: $6$hash\nruncmd:\n  - kubeadm join --token abcdef.0123456789abcdef\n";
-        let r = redact_userdata(ud);
-        assert!(
-            !r.contains("c2VjcmV0LXZhbHVl") && !r.contains("$6$hash"),
-            "{r}"
-        );
-        assert!(
-            r.contains("/etc/x") && r.contains("<redacted: 16 bytes"),
-            "{r}"
-        );
-        let r = redact_text(&r);
-        assert!(!r.contains("0123456789abcdef"));
-        assert_eq!(
-            redact_userdata("a: [unclosed"),
-            "# userdata omitted: it does not parse as YAML\n"
-        );
     }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct DataArgs {
     /// Where to read bootstrap data: vmware, ovf, fwcfg, dir:PATH or nocloud:PATH (default: detect).
-    #[arg(long, value_name = "T")]
+    #[arg(long, value_name = "T", value_hint = clap::ValueHint::Other)]
     pub transport: Option<String>,
     /// Host facts (YAML or JSON) replacing detection, for reproducible renders.
     #[arg(long, value_name = "FILE")]
@@ -30,11 +30,31 @@ impl DataArgs {
 }
 
 /// Print an error the same way from every command (redacted, like `run`'s: a template or YAML
-/// error may quote the userdata line it is about) and return the failure exit code.
-pub fn fail(command: &str, err: &crate::error::Error) -> i32 {
+/// error may quote the userdata line it is about) and return its exit code (64 for usage, 1
+/// otherwise). With `--json`, the error is also JSON on stdout, where the script reads; the
+/// line on stderr stays for the human watching.
+pub fn fail(command: &str, err: &crate::error::Error, json: bool) -> i32 {
+    if json {
+        println!("{}", crate::output::error_json(err));
+    }
     eprintln!(
         "nodeagent {command}: {}",
         crate::redact::redact_text(&err.to_string())
     );
-    crate::error::exit::FAILED
+    crate::output::error_exit(err)
+}
+
+/// Pretty JSON of a command's result on stdout.
+pub fn print_json(value: &impl serde::Serialize) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    );
+}
+
+/// Warnings on stderr, redacted, as `run` prints them (plan, render and query too).
+pub fn print_warnings(warnings: &[String]) {
+    for w in warnings {
+        eprintln!("warning: {}", crate::redact::redact_text(w));
+    }
 }

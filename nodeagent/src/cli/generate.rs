@@ -63,6 +63,9 @@ Degraded: done, with warnings.
 .TP
 \fB3\fR
 Still running when \fBstatus \-\-wait \-\-timeout\fR ran out.
+.TP
+\fB64\fR
+Usage error: an unknown command or flag, a bad flag value, \fB\-\-timeout\fR without \fB\-\-wait\fR (sysexits' EX_USAGE). With \fB\-\-json\fR every error is \fB{"error": {"kind", "place", "message"}}\fR on stdout.
 .SH FILES
 .TP
 \fI/etc/nodeagent/config.yaml\fR

@@ -3,12 +3,17 @@
 use crate::error::{Error, Result, Stage};
 use crate::mint::{fsio, kubeconfig, pki, secrets, token, validate};
 use clap::Subcommand;
+use clap::builder::PossibleValuesParser;
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(subcommand)]
     pub command: Cmd,
+    /// Errors as JSON on stdout (`{"error": {kind, place, message}}`); `token` and `hash`
+    /// print their result as JSON too (the others write Kubernetes YAML or files).
+    #[arg(long, global = true)]
+    pub json: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -85,7 +90,7 @@ pub struct KubeconfigArgs {
 #[derive(clap::Args, Debug)]
 pub struct BootstrapArgs {
     /// init (first control plane), control-plane (joining control plane) or worker.
-    #[arg(long)]
+    #[arg(long, value_parser = PossibleValuesParser::new(["init", "control-plane", "worker"]))]
     pub role: String,
     #[arg(long)]
     pub cluster: String,
@@ -111,10 +116,10 @@ pub struct BootstrapArgs {
     #[arg(long, default_value = "24h")]
     pub token_ttl: String,
     /// v1beta3 or v1beta4 (default by version, as CAPI chooses).
-    #[arg(long)]
+    #[arg(long, value_parser = PossibleValuesParser::new(["v1beta3", "v1beta4"]))]
     pub kubeadm_api: Option<String>,
     /// dhcp, dhcp6, or static:ADDR/PREFIX,gw=IP,dns=IP[,dns=IP...]
-    #[arg(long, default_value = "dhcp")]
+    #[arg(long, default_value = "dhcp", value_hint = clap::ValueHint::Other)]
     pub network: String,
     /// NIC MAC address (with --nodes N, node i gets MAC+i); default: random locally administered.
     #[arg(long)]
@@ -126,10 +131,12 @@ pub struct BootstrapArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// dir, guestinfo, fwcfg or govc.
-    #[arg(long, default_value = "dir")]
+    #[arg(long, default_value = "dir",
+          value_parser = PossibleValuesParser::new(["dir", "guestinfo", "fwcfg", "govc"]))]
     pub format: String,
     /// base64 or gzip+base64.
-    #[arg(long, default_value = "base64")]
+    #[arg(long, default_value = "base64",
+          value_parser = PossibleValuesParser::new(["base64", "gzip+base64"]))]
     pub encoding: String,
     /// Number of worker bundles to mint.
     #[arg(long, default_value_t = 1)]
@@ -151,7 +158,8 @@ pub struct PkiArgs {
     #[arg(long)]
     pub out: PathBuf,
     /// ecdsa-p256 (default), ecdsa-p384, rsa-2048 or rsa-4096.
-    #[arg(long, default_value = "ecdsa-p256")]
+    #[arg(long, default_value = "ecdsa-p256", ignore_case = true,
+          value_parser = PossibleValuesParser::new(["ecdsa-p256", "ecdsa-p384", "rsa-2048", "rsa-4096"]))]
     pub algorithm: String,
     /// CA validity: 10y, 3650d, 87600h.
     #[arg(long, default_value = "10y")]
@@ -182,20 +190,19 @@ pub struct HashArgs {
 }
 
 pub fn run(args: Args) -> i32 {
+    let json = args.json;
     let result = match args.command {
         Cmd::Pki(a) => run_pki(a),
-        Cmd::Token(a) => run_token(a),
-        Cmd::Hash(a) => run_hash(a),
+        Cmd::Token(a) => run_token(a, json),
+        Cmd::Hash(a) => run_hash(a, json),
         Cmd::Secrets(a) => run_secrets(a),
         Cmd::Kubeconfig(a) => run_kubeconfig(a),
         Cmd::Bootstrap(a) => run_bootstrap(*a),
     };
     match result {
         Ok(()) => crate::error::exit::OK,
-        Err(e) => {
-            eprintln!("nodeagent mint: {e}");
-            crate::error::exit::FAILED
-        }
+        // Bad flag values are usage errors (64); everything else is a failure (1).
+        Err(e) => super::common::fail("mint", &e, json),
     }
 }
 
@@ -239,7 +246,7 @@ fn run_pki(a: PkiArgs) -> Result<()> {
     Ok(())
 }
 
-fn run_token(a: TokenArgs) -> Result<()> {
+fn run_token(a: TokenArgs, json: bool) -> Result<()> {
     let t = match a.token {
         Some(t) => {
             token::parse(&t)?;
@@ -253,18 +260,24 @@ fn run_token(a: TokenArgs) -> Result<()> {
             "{}",
             token::secret_manifest(&t, ttl, time::OffsetDateTime::now_utc())?
         );
+    } else if json {
+        super::common::print_json(&serde_json::json!({ "token": t }));
     } else {
         println!("{t}");
     }
     Ok(())
 }
 
-fn run_hash(a: HashArgs) -> Result<()> {
+fn run_hash(a: HashArgs, json: bool) -> Result<()> {
     let bytes = read_bounded(&a.ca, pki::MAX_PEM_BYTES)?;
-    for h in crate::pki::hash::discovery_hashes(&bytes)
-        .map_err(|e| e.within(&a.ca.display().to_string()))?
-    {
-        println!("{h}");
+    let hashes = crate::pki::hash::discovery_hashes(&bytes)
+        .map_err(|e| e.within(&a.ca.display().to_string()))?;
+    if json {
+        super::common::print_json(&serde_json::json!({ "hashes": hashes }));
+    } else {
+        for h in hashes {
+            println!("{h}");
+        }
     }
     Ok(())
 }

@@ -14,13 +14,29 @@ pub mod plan;
 pub mod query;
 pub mod render;
 pub mod run;
+pub mod single;
 pub mod status;
 pub mod validate;
+
+/// `nodeagent --version`: version, commit, build date and target (build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("NODEAGENT_COMMIT"),
+    ", built ",
+    env!("NODEAGENT_BUILD_DATE"),
+    ", ",
+    env!("NODEAGENT_TARGET"),
+    ")"
+);
 
 #[derive(Parser, Debug)]
 #[command(
     name = "nodeagent",
-    version,
+    version = VERSION,
+    // No `help` subcommand (`--help` everywhere): the man pages would link a
+    // nodeagent-help(1) that is never written.
+    disable_help_subcommand = true,
     about = "Kubernetes node bootstrap agent (cloud-init replacement for Cluster API nodes)"
 )]
 pub struct Cli {
@@ -40,13 +56,15 @@ pub enum Command {
     Query(query::Args),
     /// Bootstrap the node: apply the plan (stage local, main or all).
     Run(run::Args),
+    /// Run one module's steps (as `cloud-init single --name MODULE`).
+    Single(single::Args),
     /// Reset nodeagent's state so the next boot runs as a new instance.
     Clean(clean::Args),
-    /// Show the bootstrap status; --wait blocks until done or failed.
+    /// Show the bootstrap status; --wait follows it until done or failed.
     Status(status::Args),
     /// List certificates like `kubeadm certs check-expiration`.
     Certs(certs::Args),
-    /// Per-step and per-phase durations from the journal.
+    /// Where the time went: blame (default), show (per boot), boot (systemd timestamps).
     Analyze(analyze::Args),
     /// Write a tar.gz of logs, status and redacted data (no secrets).
     CollectLogs(collect_logs::Args),
@@ -73,7 +91,10 @@ pub fn main() -> i32 {
     {
         return crate::apply::supervise::main_piped(&args[2..]);
     }
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e, &args),
+    };
     // A panic (a bug: input must never cause one) is reported as `failed`, never silent.
     crate::report::install_panic_hook();
     let under_systemd =
@@ -81,6 +102,7 @@ pub fn main() -> i32 {
     match &cli.command {
         // The bootstrap itself logs its steps at info, to the journal on a real node.
         Command::Run(a) => init_logging("info", under_systemd || run::logs_to_journal(&a.data)),
+        Command::Single(a) => init_logging("info", under_systemd || run::logs_to_journal(&a.data)),
         _ => init_logging(if under_systemd { "info" } else { "warn" }, under_systemd),
     }
     match cli.command {
@@ -89,6 +111,7 @@ pub fn main() -> i32 {
         Command::Validate(a) => validate::run(a),
         Command::Query(a) => query::run(a),
         Command::Run(a) => run::run(a),
+        Command::Single(a) => single::run(a),
         Command::Clean(a) => clean::run(a),
         Command::Status(a) => status::run(a),
         Command::Certs(a) => certs::run(a),
@@ -97,6 +120,43 @@ pub fn main() -> i32 {
         Command::Mint(a) => mint::run(a),
         Command::Generate(a) => generate::run(a),
     }
+}
+
+/// A command line clap rejects: exit 64 (EX_USAGE), also as JSON on stdout with `--json`; help and
+/// `--version` print and exit 0.
+fn usage_error(e: &clap::Error, args: &[std::ffi::OsString]) -> i32 {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = e.print();
+        return crate::error::exit::OK;
+    }
+    let json = args
+        .iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--json");
+    if json {
+        // clap's `error: ` line, unstyled; the usage hint stays out of the JSON.
+        let text = e.render().to_string();
+        let message = text
+            .split("\n\n")
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches("error: ")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let place = e
+            .get(clap::error::ContextKind::InvalidArg)
+            .map(|v| v.to_string())
+            .unwrap_or_default();
+        println!(
+            "{}",
+            crate::output::error_json(&crate::output::usage(&place, message))
+        );
+    }
+    let _ = e.print();
+    crate::error::exit::USAGE
 }
 
 /// Structured logs to the journal, or readable text on stderr. `NODEAGENT_LOG` (an
@@ -119,7 +179,7 @@ fn init_logging(default: &str, journald: bool) {
                 .with_writer(std::io::stderr)
                 .with_target(false)
                 .without_time()
-                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
+                .with_ansi(crate::output::colour_stderr()),
         )
         .try_init();
 }

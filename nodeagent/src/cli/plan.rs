@@ -1,6 +1,6 @@
 //! `nodeagent plan [--json]`: exactly what `run` would do, without doing any of it.
 
-use super::common::{DataArgs, fail};
+use super::common::{DataArgs, fail, print_json};
 use crate::plan::{Action, Plan, Run};
 
 #[derive(clap::Args, Debug)]
@@ -17,17 +17,18 @@ pub fn run(args: Args) -> i32 {
         crate::pipeline::gather(&args.data.options()).and_then(|i| crate::pipeline::prepare(&i));
     match prepared {
         Ok(p) => {
+            // Every warning `run` would print (undecodable encodings, compat repairs…), not
+            // only the plan's own.
+            let mut plan = p.plan;
+            plan.warnings = p.warnings;
             if args.json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&p.plan).expect("plan serializes")
-                );
+                print_json(&plan);
             } else {
-                print!("{}", human(&p.plan));
+                print!("{}", human(&plan));
             }
             crate::error::exit::OK
         }
-        Err(e) => fail("plan", &e),
+        Err(e) => fail("plan", &e, args.json),
     }
 }
 

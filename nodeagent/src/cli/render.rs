@@ -1,7 +1,7 @@
 //! `nodeagent render`: the userdata as the agent will parse it (template header removed,
 //! variables bound), on stdout, byte for byte.
 
-use super::common::{DataArgs, fail};
+use super::common::{DataArgs, fail, print_json, print_warnings};
 use std::io::Write;
 
 #[derive(clap::Args, Debug)]
@@ -11,6 +11,9 @@ pub struct Args {
     /// Render this userdata file instead of the platform's.
     #[arg(long, value_name = "FILE")]
     pub userdata: Option<std::path::PathBuf>,
+    /// Print `{"userdata": TEXT, "warnings": [...]}` (errors as JSON too).
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(args: Args) -> i32 {
@@ -29,16 +32,22 @@ pub fn run(args: Args) -> i32 {
                 "no userdata",
             ));
         };
-        crate::pipeline::render_userdata(&text, &tree, inputs.compat)
+        let (rendered, _, warnings) =
+            crate::pipeline::render_userdata(&text, &tree, inputs.compat)?;
+        // Decoding warnings (an unknown `.encoding`) come first, as `run` prints them.
+        Ok((rendered, [inputs.raw.warnings(), warnings].concat()))
     });
     match result {
-        Ok((rendered, _, warnings)) => {
-            for w in &warnings {
-                eprintln!("warning: {w}");
+        Ok((rendered, warnings)) => {
+            let rendered = rendered.unwrap_or_default();
+            if args.json {
+                print_json(&serde_json::json!({"userdata": rendered, "warnings": warnings}));
+            } else {
+                print_warnings(&warnings);
+                let _ = std::io::stdout().write_all(rendered.as_bytes());
             }
-            let _ = std::io::stdout().write_all(rendered.unwrap_or_default().as_bytes());
             crate::error::exit::OK
         }
-        Err(e) => fail("render", &e),
+        Err(e) => fail("render", &e, args.json),
     }
 }

@@ -19,6 +19,12 @@ pub struct Args {
     /// from DIR/etc; commands only with --exec).
     #[command(flatten)]
     pub data: super::common::DataArgs,
+    /// Print the run's outcome as JSON on stdout (errors as JSON too); logs stay on stderr.
+    #[arg(long)]
+    pub json: bool,
+    /// `nodeagent single`: only this module's steps (crate::single).
+    #[arg(skip)]
+    pub only: Option<crate::single::Selection>,
 }
 
 /// Where `run` logs: the journal on a real node (the root is `/` and journald is up), so the
@@ -32,11 +38,10 @@ pub fn run(args: Args) -> i32 {
     let target = Target::new(&args.data.root);
     match run_inner(&args, target) {
         Ok(code) => code,
+        // Any error of a run is a failure (1), whatever its stage: the units and the platform
+        // know 0, 1 and 2 only.
         Err(e) => {
-            eprintln!(
-                "nodeagent run: {}",
-                crate::redact::redact_text(&e.to_string())
-            );
+            super::common::fail("run", &e, args.json);
             exit::FAILED
         }
     }
@@ -53,7 +58,9 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         Err(e) => {
             // Undecodable data (a gzip bomb, bad base64, oversize): the platform still hears
             // why, through the transport when one could be opened.
-            if let Ok(opened) = pipeline::open_transport(&args.data.options()) {
+            // (`single` leaves the status and the platform alone.)
+            if let (None, Ok(opened)) = (&args.only, pipeline::open_transport(&args.data.options()))
+            {
                 let mut reporter = Reporter::new(Some(opened.transport.as_ref()), &target.root, "");
                 reporter.failed(
                     "read",
@@ -67,7 +74,8 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     };
     // The main unit waits for the network before host facts feed the templates; `--stage
     // all` waits after its local half (below), once the network configuration is written.
-    let net_warning = if stage == RunStage::Main && args.data.facts.is_none() {
+    let net_warning = if stage == RunStage::Main && args.data.facts.is_none() && args.only.is_none()
+    {
         let (facts, warning) = wait_on_network(&inputs, &target);
         inputs.facts = facts;
         warning
@@ -98,11 +106,12 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     };
     let prepared = match prepared {
         Ok(p) => p,
-        Err(e) => return Err(report_bad_input(&inputs, &target, e)),
+        Err(e) => return Err(report_bad_input(&inputs, &target, e, args.only.is_none())),
     };
     if stage != RunStage::All {
         let earlier = Earlier {
             ran: 0,
+            skipped: 0,
             already: 0,
             warnings: net_warning.into_iter().collect(),
         };
@@ -112,22 +121,24 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     // the hostname in init-local, and the network stage gathers host facts after that, so
     // `{{ ds.meta_data.hostname }}` and friends see the new name. The whole plan was
     // validated above with the first facts: bad input still stops before any write.
-    let local =
-        pipeline::prepare_local(&inputs).map_err(|e| report_bad_input(&inputs, &target, e))?;
+    let local = pipeline::prepare_local(&inputs)
+        .map_err(|e| report_bad_input(&inputs, &target, e, args.only.is_none()))?;
     let mut earlier =
         execute(args, &inputs, &local, RunStage::Local, target.clone(), None)?.earlier;
     let prepared = if args.data.facts.is_none() {
         let first = std::mem::replace(&mut inputs.facts, crate::facts::Facts::detect(&inputs.root));
-        let (facts, warning) = wait_on_network(&inputs, &target);
-        earlier.warnings.extend(warning);
-        if facts == first {
+        if args.only.is_none() {
+            let (facts, warning) = wait_on_network(&inputs, &target);
+            inputs.facts = facts;
+            earlier.warnings.extend(warning);
+        }
+        if inputs.facts == first {
             // Nothing the templates see has changed (e.g. `--root`, where the hostname is
             // not set on this host): the plan made from the first facts stands.
-            inputs.facts = facts;
             prepared
         } else {
-            inputs.facts = facts;
-            pipeline::prepare(&inputs).map_err(|e| report_bad_input(&inputs, &target, e))?
+            pipeline::prepare(&inputs)
+                .map_err(|e| report_bad_input(&inputs, &target, e, args.only.is_none()))?
         }
     } else {
         // `--facts FILE` stands for the host as it is; it is not detected again.
@@ -147,6 +158,7 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
 /// What the local half of `--stage all` hands to the main half, which reports for both.
 struct Earlier {
     ran: usize,
+    skipped: usize,
     already: usize,
     warnings: Vec<String>,
 }
@@ -157,7 +169,11 @@ fn report_bad_input(
     inputs: &pipeline::Inputs,
     target: &Target,
     e: crate::error::Error,
+    publish: bool,
 ) -> crate::error::Error {
+    if !publish {
+        return e;
+    }
     let iid = pipeline::instance_id(inputs).unwrap_or_default();
     let mut reporter = Reporter::new(Some(inputs.transport.as_ref()), &target.root, &iid);
     reporter.failed(
@@ -195,7 +211,15 @@ fn execute_locked(
     earlier: Option<Earlier>,
 ) -> Result<Executed> {
     // kubeadm pre-flight already ran inside plan::build, before anything was written.
-    let plan = &prepared.plan;
+    let selected;
+    let plan = match &args.only {
+        Some(sel) => {
+            selected =
+                crate::single::select(&prepared.plan, sel, &crate::report::now_ms().to_string());
+            &selected
+        }
+        None => &prepared.plan,
+    };
     let state = State::open(&target.root)?;
     let mut journal = state.begin_instance(&plan.instance_id)?;
     let iid = &plan.instance_id;
@@ -215,12 +239,22 @@ fn execute_locked(
         // This very binary, even if the file was replaced since it started.
         supervisor: "/proc/self/exe".into(),
     };
-    let mut reporter = Reporter::new(Some(inputs.transport.as_ref()), &opts.target.root, iid);
+    // `single` leaves the bootstrap's status and the platform alone, as `cloud-init single`
+    // does: its reporter writes to a private scratch directory, removed on return.
+    let scratch = match &args.only {
+        Some(_) => Some(Scratch::new()?),
+        None => None,
+    };
+    let mut reporter = match &scratch {
+        Some(dir) => Reporter::new(None, &dir.0, iid),
+        None => Reporter::new(Some(inputs.transport.as_ref()), &opts.target.root, iid),
+    };
     reporter.phase(Phase::Reading, None);
     // As cloud-init's VMware datasource does once the network is up: vm-operator takes the
     // VM's primary IP from these keys. Only to a platform that keeps them.
     if stage != RunStage::Local
         && opts.exec
+        && scratch.is_none()
         && matches!(inputs.transport.name(), "vmware" | "fwcfg")
     {
         report::publish_local_addresses(inputs.transport.as_ref(), &inputs.facts);
@@ -234,14 +268,20 @@ fn execute_locked(
             code: exit::OK,
             earlier: Earlier {
                 ran: summary.ran.len(),
+                skipped: summary.skipped.len(),
                 already: summary.already.len(),
                 warnings: summary.warnings,
             },
         });
     }
-    let (mut ran, mut already) = (summary.ran.len(), summary.already.len());
+    let (mut ran, mut skipped, mut already) = (
+        summary.ran.len(),
+        summary.skipped.len(),
+        summary.already.len(),
+    );
     if let Some(e) = earlier {
         ran += e.ran;
+        skipped += e.skipped;
         already += e.already;
         let mine = std::mem::take(&mut summary.warnings);
         summary.warnings = e.warnings;
@@ -255,15 +295,18 @@ fn execute_locked(
         eprintln!("warning: {}", crate::redact::redact_text(w));
         reporter.warning(w);
     }
-    eprintln!(
-        "nodeagent run: {ran} steps done, {already} already finished earlier (instance {iid})",
-    );
+    let outcome = crate::apply::RunCounts {
+        ran,
+        skipped,
+        already,
+    };
+    eprintln!("nodeagent run: {} (instance {iid})", outcome.summary());
     if stage != RunStage::Local {
         // After success: the image config's `redact_userdata` and the metadata's `redact:`
         // keys are overwritten with `---` (cloud-init does the latter right after reading; the
         // main stage here reads the platform again, so both wait for success). Only with
         // --exec (always on a real node): a --root dry run leaves the platform's data alone.
-        if opts.exec {
+        if opts.exec && scratch.is_none() {
             let keys =
                 report::keys_to_redact(opts.config.redact_userdata, &prepared.metadata.redact);
             // Later boots read the saved copies once the platform's are blanked: make them
@@ -287,17 +330,29 @@ fn execute_locked(
                 reporter.warning(&w);
             }
         }
-        reporter.done();
+        reporter.done_noting(outcome.nothing_executed().as_deref());
     }
     let code = if summary.warnings.is_empty() {
         exit::OK
     } else {
         exit::DEGRADED
     };
+    if args.json {
+        super::common::print_json(&serde_json::json!({
+            "instance_id": iid,
+            "stage": args.stage.as_str(),
+            "ran": ran,
+            "skipped": skipped,
+            "already": already,
+            "warnings": summary.warnings.iter().map(|w| crate::redact::redact_text(w)).collect::<Vec<_>>(),
+            "exit": code,
+        }));
+    }
     Ok(Executed {
         code,
         earlier: Earlier {
             ran,
+            skipped,
             already,
             warnings: summary.warnings,
         },
@@ -329,6 +384,39 @@ fn save_instance(
         keep.push((pipeline::SAVED_METADATA, md.text.as_bytes(), 0o600));
     }
     state.save_all(iid, &keep)
+}
+
+/// A fresh 0700 directory under the temp dir for `single`'s reporter (created, never an
+/// existing path, so no planted symlink is followed), removed when dropped.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new() -> Result<Scratch> {
+        use std::os::unix::fs::DirBuilderExt;
+        let mut b = [0u8; 8];
+        getrandom::fill(&mut b).map_err(|e| {
+            crate::error::Error::new(crate::error::Stage::State, "random", e.to_string())
+        })?;
+        let dir = std::env::temp_dir().join(format!("nodeagent-single-{}", hex::encode(b)));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| {
+                crate::error::Error::io(
+                    crate::error::Stage::State,
+                    dir.display().to_string(),
+                    "cannot create",
+                    e,
+                )
+            })?;
+        Ok(Scratch(dir))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// The exit code of one stage, and what the next stage of `--stage all` carries on with.

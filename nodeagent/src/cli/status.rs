@@ -15,11 +15,14 @@ pub struct Args {
     #[arg(long)]
     pub wait: bool,
     /// With --wait: give up after S seconds (exit 3).
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", requires = "wait")]
     pub timeout: Option<f64>,
-    /// Print the status document as JSON.
+    /// Print the status document as JSON (same as --format json).
     #[arg(long)]
     pub json: bool,
+    /// Output format, as `cloud-init status --format`.
+    #[arg(long, value_enum, default_value = "tabular")]
+    pub format: Format,
     /// Also print times, boot id, warnings and kubeadm's last output lines.
     #[arg(long)]
     pub long: bool,
@@ -28,25 +31,47 @@ pub struct Args {
     pub root: PathBuf,
 }
 
-pub fn run(args: Args) -> i32 {
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Tabular,
+    Json,
+    Yaml,
+}
+
+pub fn run(mut args: Args) -> i32 {
+    if args.json {
+        args.format = Format::Json;
+    }
     let deadline = args
         .timeout
         .map(|t| Instant::now() + Duration::from_secs_f64(t.max(0.0)));
     // The units do not start on a disabled node: nothing will ever write a status, so
     // `--wait` must not wait for one.
     if read_status(&args.root).is_err() && disabled(&args.root) {
-        if args.json {
-            println!("{}", serde_json::json!({"v": 1, "phase": "disabled"}));
-        } else {
-            println!("status: disabled");
-        }
+        print_doc(&serde_json::json!({"v": 1, "phase": "disabled"}), &args)
+            .unwrap_or_else(|| println!("status: disabled"));
         return exit::OK;
     }
+    let started = Instant::now();
+    let mut progress = crate::output::WaitProgress::default();
     loop {
         let status = read_status(&args.root).ok();
         let terminal = status.as_ref().is_some_and(|s| s.phase.is_terminal());
         let timed_out = deadline.is_some_and(|d| Instant::now() >= d);
+        if args.wait && args.format == Format::Tabular {
+            // Phase changes and the kubeadm/endpoint wait's clock, as they happen.
+            let now = crate::report::now_ms();
+            for line in progress.lines(status.as_ref(), now) {
+                println!("{line}");
+            }
+        }
         if !args.wait || terminal || timed_out {
+            if args.wait && timed_out && !terminal && args.format == Format::Tabular {
+                println!(
+                    "timed out after {:.0}s: the bootstrap is still running",
+                    started.elapsed().as_secs_f64()
+                );
+            }
             print(status.as_ref(), &args);
             return exit_code(status.as_ref(), args.wait);
         }
@@ -79,18 +104,27 @@ pub fn exit_code(status: Option<&Status>, waited: bool) -> i32 {
 
 fn print(status: Option<&Status>, args: &Args) {
     let Some(s) = status else {
-        if args.json {
-            println!("{}", serde_json::json!({"v": 1, "phase": "not-started"}));
-        } else {
-            println!("status: not started");
-        }
+        print_doc(&serde_json::json!({"v": 1, "phase": "not-started"}), args)
+            .unwrap_or_else(|| println!("status: not started"));
         return;
     };
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(s).unwrap_or_default());
-        return;
+    let doc = serde_json::to_value(s).unwrap_or_default();
+    print_doc(&doc, args).unwrap_or_else(|| print!("{}", render(s, args.long)));
+}
+
+/// The document as JSON or YAML; `None` for the tabular format (the caller prints text).
+fn print_doc(doc: &serde_json::Value, args: &Args) -> Option<()> {
+    match args.format {
+        Format::Tabular => None,
+        Format::Json => {
+            println!("{}", serde_json::to_string_pretty(doc).unwrap_or_default());
+            Some(())
+        }
+        Format::Yaml => {
+            print!("{}", serde_yaml::to_string(doc).unwrap_or_default());
+            Some(())
+        }
     }
-    print!("{}", render(s, args.long));
 }
 
 /// Human text of a status (pure, for tests).

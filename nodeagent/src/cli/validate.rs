@@ -1,30 +1,66 @@
-//! `nodeagent validate FILE`: render, parse and plan a userdata file; exit 1 with the errors.
+//! `nodeagent validate FILE`: render, parse and plan a userdata file; exit 1 with every error
+//! found (all of the document's bad keys and fields at once), or "cannot read".
 
-use super::common::DataArgs;
+use super::common::{DataArgs, print_json};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The userdata file to check.
     pub file: std::path::PathBuf,
+    /// Print `{"file", "valid", "steps", "warnings", "errors": [{kind, place, message}]}`.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub data: DataArgs,
 }
 
 pub fn run(args: Args) -> i32 {
     let name = args.file.display().to_string();
-    let result = crate::pipeline::read_userdata_file(&args.file)
-        .and_then(|u| crate::pipeline::gather_with_userdata(&args.data.options(), u))
-        .and_then(|i| crate::pipeline::prepare(&i));
+    let read = crate::pipeline::read_userdata_file(&args.file)
+        .and_then(|u| crate::pipeline::gather_with_userdata(&args.data.options(), u));
+    let (result, unreadable) = match read {
+        Ok(inputs) => (crate::pipeline::prepare_all(&inputs), false),
+        Err(e) => {
+            let unreadable = e.message.starts_with("cannot read");
+            (Err(vec![e]), unreadable)
+        }
+    };
+    let redact = |s: &str| crate::redact::redact_text(s);
     match result {
         Ok(p) => {
-            for w in &p.warnings {
-                println!("{name}: warning: {w}");
+            if args.json {
+                print_json(&serde_json::json!({
+                    "file": name, "valid": true, "steps": p.plan.steps.len(),
+                    "warnings": p.warnings.iter().map(|w| redact(w)).collect::<Vec<_>>(),
+                    "errors": [],
+                }));
+            } else {
+                for w in &p.warnings {
+                    println!("{name}: warning: {}", redact(w));
+                }
+                println!("{name}: valid ({} steps)", p.plan.steps.len());
             }
-            println!("{name}: valid ({} steps)", p.plan.steps.len());
             crate::error::exit::OK
         }
-        Err(e) => {
-            println!("{name}: invalid: {e}");
+        Err(errors) => {
+            if args.json {
+                let list: Vec<_> = errors
+                    .iter()
+                    .map(|e| crate::output::error_json(e)["error"].clone())
+                    .collect();
+                print_json(&serde_json::json!({
+                    "file": name, "valid": false, "warnings": [], "errors": list,
+                }));
+            } else if unreadable {
+                // `FILE: cannot read: <why>` (the place is the file).
+                for e in &errors {
+                    println!("{}", redact(&e.to_string()));
+                }
+            } else {
+                for e in &errors {
+                    println!("{name}: invalid: {}", redact(&e.to_string()));
+                }
+            }
             crate::error::exit::FAILED
         }
     }

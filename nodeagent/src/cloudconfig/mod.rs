@@ -192,14 +192,18 @@ pub fn parse(text: &str, source: &str, compat: bool) -> Result<Parsed> {
             ));
         }
     }
-    let root = yaml::load(
+    let root = parse_text(text, source, compat)?;
+    from_node(&root, source, compat)
+}
+
+fn parse_text(text: &str, source: &str, compat: bool) -> Result<Node> {
+    yaml::load(
         text,
         yaml::LoadOptions {
             allow_duplicate_keys: compat,
         },
     )
-    .map_err(|e| at_source(e, source))?;
-    from_node(&root, source, compat)
+    .map_err(|e| at_source(e, source))
 }
 
 fn at_source(mut e: Error, source: &str) -> Error {
@@ -208,23 +212,51 @@ fn at_source(mut e: Error, source: &str) -> Error {
     e
 }
 
-/// Build the typed config from a loaded YAML tree.
+/// Build the typed config from a loaded YAML tree; the first error, if any.
 pub fn from_node(root: &Node, source: &str, compat: bool) -> Result<Parsed> {
+    let (parsed, errors) = from_node_all(root, source, compat);
+    match errors.into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(parsed),
+    }
+}
+
+/// Every error of a document at once (`nodeagent validate`), in document order of the
+/// checks: unknown keys, then each module's fields, then limits and permissions.
+pub fn errors(text: &str, source: &str, compat: bool) -> Vec<Error> {
+    match parse_text(text, source, compat) {
+        Ok(root) => from_node_all(&root, source, compat).1,
+        Err(e) => vec![e],
+    }
+}
+
+fn from_node_all(root: &Node, source: &str, compat: bool) -> (Parsed, Vec<Error>) {
     let mut warnings = Vec::new();
+    let mut errors = Vec::new();
     let entries = match &root.value {
         Value::Null => {
-            return Ok(Parsed {
-                config: CloudConfig::default(),
-                warnings,
-            });
+            return (
+                Parsed {
+                    config: CloudConfig::default(),
+                    warnings,
+                },
+                errors,
+            );
         }
         Value::Map(entries) => entries,
         _ => {
-            return Err(Error::new(
+            errors.push(Error::new(
                 Stage::CloudConfig,
                 format!("{source} {}", root.place()),
                 "cloud-config must be a mapping of module keys",
             ));
+            return (
+                Parsed {
+                    config: CloudConfig::default(),
+                    warnings,
+                },
+                errors,
+            );
         }
     };
     for (k, _) in entries {
@@ -250,7 +282,7 @@ pub fn from_node(root: &Node, source: &str, compat: bool) -> Result<Parsed> {
                 k.place()
             ));
         } else {
-            return Err(Error::of(
+            errors.push(Error::of(
                 kind,
                 Stage::CloudConfig,
                 format!("{source} {}", k.place()),
@@ -265,7 +297,10 @@ pub fn from_node(root: &Node, source: &str, compat: bool) -> Result<Parsed> {
                 .get(stringify!($name))
                 .filter(|n| n.value != Value::Null)
             {
-                cfg.$name = typed(n, stringify!($name), source)?;
+                match typed(n, stringify!($name), source) {
+                    Ok(v) => cfg.$name = v,
+                    Err(e) => errors.push(e),
+                }
             }
         };
     }
@@ -293,7 +328,7 @@ pub fn from_node(root: &Node, source: &str, compat: bool) -> Result<Parsed> {
     field!(resize_rootfs);
     field!(vendor_data);
     if cfg.write_files.len() > crate::limits::MAX_WRITE_FILES {
-        return Err(Error::of(
+        errors.push(Error::of(
             crate::error::ErrorKind::TooLarge,
             Stage::CloudConfig,
             format!("{source} write_files"),
@@ -304,11 +339,16 @@ pub fn from_node(root: &Node, source: &str, compat: bool) -> Result<Parsed> {
             ),
         ));
     }
-    check_permissions(root, source, compat, &mut warnings)?;
-    Ok(Parsed {
-        config: cfg,
-        warnings,
-    })
+    if let Err(e) = check_permissions(root, source, compat, &mut warnings) {
+        errors.push(e);
+    }
+    (
+        Parsed {
+            config: cfg,
+            warnings,
+        },
+        errors,
+    )
 }
 
 /// `content: !!binary ...` is raw bytes, not text: keep them as such.

@@ -148,6 +148,7 @@ pub fn execute_restoring(
     match spec.mode {
         KubeadmMode::Init => {
             reporter.phase(Phase::Kubeadm, Some(step));
+            reporter.detail_until("kubeadm init", settings.timeout_secs.max(1));
             let out = run_kubeadm(
                 runner,
                 &args,
@@ -176,10 +177,15 @@ pub fn execute_restoring(
             for attempt in 1..=attempts {
                 if let Some(ep) = &endpoint {
                     reporter.phase(Phase::Waiting, Some(step));
-                    reporter.detail(&format!("waiting for the control-plane endpoint {ep}"));
                     let wait_deadline = (Instant::now()
                         + Duration::from_secs(settings.endpoint_wait_secs))
                     .min(deadline);
+                    reporter.detail_until(
+                        &format!("waiting for the control-plane endpoint {ep}"),
+                        wait_deadline
+                            .saturating_duration_since(Instant::now())
+                            .as_secs(),
+                    );
                     let r = endpoint::wait_for(
                         ep,
                         wait_deadline,
@@ -205,8 +211,11 @@ pub fn execute_restoring(
                     }
                 }
                 reporter.phase(Phase::Kubeadm, Some(step));
-                reporter.detail(&format!("kubeadm join, attempt {attempt} of {attempts}"));
                 let left = deadline.saturating_duration_since(Instant::now());
+                reporter.detail_until(
+                    &format!("kubeadm join, attempt {attempt} of {attempts}"),
+                    settings.timeout_secs.max(1).min(left.as_secs()),
+                );
                 let out = run_kubeadm(
                     runner,
                     &args,
@@ -317,6 +326,8 @@ pub fn join_endpoint(root: &Path, config_file: &str) -> Option<String> {
 /// Redacted kubeadm output, appended to `/var/log/nodeagent/kubeadm.log` (0640).
 pub struct OutputLog {
     file: Option<std::fs::File>,
+    /// Also copied to `/var/log/nodeagent-output.log` (outlog.rs) under this root.
+    root: std::path::PathBuf,
 }
 
 impl OutputLog {
@@ -345,7 +356,10 @@ impl OutputLog {
                 root.join(OUTPUT_LOG).display()
             );
         }
-        OutputLog { file }
+        OutputLog {
+            file,
+            root: root.to_path_buf(),
+        }
     }
 
     fn line(&mut self, text: &str) {
@@ -353,6 +367,7 @@ impl OutputLog {
         if let Some(f) = &mut self.file {
             let _ = writeln!(f, "{text}");
         }
+        crate::outlog::append(&self.root, "kubeadm", &[text]);
     }
 }
 

@@ -43,7 +43,7 @@ pub fn parse(token: &str) -> Result<(&str, &str)> {
     match token.split_once('.') {
         Some((id, secret)) if ok(id, 6) && ok(secret, 16) => Ok((id, secret)),
         _ => Err(Error::new(
-            Stage::Mint,
+            Stage::Usage,
             "--token",
             "not a bootstrap token: want [a-z0-9]{6}.[a-z0-9]{16}",
         )),

@@ -314,13 +314,16 @@ fn load_kubeconfig(path: &Path, root: &Path) -> std::result::Result<Option<Kubec
 
 /// kubeadm's config on the node: the explicit file, else the first `kubeadm*.yaml` of
 /// [`CONFIG_GLOBS`]. `Ok(None)`: none there.
-fn find_config(input: &Input) -> std::result::Result<Option<(String, KubeadmConfig)>, Problem> {
-    let candidates: Vec<PathBuf> = match input.kubeadm_config {
+fn find_config(
+    root: &Path,
+    explicit: Option<&Path>,
+) -> std::result::Result<Option<(String, KubeadmConfig)>, Problem> {
+    let candidates: Vec<PathBuf> = match explicit {
         Some(p) => vec![p.to_path_buf()],
         None => {
             let mut out = Vec::new();
             for (dir, prefix) in CONFIG_GLOBS {
-                let mut here: Vec<PathBuf> = std::fs::read_dir(input.root.join(dir))
+                let mut here: Vec<PathBuf> = std::fs::read_dir(root.join(dir))
                     .into_iter()
                     .flatten()
                     .flatten()
@@ -352,6 +355,17 @@ fn find_config(input: &Input) -> std::result::Result<Option<(String, KubeadmConf
         Ok(cfg) => Ok(Some((shown, cfg))),
         Err(e) => Err(problem(e.to_string())),
     }
+}
+
+/// The PKI directory kubeadm uses on this node: the kubeadm config's `certificatesDir`
+/// (under `root`) when a config is found and parses, else `/etc/kubernetes/pki`.
+pub fn default_pki_dir(root: &Path, explicit_config: Option<&Path>) -> PathBuf {
+    let dir = find_config(root, explicit_config)
+        .ok()
+        .flatten()
+        .map(|(_, c)| c.certificates_dir())
+        .unwrap_or_else(|| "/etc/kubernetes/pki".into());
+    root.join(dir.trim_start_matches('/'))
 }
 
 /// One SAN kubeadm puts in a certificate, and why.
@@ -539,16 +553,18 @@ pub fn kubeadm_date(unix: i64) -> String {
 /// The audit. Errors only when the PKI directory cannot be read at all; everything else is
 /// a problem in the report.
 pub fn audit(input: &Input) -> Result<Report> {
-    std::fs::read_dir(input.pki_dir).map_err(|e| {
-        Error::new(
+    let unreadable_dir = |e| {
+        Error::io(
             Stage::Kubeadm,
             input.pki_dir.display().to_string(),
-            format!("cannot read the PKI directory: {e}"),
+            "cannot read the PKI directory",
+            e,
         )
-    })?;
+    };
+    std::fs::read_dir(input.pki_dir).map_err(unreadable_dir)?;
     let mut problems = Vec::new();
     let mut warnings = Vec::new();
-    let config = match find_config(input) {
+    let config = match find_config(input.root, input.kubeadm_config) {
         Ok(c) => c,
         Err(p) => {
             problems.push(p);
@@ -591,13 +607,7 @@ pub fn audit(input: &Input) -> Result<Report> {
         .chain(LEAVES.iter().map(|(_, f, _)| *f))
         .collect();
     let mut extra_files = Vec::new();
-    walk(input.pki_dir, &mut extra_files).map_err(|e| {
-        Error::new(
-            Stage::Kubeadm,
-            input.pki_dir.display().to_string(),
-            format!("cannot read the PKI directory: {e}"),
-        )
-    })?;
+    walk(input.pki_dir, &mut extra_files).map_err(unreadable_dir)?;
     extra_files.sort();
     let mut others: Vec<(String, Option<Loaded>)> = Vec::new();
     for path in extra_files {

@@ -1,0 +1,310 @@
+//! The log bundle `nodeagent collect-logs` writes: a tar.gz for a bug report, with no secret
+//! in it.
+//!
+//! Contents (everything passes through `redact::redact_text` again on the way in):
+//! - `journal.txt`: `journalctl -u 'nodeagent*'` of this boot (on the host only, when present);
+//! - `status.json`, `events.jsonl`, `kubeadm.log` (already redacted when written);
+//! - the instance journal and the *redacted* instance data (`instance-data.json`);
+//! - `userdata-redacted.yaml`: the rendered userdata with every `write_files` content
+//!   replaced by its length and SHA-256 (base64 or gzip contents cannot be redacted by
+//!   pattern), then pattern-redacted (tokens, passwords, PEM bodies);
+//! - the image config; `nodeagent-output.log` (and its rotated `.1`);
+//! - `version.txt` (`nodeagent --version`); on the node itself (root `/`) also `dmesg.txt`
+//!   and `units.txt` (state and properties of nodeagent's units), each command bounded;
+//! - `MANIFEST.txt` says what was included or skipped and why.
+//!
+//! Never included: `instance-data-sensitive.json`, the raw userdata, anything under the PKI dir.
+
+use crate::redact::redact_text;
+use crate::state::instance_dir_name;
+use std::path::Path;
+
+/// Deadline of each diagnostic command (`journalctl`, `dmesg`, `systemctl`).
+const COMMAND_SECS: u64 = 30;
+/// Most bytes of a command's output kept in the archive (this boot's agent journal).
+const COMMAND_BYTES: usize = 16 * 1024 * 1024;
+
+/// `(name in the archive, redacted content)` of everything collected, plus the manifest.
+pub fn gather(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut manifest = String::from(
+        "nodeagent collect-logs: every file below was redacted (tokens, keys, passwords, PEM bodies).\n",
+    );
+    // Every file is read at its path resolved inside the root (confine.rs): a symlink planted
+    // in the image cannot pull a host file into the archive.
+    let mut add =
+        |name: &str, rel: &str, transform: &dyn Fn(&str) -> String, manifest: &mut String| {
+            let src = root.join(rel.trim_start_matches('/'));
+            match crate::confine::dir(root, rel).and_then(std::fs::read) {
+                Ok(bytes) => {
+                    let text = String::from_utf8_lossy(&bytes);
+                    files.push((
+                        name.to_string(),
+                        redact_text(&transform(&text)).into_bytes(),
+                    ));
+                    manifest.push_str(&format!("included {name} (from {})\n", src.display()));
+                }
+                Err(e) => manifest.push_str(&format!("skipped {name}: {}: {e}\n", src.display())),
+            }
+        };
+    let same = |t: &str| t.to_string();
+    add(
+        "status.json",
+        crate::report::STATUS_JSON,
+        &same,
+        &mut manifest,
+    );
+    add("events.jsonl", crate::report::EVENTS, &same, &mut manifest);
+    add(
+        "kubeadm.log",
+        crate::kubeadm::run::OUTPUT_LOG,
+        &same,
+        &mut manifest,
+    );
+    add(
+        "nodeagent-output.log",
+        crate::outlog::PATH,
+        &same,
+        &mut manifest,
+    );
+    add(
+        "nodeagent-output.log.1",
+        &format!("{}.1", crate::outlog::PATH),
+        &same,
+        &mut manifest,
+    );
+    add(
+        "image-config.yaml",
+        crate::config::PATH,
+        &same,
+        &mut manifest,
+    );
+    let sdir = root.join(crate::state::DIR);
+    let iid = crate::confine::dir(root, &format!("{}/instance-id", crate::state::DIR))
+        .and_then(std::fs::read_to_string)
+        .ok()
+        .map(|s| s.trim_end().to_string());
+    match iid {
+        Some(iid) if !iid.is_empty() => {
+            let idir = format!(
+                "{}/instances/{}",
+                crate::state::DIR,
+                instance_dir_name(&iid)
+            );
+            add(
+                "instance/journal.jsonl",
+                &format!("{idir}/journal.jsonl"),
+                &same,
+                &mut manifest,
+            );
+            add(
+                "instance/instance-data.json",
+                &format!("{idir}/instance-data.json"),
+                &same,
+                &mut manifest,
+            );
+            add(
+                "instance/userdata-redacted.yaml",
+                &format!("{idir}/userdata.txt"),
+                &redact_userdata,
+                &mut manifest,
+            );
+            manifest
+                .push_str("not included: instance-data-sensitive.json, raw userdata (secrets)\n");
+        }
+        _ => manifest.push_str(&format!(
+            "skipped instance files: no {}/instance-id\n",
+            sdir.display()
+        )),
+    }
+    files.push((
+        "version.txt".into(),
+        format!("nodeagent {}\n", crate::cli::VERSION).into_bytes(),
+    ));
+    manifest.push_str("included version.txt\n");
+    if root == Path::new("/") {
+        let commands: [(&str, &[&str]); 4] = [
+            (
+                "journal.txt",
+                &[
+                    "journalctl",
+                    "--no-pager",
+                    "-o",
+                    "short-precise",
+                    "-b",
+                    "-u",
+                    "nodeagent*",
+                ],
+            ),
+            ("dmesg.txt", &["dmesg", "--ctime"]),
+            (
+                "units.txt",
+                &[
+                    "systemctl",
+                    "--no-pager",
+                    "status",
+                    "nodeagent-local.service",
+                    "nodeagent.service",
+                ],
+            ),
+            (
+                "units-show.txt",
+                &[
+                    "systemctl",
+                    "show",
+                    "-p",
+                    "Id,LoadState,ActiveState,SubState,Result,ExecMainStatus,UnitFileState,ActiveEnterTimestamp,InactiveExitTimestamp",
+                    "nodeagent-local.service",
+                    "nodeagent.service",
+                ],
+            ),
+        ];
+        for (name, argv) in commands {
+            match command_output(argv) {
+                Ok(text) => {
+                    files.push((name.into(), redact_text(&text).into_bytes()));
+                    manifest.push_str(&format!("included {name} ({})\n", argv.join(" ")));
+                }
+                Err(e) => manifest.push_str(&format!("skipped {name}: {e}\n")),
+            }
+        }
+    } else {
+        manifest.push_str(
+            "skipped journal.txt, dmesg.txt, units.txt: --root is not / (the host's are not the node's)\n",
+        );
+    }
+    files.push(("MANIFEST.txt".into(), manifest.into_bytes()));
+    files
+}
+
+/// Stdout (and stderr) of a diagnostic command, bounded in time and size. `systemctl status`
+/// exits 3 for an inactive unit: its output is still what we want.
+fn command_output(argv: &[&str]) -> Result<String, String> {
+    let (prog, rest) = argv.split_first().ok_or("no command")?;
+    let mut cmd = std::process::Command::new(prog);
+    cmd.args(rest);
+    // Bounded like every program the agent runs (process.rs): a wedged journald must not hang
+    // the bug report, nor a huge journal fill memory.
+    let limits = crate::process::Limits::new(std::time::Duration::from_secs(COMMAND_SECS))
+        .stdout_cap(COMMAND_BYTES)
+        .stderr_cap(64 * 1024);
+    let out = crate::process::run(cmd, &limits, None).map_err(|e| e.to_string())?;
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.stderr.is_empty() {
+        text.push_str(&String::from_utf8_lossy(&out.stderr));
+    }
+    if out.stdout_cut {
+        text.push_str(&format!(
+            "[{prog}'s output cut to its first {COMMAND_BYTES} bytes]\n"
+        ));
+    }
+    if out.stdout.is_empty() && !out.status.success() {
+        return Err(format!("{prog}: {}", crate::process::describe(&out.status)));
+    }
+    Ok(text)
+}
+
+/// Rendered userdata with file contents replaced by `<redacted: N bytes, sha256 …>`.
+/// YAML that does not parse is left out entirely rather than guessed at.
+pub fn redact_userdata(text: &str) -> String {
+    let body = text.strip_prefix("## template: jinja\n").unwrap_or(text);
+    let Ok(mut doc) = serde_yaml::from_str::<serde_yaml::Value>(body) else {
+        return "# userdata omitted: it does not parse as YAML\n".into();
+    };
+    if let Some(files) = doc.get_mut("write_files").and_then(|f| f.as_sequence_mut()) {
+        for f in files {
+            if let Some(m) = f.as_mapping_mut()
+                && let Some(c) = m.get_mut("content")
+            {
+                let bytes = c
+                    .as_str()
+                    .map(|s| s.as_bytes().to_vec())
+                    .unwrap_or_default();
+                let summary = crate::plan::Content(bytes);
+                *c = serde_yaml::Value::String(format!(
+                    "<redacted: {} bytes, sha256 {}>",
+                    summary.0.len(),
+                    summary.sha256_hex()
+                ));
+            }
+        }
+    }
+    for key in ["users", "chpasswd"] {
+        if let Some(v) = doc.get_mut(key) {
+            scrub_passwords(v);
+        }
+    }
+    format!(
+        "#cloud-config (redacted by nodeagent collect-logs)\n{}",
+        serde_yaml::to_string(&doc).unwrap_or_default()
+    )
+}
+
+fn scrub_passwords(v: &mut serde_yaml::Value) {
+    match v {
+        serde_yaml::Value::Mapping(m) => {
+            for (k, val) in m.iter_mut() {
+                if k.as_str()
+                    .is_some_and(|k| k.contains("passw") || k == "list" || k == "users")
+                    && val.is_string()
+                {
+                    *val = serde_yaml::Value::String("<redacted>".into());
+                } else {
+                    scrub_passwords(val);
+                }
+            }
+        }
+        serde_yaml::Value::Sequence(s) => s.iter_mut().for_each(scrub_passwords),
+        _ => {}
+    }
+}
+
+pub fn write_archive(out: &Path, files: &[(String, Vec<u8>)]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(out)?;
+    let gz = flate2::write::GzEncoder::new(f, flate2::Compression::default());
+    let mut tar = tar::Builder::new(gz);
+    let mtime = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    for (name, data) in files {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o600);
+        h.set_mtime(mtime);
+        h.set_cksum();
+        tar.append_data(&mut h, format!("nodeagent-logs/{name}"), data.as_slice())?;
+    }
+    tar.into_inner()?.finish()?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn userdata_contents_are_replaced() {
+        let ud = "## template: jinja\n#cloud-config\nwrite_files:\n-   path: /etc/x\n    encoding: b64\n    content: c2VjcmV0LXZhbHVl\nusers:\n  - name: capv\n    passwd: $6$hash\nruncmd:\n  - kubeadm join --token abcdef.0123456789abcdef\n";
+        let r = redact_userdata(ud);
+        assert!(
+            !r.contains("c2VjcmV0LXZhbHVl") && !r.contains("$6$hash"),
+            "{r}"
+        );
+        assert!(
+            r.contains("/etc/x") && r.contains("<redacted: 16 bytes"),
+            "{r}"
+        );
+        let r = redact_text(&r);
+        assert!(!r.contains("0123456789abcdef"));
+        assert_eq!(
+            redact_userdata("a: [unclosed"),
+            "# userdata omitted: it does not parse as YAML\n"
+        );
+    }
+}

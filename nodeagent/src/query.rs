@@ -1,0 +1,169 @@
+//! `nodeagent query`'s read side, as `cloud-init query`: the instance data the boot saved
+//! (not the platform read again), with `userdata`/`vendordata` keys for root and their
+//! redacted placeholders for everyone else, and `--format` templates rendered against it.
+
+use crate::error::{Error, Result, Stage};
+use crate::state::{instance_dir_name, state_dir};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// cloud-init's `REDACT_SENSITIVE_VALUE`.
+pub const REDACTED: &str = "redacted for non-root user";
+
+/// Where the saved copies of the current instance live, and which instance that is.
+pub fn saved_instance_dir(root: &Path) -> Result<(String, PathBuf)> {
+    let dir = state_dir(root)?;
+    let iid = match std::fs::read_to_string(dir.join("instance-id")) {
+        Ok(s) => s.trim_end().to_string(),
+        // The state directory is root's (0700): say so rather than "has not run".
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Err(Error::io(
+                Stage::State,
+                dir.join("instance-id").display().to_string(),
+                "cannot read (the state directory is root's: try sudo)",
+                e,
+            ));
+        }
+        Err(_) => String::new(),
+    };
+    if iid.is_empty() {
+        return Err(Error::of(
+            crate::error::ErrorKind::NotFound,
+            Stage::State,
+            dir.join("instance-id").display().to_string(),
+            "no saved instance data: nodeagent has not run on this node yet \
+             (give --transport to read the platform instead)",
+        ));
+    }
+    let idir = dir.join("instances").join(instance_dir_name(&iid));
+    Ok((iid, idir))
+}
+
+/// The saved instance data of the current instance: the sensitive copy for root
+/// (`sensitive`), the redacted one otherwise; then `userdata` (the data as received) and
+/// `vendordata` (null: nodeagent applies none), or their placeholders without `sensitive`.
+pub fn saved(root: &Path, sensitive: bool) -> Result<Value> {
+    let (_, idir) = saved_instance_dir(root)?;
+    let file = |name: &str| idir.join(name);
+    let path = if sensitive {
+        file("instance-data-sensitive.json")
+    } else {
+        file("instance-data.json")
+    };
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        let what = if e.kind() == std::io::ErrorKind::PermissionDenied {
+            "cannot read (try sudo)"
+        } else {
+            "cannot read"
+        };
+        Error::io(Stage::State, path.display().to_string(), what, e)
+    })?;
+    let mut tree: Value = serde_json::from_str(&text).map_err(|e| {
+        Error::new(
+            Stage::State,
+            path.display().to_string(),
+            format!("not JSON: {e}"),
+        )
+    })?;
+    let ud = file(crate::pipeline::SAVED_USERDATA);
+    let (userdata, vendordata) = if sensitive {
+        (
+            std::fs::read_to_string(&ud).map_or(Value::Null, Value::String),
+            Value::Null,
+        )
+    } else {
+        (
+            Value::String(format!("<{REDACTED}> file:{}", ud.display())),
+            Value::String(format!("<{REDACTED}>")),
+        )
+    };
+    if let Value::Object(m) = &mut tree {
+        m.insert("userdata".into(), userdata);
+        m.insert("vendordata".into(), vendordata);
+    }
+    Ok(tree)
+}
+
+/// `--format TEMPLATE`: a jinja template over the instance data (and its aliases), as
+/// `cloud-init query --format` renders it; strict about undefined variables unless `compat`.
+pub fn format(template: &str, tree: &Value, compat: bool) -> Result<(String, Vec<String>)> {
+    let payload = format!("## template: jinja\n{template}");
+    let r = crate::template::render_bounded(&payload, tree, compat).map_err(|e| {
+        Error::new(
+            Stage::Usage,
+            "--format",
+            e.to_string().replace("userdata line ", "template line "),
+        )
+    })?;
+    // A query's output is not userdata: the note about what cloud-init's part handlers would
+    // do with the rendered text does not apply.
+    let warnings = r
+        .warnings
+        .into_iter()
+        .filter(|w| !w.starts_with("rendered user-data is "))
+        .collect();
+    Ok((r.text, warnings))
+}
+
+/// `--list-keys`: the keys of a mapping, sorted.
+pub fn list_keys(value: &Value, key: Option<&str>) -> Result<Vec<String>> {
+    let Value::Object(m) = value else {
+        return Err(Error::new(
+            Stage::Usage,
+            key.unwrap_or("--list-keys"),
+            "--list-keys needs a mapping, and this is not one",
+        ));
+    };
+    let mut keys: Vec<String> = m.keys().cloned().collect();
+    keys.sort();
+    Ok(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(root: &Path) {
+        let idir = state_dir(root).unwrap().join("instances/vm-1");
+        std::fs::create_dir_all(&idir).unwrap();
+        std::fs::write(state_dir(root).unwrap().join("instance-id"), "vm-1\n").unwrap();
+        let tree = serde_json::json!({"v1": {"local_hostname": "cp-0"}, "ds": {"meta_data": {}}});
+        std::fs::write(idir.join("instance-data.json"), tree.to_string()).unwrap();
+        std::fs::write(idir.join("instance-data-sensitive.json"), tree.to_string()).unwrap();
+        std::fs::write(
+            idir.join(crate::pipeline::SAVED_USERDATA),
+            "#cloud-config\n",
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn saved_data_with_userdata_only_for_root() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(saved(d.path(), true).is_err());
+        node(d.path());
+        let root = saved(d.path(), true).unwrap();
+        assert_eq!(root["userdata"], "#cloud-config\n");
+        assert_eq!(root["v1"]["local_hostname"], "cp-0");
+        let user = saved(d.path(), false).unwrap();
+        assert!(
+            user["userdata"]
+                .as_str()
+                .unwrap()
+                .starts_with("<redacted for non-root user> file:")
+        );
+    }
+
+    #[test]
+    fn format_renders_and_names_undefined_variables() {
+        let tree = serde_json::json!({"v1": {"local_hostname": "cp-0"}});
+        let (text, warnings) = format("{{ v1.local_hostname }}-x", &tree, false).unwrap();
+        assert_eq!(text, "cp-0-x");
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let e = format("{{ nope }}", &tree, false).unwrap_err();
+        assert_eq!(e.place, "--format");
+        assert!(e.message.contains("nope"), "{e}");
+        assert_eq!(list_keys(&tree, None).unwrap(), ["v1"]);
+        assert!(list_keys(&tree["v1"]["local_hostname"], Some("v1.local_hostname")).is_err());
+    }
+}
