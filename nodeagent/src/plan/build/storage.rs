@@ -5,9 +5,12 @@
 use super::*;
 
 /// cloud-init's `growpart` and `resizefs` modules (both every boot, cc_growpart.py and
-/// cc_resizefs.py), in the local stage so the root has its full size before anything is
-/// written to it: the image config gives the defaults, cloud-config `growpart:` and
-/// `resize_rootfs:` override them as user config overrides `/etc/cloud/cloud.cfg`.
+/// cc_resizefs.py): the first steps of the main stage, before anything of the userdata is
+/// written. cloud-init runs them in its network stage too; in the local stage they would sit
+/// on the boot's path to multi-user.target (that stage runs before network-pre.target), and
+/// growpart alone is a shell script of a dozen processes. The image config gives the
+/// defaults, cloud-config `growpart:` and `resize_rootfs:` override them as user config
+/// overrides `/etc/cloud/cloud.cfg`.
 pub fn disk_growth(image: &ImageConfig, cfg: &CloudConfig) -> Result<Vec<Step>> {
     let mut steps = Vec::new();
     let user = cfg.growpart.as_ref();
@@ -48,7 +51,7 @@ pub fn disk_growth(image: &ImageConfig, cfg: &CloudConfig) -> Result<Vec<Step>> 
     if grow && !devices.is_empty() {
         steps.push(Step {
             id: "growpart".into(),
-            stage: RunStage::Local,
+            stage: RunStage::Main,
             frequency: Frequency::PerBoot,
             action: Action::Growpart(GrowpartSpec {
                 devices,
@@ -66,7 +69,7 @@ pub fn disk_growth(image: &ImageConfig, cfg: &CloudConfig) -> Result<Vec<Step>> 
     if resize {
         steps.push(Step {
             id: "resizefs".into(),
-            stage: RunStage::Local,
+            stage: RunStage::Main,
             frequency: Frequency::PerBoot,
             action: Action::ResizeFs(ResizeFsSpec {
                 timeout_secs: image.growpart.timeout_secs.max(1),
