@@ -28,6 +28,7 @@
 #![deny(clippy::string_slice, clippy::indexing_slicing)]
 
 use crate::error::{Error, ErrorKind, Result, Stage};
+use crate::mint::goyaml::{Y, map, s, to_string};
 use crate::plan::FileWrite;
 use serde_json::{Map, Value};
 use std::fmt::Write as _;
@@ -138,8 +139,7 @@ fn parse(config: &Value, ctx: &mut Ctx) -> Result<Vec<Device>> {
     match top.get("version") {
         Some(v) if v.as_u64() == Some(2) || v.as_str() == Some("2") => {}
         Some(v) => {
-            return Err(Error::of(
-                ErrorKind::Unsupported,
+            return Err(Error::unsupported(
                 Stage::Metadata,
                 "network.version",
                 format!("{v} is not supported (only netplan version 2)"),
@@ -158,8 +158,7 @@ fn parse(config: &Value, ctx: &mut Ctx) -> Result<Vec<Device>> {
             key.as_str(),
             "version" | "ethernets" | "routes" | "renderer"
         ) {
-            return Err(Error::of(
-                ErrorKind::Unsupported,
+            return Err(Error::unsupported(
                 Stage::Metadata,
                 format!("network.{key}"),
                 "not supported (only ethernets are)",
@@ -235,8 +234,7 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
                             // space would add directives, so it is refused even in compat
                             // mode, where other malformed MACs are only warned about.
                             if s.contains(|c: char| c.is_whitespace() || c.is_control()) {
-                                return Err(Error::of(
-                                    ErrorKind::Unsupported,
+                                return Err(Error::unsupported(
                                     Stage::Metadata,
                                     &mp,
                                     "contains a space or control character (a newline would inject networkd directives); refused",
@@ -248,8 +246,7 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
                             dev.mac = Some(s);
                         }
                         _ => {
-                            return Err(Error::of(
-                                ErrorKind::Unsupported,
+                            return Err(Error::unsupported(
                                 Stage::Metadata,
                                 &mp,
                                 "not supported (only match.macaddress)",
@@ -301,12 +298,7 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
                             }
                         }
                         _ => {
-                            return Err(Error::of(
-                                ErrorKind::Unsupported,
-                                Stage::Metadata,
-                                &np,
-                                "not supported",
-                            ));
+                            return Err(Error::unsupported(Stage::Metadata, &np, "not supported"));
                         }
                     }
                 }
@@ -314,8 +306,7 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
             "dhcp4-overrides" => dev.dhcp4_overrides = overrides(v, &p, ctx, false)?,
             "dhcp6-overrides" => dev.dhcp6_overrides = overrides(v, &p, ctx, true)?,
             _ => {
-                return Err(Error::of(
-                    ErrorKind::Unsupported,
+                return Err(Error::unsupported(
                     Stage::Metadata,
                     &p,
                     "not supported by nodeagent's network renderer",
@@ -378,12 +369,7 @@ fn overrides(v: &Value, p: &str, ctx: &mut Ctx, v6: bool) -> Result<Vec<(String,
                 continue;
             }
             _ => {
-                return Err(Error::of(
-                    ErrorKind::Unsupported,
-                    Stage::Metadata,
-                    &kp,
-                    "not supported",
-                ));
+                return Err(Error::unsupported(Stage::Metadata, &kp, "not supported"));
             }
         };
         match val {
@@ -422,12 +408,7 @@ fn routes(v: &Value, p: &str) -> Result<Vec<Route>> {
                 "via" => route.via = Some(ip(val, &kp, None)?),
                 "metric" => route.metric = Some(number(val, &kp, 0, u32::MAX as u64)?),
                 _ => {
-                    return Err(Error::of(
-                        ErrorKind::Unsupported,
-                        Stage::Metadata,
-                        &kp,
-                        "not supported",
-                    ));
+                    return Err(Error::unsupported(Stage::Metadata, &kp, "not supported"));
                 }
             }
         }
@@ -660,103 +641,104 @@ fn networkd_files(d: &Device) -> Vec<FileWrite> {
     files
 }
 
-fn q(s: &str) -> String {
-    serde_json::to_string(s).expect("string serializes")
+/// netplan's name for a networkd `[DHCPv4]`/`[DHCPv6]` key, and the value in its YAML type.
+fn netplan_override(key: &str, value: &str) -> (&'static str, Y) {
+    let flag = |k| (k, Y::Bool(value == "yes"));
+    match key {
+        "Hostname" => ("hostname", s(value)),
+        // A number when it is one (it was validated as one); never an unquoted raw string.
+        "RouteMetric" => (
+            "route-metric",
+            value.parse().map_or_else(|_| s(value), Y::Int),
+        ),
+        "UseDNS" => flag("use-dns"),
+        "UseNTP" => flag("use-ntp"),
+        "UseHostname" => flag("use-hostname"),
+        "UseDomains" => flag("use-domains"),
+        "UseMTU" => flag("use-mtu"),
+        "UseRoutes" => flag("use-routes"),
+        _ => flag("send-hostname"),
+    }
 }
 
+/// A YAML integer from a validated unsigned value (saturating: netplan refuses it anyway).
+fn int(v: u64) -> Y {
+    Y::Int(i64::try_from(v).unwrap_or(i64::MAX))
+}
+
+fn strings(v: &[String]) -> Y {
+    Y::Seq(v.iter().map(s).collect())
+}
+
+/// One ethernet device as netplan YAML (keys only when set, as cloud-init writes them).
+fn netplan_device(d: &Device) -> Y {
+    let mut m: Vec<(&str, Y)> = Vec::new();
+    if let Some(mac) = &d.mac {
+        m.push(("match", map([("macaddress", s(mac))])));
+        m.push(("set-name", s(&d.name)));
+    }
+    m.push(("wakeonlan", Y::Bool(d.wakeonlan)));
+    m.push(("dhcp4", Y::Bool(d.dhcp4)));
+    m.push(("dhcp6", Y::Bool(d.dhcp6)));
+    if let Some(ra) = d.accept_ra {
+        m.push(("accept-ra", Y::Bool(ra)));
+    }
+    for (key, ov) in [
+        ("dhcp4-overrides", &d.dhcp4_overrides),
+        ("dhcp6-overrides", &d.dhcp6_overrides),
+    ] {
+        if !ov.is_empty() {
+            m.push((key, map(ov.iter().map(|(k, v)| netplan_override(k, v)))));
+        }
+    }
+    if !d.addresses.is_empty() {
+        m.push(("addresses", strings(&d.addresses)));
+    }
+    if let Some(g) = &d.gateway4 {
+        m.push(("gateway4", s(g)));
+    }
+    if let Some(g) = &d.gateway6 {
+        m.push(("gateway6", s(g)));
+    }
+    if let Some(mtu) = d.mtu {
+        m.push(("mtu", int(mtu)));
+    }
+    if !d.routes.is_empty() {
+        let routes = d.routes.iter().map(|r| {
+            let mut route = vec![("to", s(&r.to))];
+            route.extend(r.via.as_ref().map(|v| ("via", s(v))));
+            route.extend(r.metric.map(|m| ("metric", int(m))));
+            map(route)
+        });
+        m.push(("routes", Y::Seq(routes.collect())));
+    }
+    if !d.dns.is_empty() || !d.search.is_empty() {
+        let mut ns = Vec::new();
+        if !d.dns.is_empty() {
+            ns.push(("addresses", strings(&d.dns)));
+        }
+        if !d.search.is_empty() {
+            ns.push(("search", strings(&d.search)));
+        }
+        m.push(("nameservers", map(ns)));
+    }
+    map(m)
+}
+
+/// The netplan file, through the project's YAML emitter (mint/goyaml.rs), which quotes and
+/// escapes every value: no value can add a key or a line.
 fn netplan_file(devices: &[Device]) -> FileWrite {
-    let mut y = String::from(
-        "# Written by nodeagent from the metadata's network config\nnetwork:\n  version: 2\n  renderer: networkd\n",
-    );
+    let mut network = vec![("version", Y::Int(2)), ("renderer", s("networkd"))];
     if !devices.is_empty() {
-        y.push_str("  ethernets:\n");
+        network.push((
+            "ethernets",
+            map(devices.iter().map(|d| (d.id.clone(), netplan_device(d)))),
+        ));
     }
-    for d in devices {
-        let _ = writeln!(y, "    {}:", q(&d.id));
-        if let Some(mac) = &d.mac {
-            let _ = writeln!(
-                y,
-                "      match:\n        macaddress: {}\n      set-name: {}",
-                q(mac),
-                q(&d.name)
-            );
-        }
-        let _ = writeln!(y, "      wakeonlan: {}", d.wakeonlan);
-        let _ = writeln!(y, "      dhcp4: {}\n      dhcp6: {}", d.dhcp4, d.dhcp6);
-        if let Some(ra) = d.accept_ra {
-            let _ = writeln!(y, "      accept-ra: {ra}");
-        }
-        for (key, ov) in [
-            ("dhcp4-overrides", &d.dhcp4_overrides),
-            ("dhcp6-overrides", &d.dhcp6_overrides),
-        ] {
-            if ov.is_empty() {
-                continue;
-            }
-            let _ = writeln!(y, "      {key}:");
-            for (k, v) in ov {
-                let (nk, nv) = match k.as_str() {
-                    "Hostname" => ("hostname", q(v)),
-                    "RouteMetric" => ("route-metric", v.clone()),
-                    other => {
-                        let nk = match other {
-                            "UseDNS" => "use-dns",
-                            "UseNTP" => "use-ntp",
-                            "UseHostname" => "use-hostname",
-                            "UseDomains" => "use-domains",
-                            "UseMTU" => "use-mtu",
-                            "UseRoutes" => "use-routes",
-                            _ => "send-hostname",
-                        };
-                        (nk, (v == "yes").to_string())
-                    }
-                };
-                let _ = writeln!(y, "        {nk}: {nv}");
-            }
-        }
-        if !d.addresses.is_empty() {
-            y.push_str("      addresses:\n");
-            for a in &d.addresses {
-                let _ = writeln!(y, "      - {}", q(a));
-            }
-        }
-        if let Some(g) = &d.gateway4 {
-            let _ = writeln!(y, "      gateway4: {}", q(g));
-        }
-        if let Some(g) = &d.gateway6 {
-            let _ = writeln!(y, "      gateway6: {}", q(g));
-        }
-        if let Some(m) = d.mtu {
-            let _ = writeln!(y, "      mtu: {m}");
-        }
-        if !d.routes.is_empty() {
-            y.push_str("      routes:\n");
-            for r in &d.routes {
-                let _ = writeln!(y, "      - to: {}", q(&r.to));
-                if let Some(v) = &r.via {
-                    let _ = writeln!(y, "        via: {}", q(v));
-                }
-                if let Some(m) = r.metric {
-                    let _ = writeln!(y, "        metric: {m}");
-                }
-            }
-        }
-        if !d.dns.is_empty() || !d.search.is_empty() {
-            y.push_str("      nameservers:\n");
-            if !d.dns.is_empty() {
-                y.push_str("        addresses:\n");
-                for a in &d.dns {
-                    let _ = writeln!(y, "        - {}", q(a));
-                }
-            }
-            if !d.search.is_empty() {
-                y.push_str("        search:\n");
-                for a in &d.search {
-                    let _ = writeln!(y, "        - {}", q(a));
-                }
-            }
-        }
-    }
+    let y = format!(
+        "# Written by nodeagent from the metadata's network config\n{}",
+        to_string(&map([("network", map(network))]))
+    );
     file(NETPLAN_PATH.to_string(), y, 0o600)
 }
 
@@ -817,6 +799,11 @@ mod tests {
         assert_eq!(files.len(), 1);
         assert_eq!(files[0].path, NETPLAN_PATH);
         assert_eq!(files[0].mode, Some(0o600));
+        // go-yaml's layout (mint/goyaml.rs): sorted keys, quoting only where needed.
+        assert_eq!(
+            text(&files[0]),
+            "# Written by nodeagent from the metadata's network config\nnetwork:\n  ethernets:\n    id0:\n      accept-ra: false\n      addresses:\n      - 10.20.30.21/24\n      - fd00::5/64\n      dhcp4: false\n      dhcp6: false\n      gateway4: 10.20.30.1\n      match:\n        macaddress: 00:50:56:aa:bb:01\n      mtu: 9000\n      nameservers:\n        addresses:\n        - 10.20.0.53\n        search:\n        - corp.example\n      routes:\n      - metric: 3\n        to: 192.168.5.0/24\n        via: 10.20.30.254\n      set-name: eth0\n      wakeonlan: true\n  renderer: networkd\n  version: 2\n"
+        );
         let back: Value = serde_yaml::from_str(text(&files[0])).unwrap();
         let eth = &back["network"]["ethernets"]["id0"];
         assert_eq!(eth["match"]["macaddress"], "00:50:56:aa:bb:01");
@@ -826,6 +813,21 @@ mod tests {
         // Rendering the rendered document again gives the same devices.
         let again = render(&back["network"], "netplan").unwrap();
         assert_eq!(text(&again[0]), text(&files[0]));
+    }
+
+    #[test]
+    fn netplan_values_cannot_change_type_or_add_keys() {
+        let cfg = json!({"version": 2, "ethernets": {"yes": {
+            "match": {"macaddress": "00:50:56:00:00:01"}, "set-name": "eth0",
+            "dhcp4": true, "dhcp4-overrides": {"hostname": "hal", "route-metric": 100},
+            "nameservers": {"search": ["no", "1.5"]}}}});
+        let files = render_with(&cfg, "netplan", true).unwrap().files;
+        let back: Value = serde_yaml::from_str(text(&files[0])).unwrap();
+        let eth = &back["network"]["ethernets"]["yes"];
+        assert_eq!(eth["match"]["macaddress"], "00:50:56:00:00:01");
+        assert_eq!(eth["nameservers"]["search"], json!(["no", "1.5"]));
+        assert_eq!(eth["dhcp4-overrides"]["route-metric"], 100);
+        assert_eq!(eth["dhcp4-overrides"]["hostname"], "hal");
     }
 
     #[test]

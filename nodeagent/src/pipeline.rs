@@ -282,20 +282,7 @@ pub fn instance_data(inputs: &Inputs) -> Result<Value> {
 /// The local stage only needs metadata: hostname and network, before the network is up.
 pub fn prepare_local(inputs: &Inputs) -> Result<Prepared> {
     let (md, iid, tree) = instance(inputs)?;
-    let mut plan = plan::build_local(&iid, &md, &inputs.facts, inputs.compat)?;
-    // The userdata's `growpart:`/`resize_rootfs:` switch disk growth; userdata that does not
-    // render or parse here is reported by the main stage, and the image's settings apply.
-    let config = inputs
-        .raw
-        .userdata
-        .as_ref()
-        .and_then(|d| render_userdata(&d.text, &tree, inputs.compat).ok())
-        .and_then(|(r, source, _)| cloudconfig::parse(&r?, source, inputs.compat).ok())
-        .map(|p| p.config)
-        .unwrap_or_default();
-    let growth = plan::disk_growth(&inputs.image, &config)
-        .or_else(|_| plan::disk_growth(&inputs.image, &CloudConfig::default()))?;
-    plan.steps.extend(growth);
+    let plan = plan::build_local(&iid, &md, &inputs.facts, inputs.compat)?;
     check_target(&plan, inputs)?;
     let warnings = [inputs.raw.warnings(), plan.warnings.clone()].concat();
     Ok(Prepared {

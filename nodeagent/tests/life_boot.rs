@@ -226,18 +226,27 @@ fn plan_steps(n: &Node) -> Vec<(String, String)> {
 }
 
 #[test]
-fn growpart_and_resizefs_are_planned_every_boot_in_the_local_stage_and_switch_off() {
+fn growpart_and_resizefs_are_planned_every_boot_first_in_the_main_stage_and_switch_off() {
     let n = Node::new("vm-1");
     let steps = plan_steps(&n);
     let grow: Vec<_> = steps
         .iter()
         .filter(|(id, _)| id == "growpart" || id == "resizefs")
         .collect();
+    // Off the boot's path to multi-user (the local stage runs before network-pre.target),
+    // yet before anything of the userdata: the first two steps of the main stage.
+    let first_main: Vec<&str> = steps
+        .iter()
+        .filter(|(_, s)| s.starts_with("main "))
+        .take(2)
+        .map(|(id, _)| id.as_str())
+        .collect();
+    assert_eq!(first_main, ["growpart", "resizefs"]);
     assert_eq!(
         grow,
         [
-            &("growpart".to_string(), "local per-boot".to_string()),
-            &("resizefs".to_string(), "local per-boot".to_string())
+            &("growpart".to_string(), "main per-boot".to_string()),
+            &("resizefs".to_string(), "main per-boot".to_string())
         ]
     );
     // Cloud-config switches them off, as with cloud-init.
@@ -287,7 +296,7 @@ fn under_root_the_disk_steps_never_touch_the_host() {
     let n = Node::new("vm-1");
     let out = n
         .cmd("run", "b")
-        .args(["--stage", "local", "--exec"])
+        .args(["--stage", "main", "--exec"])
         .output()
         .unwrap();
     assert!(

@@ -342,7 +342,7 @@ pub fn user(ctx: &mut Ctx<'_>, u: &UserSpec, new_user: Option<&str>) -> Result<O
         commands::run_tool(&t, &["chpasswd", "-e"], Some(line.as_bytes()))
             .map_err(|_| Error::new(Stage::Apply, &place, "chpasswd -e failed (hash not shown)"))?;
     }
-    if u.lock_passwd {
+    if u.lock_passwd && !already_locked(&t, &u.name) {
         commands::run_tool(&t, &["usermod", "--lock", &u.name], None)
             .map_err(|e| e.within(&place))?;
     }
@@ -358,6 +358,29 @@ pub fn user(ctx: &mut Ctx<'_>, u: &UserSpec, new_user: Option<&str>) -> Result<O
     }
     Ok(Outcome::Ok)
 }
+
+/// The user's password in /etc/shadow is already locked (starts with `!`, as `useradd` leaves
+/// a new user's): `usermod --lock` would change nothing then (shadow's `new_pw_passwd` only
+/// prepends `!` to an unlocked hash), so its process is not started. No shadow file or no
+/// line: not known to be locked, usermod decides.
+fn already_locked(t: &super::Target, name: &str) -> bool {
+    let Ok(text) = t.path("/etc/shadow").map(std::fs::read_to_string) else {
+        return false;
+    };
+    text.unwrap_or_default().lines().any(|l| {
+        let mut f = l.split(':');
+        f.next() == Some(name) && f.next().is_some_and(|p| p.starts_with('!'))
+    })
+}
+
+/// Sudo rules accepted by every sudo as written: CAPV's template rule and the usual
+/// cloud-init examples. The user name before them is a `valid_name`.
+const KNOWN_GOOD_SUDO: &[&str] = &[
+    "ALL=(ALL) NOPASSWD:ALL",
+    "ALL=(ALL:ALL) NOPASSWD:ALL",
+    "ALL=(ALL) ALL",
+    "ALL=(ALL:ALL) ALL",
+];
 
 /// cloud-init's `ssh_authkey_fingerprints` module reads every `users` entry's authorized_keys
 /// through `ssh_util.extract_authorized_keys`, whose `check_create_path` makes a missing
@@ -389,14 +412,20 @@ fn ssh_files(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Resul
             if let Some(parent) = host_dir.parent() {
                 files::ensure_parents(parent, 0, 0, place)?;
             }
+            // Made under a temp name, owner and mode set, then renamed in: a run killed
+            // half-way never leaves a root-owned ~/.ssh that the next run would keep.
+            let io = |e| Error::io(Stage::Apply, place, "", e);
+            let tmp = host_dir.with_file_name(".ssh.nodeagent-tmpd");
+            if tmp.exists() {
+                std::fs::remove_dir_all(&tmp).map_err(io)?;
+            }
             std::fs::DirBuilder::new()
                 .mode(0o700)
-                .create(&host_dir)
+                .create(&tmp)
                 .map_err(|e| Error::new(Stage::Apply, place, format!("mkdir {ssh_dir}: {e}")))?;
-            std::fs::set_permissions(&host_dir, std::fs::Permissions::from_mode(0o700))
-                .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
-            std::os::unix::fs::lchown(&host_dir, Some(uid), Some(gid))
-                .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
+            std::os::unix::fs::lchown(&tmp, Some(uid), Some(gid)).map_err(io)?;
+            std::fs::rename(&tmp, &host_dir).map_err(io)?;
         }
     }
     let path = t.path(&format!("{ssh_dir}/authorized_keys"))?;
@@ -452,9 +481,12 @@ fn sudo(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()>
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o750))
         .map_err(|e| Error::new(Stage::Apply, place, format!("chmod /etc/sudoers.d: {e}")))?;
     // Validate before it can take effect: a broken sudoers.d file disables sudo entirely.
-    if t.path("/usr/sbin/visudo")
-        .map(|p| p.exists())
-        .unwrap_or(false)
+    // Rules of the forms sudo is known to accept (CAPV's among them) need no visudo process.
+    let known_good = u.sudo.iter().all(|r| KNOWN_GOOD_SUDO.contains(&r.as_str()));
+    if !known_good
+        && t.path("/usr/sbin/visudo")
+            .map(|p| p.exists())
+            .unwrap_or(false)
     {
         let check = format!("{path}.nodeagent-check");
         let cf = file(&check, text.as_bytes(), 0o440, None);

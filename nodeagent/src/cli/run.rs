@@ -85,20 +85,11 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     };
     // From here a panic on this thread also reaches the platform (report::install_panic_hook).
     let _panic_channel = report::arm_panic_channel(inputs.transport.as_ref());
-    let prepared = if stage == RunStage::Local {
-        pipeline::prepare_local(&inputs)
-    } else {
-        pipeline::prepare(&inputs)
-    };
-    let prepared = match prepared {
-        Ok(p) => p,
-        Err(e) => return Err(report_bad_input(&inputs, &target, e, args.only.is_none())),
-    };
     // A document the main stage will refuse is refused by the local stage too, so that a
     // refusal changes nothing on disk with the two units as with `--stage all` (no hostname,
     // no network written). Before the network is up the host has no address yet, which the
     // main stage's facts will have: the check stands a placeholder in for it.
-    if stage == RunStage::Local {
+    let prepared = if stage == RunStage::Local {
         let real = inputs.facts.clone();
         inputs
             .facts
@@ -110,10 +101,14 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
             .get_or_insert_with(|| "2001:db8::1".into());
         let checked = pipeline::prepare(&inputs);
         inputs.facts = real;
-        if let Err(e) = checked {
-            return Err(report_bad_input(&inputs, &target, e, args.only.is_none()));
-        }
-    }
+        checked.and_then(|_| pipeline::prepare_local(&inputs))
+    } else {
+        pipeline::prepare(&inputs)
+    };
+    let prepared = match prepared {
+        Ok(p) => p,
+        Err(e) => return Err(report_bad_input(&inputs, &target, e, args.only.is_none())),
+    };
     if stage != RunStage::All {
         let earlier = Earlier {
             ran: 0,
@@ -132,14 +127,20 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     let mut earlier =
         execute(args, &inputs, &local, RunStage::Local, target.clone(), None)?.earlier;
     let prepared = if args.data.facts.is_none() {
-        inputs.facts = crate::facts::Facts::detect(&inputs.root);
+        let first = std::mem::replace(&mut inputs.facts, crate::facts::Facts::detect(&inputs.root));
         if args.only.is_none() {
             let (facts, warning) = wait_on_network(&inputs, &target);
             inputs.facts = facts;
             earlier.warnings.extend(warning);
         }
-        pipeline::prepare(&inputs)
-            .map_err(|e| report_bad_input(&inputs, &target, e, args.only.is_none()))?
+        if inputs.facts == first {
+            // Nothing the templates see has changed (e.g. `--root`, where the hostname is
+            // not set on this host): the plan made from the first facts stands.
+            prepared
+        } else {
+            pipeline::prepare(&inputs)
+                .map_err(|e| report_bad_input(&inputs, &target, e, args.only.is_none()))?
+        }
     } else {
         // `--facts FILE` stands for the host as it is; it is not detected again.
         prepared
@@ -224,24 +225,11 @@ fn execute_locked(
     let mut journal = state.begin_instance(&plan.instance_id)?;
     let iid = &plan.instance_id;
     // What cloud-init keeps in /run/cloud-init and /var/lib/cloud/instance, for query/render.
-    let tree = &prepared.instance_data;
-    let sensitive = instance::to_python_json(tree);
-    let redacted = instance::to_python_json(&instance::redacted(tree));
-    let mut keep: Vec<(&str, &[u8], u32)> = vec![
-        ("instance-data-sensitive.json", sensitive.as_bytes(), 0o600),
-        ("instance-data.json", redacted.as_bytes(), 0o644),
-    ];
-    if let Some(text) = prepared.rendered.as_ref().or(prepared.userdata.as_ref()) {
-        keep.push(("userdata.txt", text.as_bytes(), 0o600));
+    // The main stage (or the main half of `--stage all`) writes it with the facts of the
+    // network it waited for: the local stage, on the boot's path to multi-user, leaves it.
+    if stage != RunStage::Local {
+        save_instance(&state, iid, prepared, inputs)?;
     }
-    // What later boots read when the platform's copy has been blanked (pipeline::restore_saved).
-    if let Some(text) = prepared.userdata.as_ref() {
-        keep.push((pipeline::SAVED_USERDATA, text.as_bytes(), 0o600));
-    }
-    if let Some(md) = inputs.raw.metadata.as_ref() {
-        keep.push((pipeline::SAVED_METADATA, md.text.as_bytes(), 0o600));
-    }
-    state.save_all(iid, &keep)?;
 
     let opts = Options {
         exec: args.exec || target.is_host(),
@@ -373,6 +361,33 @@ fn execute_locked(
             warnings: summary.warnings,
         },
     })
+}
+
+/// Instance data, the rendered userdata and the saved platform copies of this run.
+fn save_instance(
+    state: &State,
+    iid: &str,
+    prepared: &pipeline::Prepared,
+    inputs: &pipeline::Inputs,
+) -> Result<()> {
+    let tree = &prepared.instance_data;
+    let sensitive = instance::to_python_json(tree);
+    let redacted = instance::to_python_json(&instance::redacted(tree));
+    let mut keep: Vec<(&str, &[u8], u32)> = vec![
+        ("instance-data-sensitive.json", sensitive.as_bytes(), 0o600),
+        ("instance-data.json", redacted.as_bytes(), 0o644),
+    ];
+    if let Some(text) = prepared.rendered.as_ref().or(prepared.userdata.as_ref()) {
+        keep.push(("userdata.txt", text.as_bytes(), 0o600));
+    }
+    // What later boots read when the platform's copy has been blanked (pipeline::restore_saved).
+    if let Some(text) = prepared.userdata.as_ref() {
+        keep.push((pipeline::SAVED_USERDATA, text.as_bytes(), 0o600));
+    }
+    if let Some(md) = inputs.raw.metadata.as_ref() {
+        keep.push((pipeline::SAVED_METADATA, md.text.as_bytes(), 0o600));
+    }
+    state.save_all(iid, &keep)
 }
 
 /// A fresh 0700 directory under the temp dir for `single`'s reporter (created, never an

@@ -401,7 +401,7 @@ fn dump(v: &Value, indent: Option<usize>, level: usize, out: &mut String) -> Res
 
 /// A JSON string as Python's `json.dumps` writes it (ensure_ascii).
 fn json_str(s: &str, out: &mut String) {
-    crate::instance::python_json_string(s, out)
+    crate::pyjson::python_json_string(s, out)
 }
 
 /// minijinja's `indent`, refused first when its result would pass the render cap: it builds
