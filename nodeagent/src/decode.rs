@@ -184,8 +184,7 @@ fn utf8(b: &[u8]) -> std::result::Result<&str, usize> {
 
 fn check_plain_size(value: &str, place: &str) -> Result<()> {
     if value.len() > MAX_DECODED_BYTES {
-        return Err(Error::of(
-            ErrorKind::TooLarge,
+        return Err(Error::too_large(
             Stage::Decode,
             place,
             format!(

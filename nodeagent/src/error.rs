@@ -27,7 +27,9 @@ pub enum Stage {
 
 /// What went wrong, independent of the stage. The string forms ([`ErrorKind::as_str`]) are
 /// a stable interface: the status report's `kind` and `--json` errors carry them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum ErrorKind {
     /// Malformed input: syntax, a wrong type, an unknown key, a value out of its domain.
@@ -122,16 +124,38 @@ impl Error {
             source: None,
         }
     }
+    /// Well-formed input nodeagent does not do or refuses (kind `unsupported`).
+    pub fn unsupported(stage: Stage, place: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::of(ErrorKind::Unsupported, stage, place, message)
+    }
+    /// Input over a limit (kind `too-large`).
+    pub fn too_large(stage: Stage, place: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::of(ErrorKind::TooLarge, stage, place, message)
+    }
     /// An operating-system call failed: `what` says which (`cannot read`), the `io::Error`
     /// stays the source. The kind is `not-found` for `NotFound`, `timeout` for `TimedOut`,
     /// `io` otherwise.
     pub fn io(stage: Stage, place: impl Into<String>, what: &str, e: std::io::Error) -> Self {
-        let kind = match e.kind() {
-            std::io::ErrorKind::NotFound => ErrorKind::NotFound,
-            std::io::ErrorKind::TimedOut => ErrorKind::Timeout,
-            _ => ErrorKind::Io,
-        };
-        Error::of(kind, stage, place, what).with_source(e)
+        Error::of(io_kind(&e), stage, place, what).with_source(e)
+    }
+    /// An operation failed with `e`, an error that wraps an `io::Error` somewhere in its
+    /// source chain (the atomic writer's `WriteError`, a process error): the kind as
+    /// [`Error::io`] gives it for the first `io::Error` found, `io` when there is none.
+    pub fn caused(
+        stage: Stage,
+        place: impl Into<String>,
+        e: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        let mut kind = ErrorKind::Io;
+        let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        while let Some(c) = cur {
+            if let Some(io) = c.downcast_ref::<std::io::Error>() {
+                kind = io_kind(io);
+                break;
+            }
+            cur = c.source();
+        }
+        Error::of(kind, stage, place, "").with_source(e)
     }
     pub fn kind(&self) -> ErrorKind {
         self.kind
@@ -168,6 +192,14 @@ impl Error {
             format!("{outer}: {}", self.place)
         };
         self
+    }
+}
+
+fn io_kind(e: &std::io::Error) -> ErrorKind {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => ErrorKind::NotFound,
+        std::io::ErrorKind::TimedOut => ErrorKind::Timeout,
+        _ => ErrorKind::Io,
     }
 }
 
@@ -255,19 +287,10 @@ mod tests {
 
     #[test]
     fn kind_names_are_the_serde_names() {
-        use ErrorKind::*;
-        for k in [
-            Invalid,
-            Unsupported,
-            TooLarge,
-            Conflict,
-            NotFound,
-            Io,
-            CommandFailed,
-            Timeout,
-            Unavailable,
-            Internal,
-        ] {
+        use clap::ValueEnum;
+        for &k in ErrorKind::value_variants() {
+            let name = k.to_possible_value().unwrap();
+            assert_eq!(name.get_name(), k.as_str());
             assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
             assert_eq!(k.to_string(), k.as_str());
         }

@@ -4,6 +4,18 @@
 //! Pipeline (docs/formats.md N.2), one module per stage:
 //! transport -> decode -> metadata/facts/instance -> template -> cloudconfig -> plan -> apply -> report.
 
+/// `nodeagent --version`: version, commit, build date and target (build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("NODEAGENT_COMMIT"),
+    ", built ",
+    env!("NODEAGENT_BUILD_DATE"),
+    ", ",
+    env!("NODEAGENT_TARGET"),
+    ")"
+);
+
 pub mod analyze;
 pub mod apply;
 pub mod cli;
@@ -29,6 +41,7 @@ pub mod pki;
 pub mod plan;
 pub mod probe;
 pub mod process;
+pub mod pyjson;
 pub mod query;
 pub mod redact;
 pub mod report;

@@ -119,7 +119,7 @@ pub fn gather(root: &Path) -> Vec<(String, Vec<u8>)> {
     }
     files.push((
         "version.txt".into(),
-        format!("nodeagent {}\n", crate::cli::VERSION).into_bytes(),
+        format!("nodeagent {}\n", crate::VERSION).into_bytes(),
     ));
     manifest.push_str("included version.txt\n");
     if root == Path::new("/") {

@@ -139,8 +139,7 @@ fn parse(config: &Value, ctx: &mut Ctx) -> Result<Vec<Device>> {
     match top.get("version") {
         Some(v) if v.as_u64() == Some(2) || v.as_str() == Some("2") => {}
         Some(v) => {
-            return Err(Error::of(
-                ErrorKind::Unsupported,
+            return Err(Error::unsupported(
                 Stage::Metadata,
                 "network.version",
                 format!("{v} is not supported (only netplan version 2)"),
@@ -159,8 +158,7 @@ fn parse(config: &Value, ctx: &mut Ctx) -> Result<Vec<Device>> {
             key.as_str(),
             "version" | "ethernets" | "routes" | "renderer"
         ) {
-            return Err(Error::of(
-                ErrorKind::Unsupported,
+            return Err(Error::unsupported(
                 Stage::Metadata,
                 format!("network.{key}"),
                 "not supported (only ethernets are)",
@@ -236,8 +234,7 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
                             // space would add directives, so it is refused even in compat
                             // mode, where other malformed MACs are only warned about.
                             if s.contains(|c: char| c.is_whitespace() || c.is_control()) {
-                                return Err(Error::of(
-                                    ErrorKind::Unsupported,
+                                return Err(Error::unsupported(
                                     Stage::Metadata,
                                     &mp,
                                     "contains a space or control character (a newline would inject networkd directives); refused",
@@ -249,8 +246,7 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
                             dev.mac = Some(s);
                         }
                         _ => {
-                            return Err(Error::of(
-                                ErrorKind::Unsupported,
+                            return Err(Error::unsupported(
                                 Stage::Metadata,
                                 &mp,
                                 "not supported (only match.macaddress)",
@@ -302,12 +298,7 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
                             }
                         }
                         _ => {
-                            return Err(Error::of(
-                                ErrorKind::Unsupported,
-                                Stage::Metadata,
-                                &np,
-                                "not supported",
-                            ));
+                            return Err(Error::unsupported(Stage::Metadata, &np, "not supported"));
                         }
                     }
                 }
@@ -315,8 +306,7 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
             "dhcp4-overrides" => dev.dhcp4_overrides = overrides(v, &p, ctx, false)?,
             "dhcp6-overrides" => dev.dhcp6_overrides = overrides(v, &p, ctx, true)?,
             _ => {
-                return Err(Error::of(
-                    ErrorKind::Unsupported,
+                return Err(Error::unsupported(
                     Stage::Metadata,
                     &p,
                     "not supported by nodeagent's network renderer",
@@ -379,12 +369,7 @@ fn overrides(v: &Value, p: &str, ctx: &mut Ctx, v6: bool) -> Result<Vec<(String,
                 continue;
             }
             _ => {
-                return Err(Error::of(
-                    ErrorKind::Unsupported,
-                    Stage::Metadata,
-                    &kp,
-                    "not supported",
-                ));
+                return Err(Error::unsupported(Stage::Metadata, &kp, "not supported"));
             }
         };
         match val {
@@ -423,12 +408,7 @@ fn routes(v: &Value, p: &str) -> Result<Vec<Route>> {
                 "via" => route.via = Some(ip(val, &kp, None)?),
                 "metric" => route.metric = Some(number(val, &kp, 0, u32::MAX as u64)?),
                 _ => {
-                    return Err(Error::of(
-                        ErrorKind::Unsupported,
-                        Stage::Metadata,
-                        &kp,
-                        "not supported",
-                    ));
+                    return Err(Error::unsupported(Stage::Metadata, &kp, "not supported"));
                 }
             }
         }

@@ -372,5 +372,6 @@ mod build;
 pub mod target;
 pub use build::{
     NAME_MAX, PATH_MAX, PlanInput, UserDb, build, build_local, decode_permissions, disk_growth,
-    is_volatile, normalise_path, parse_owner, partition_type, valid_account_name, valid_host_name,
+    is_volatile, normalise_path, parse_owner, partition_type, valid_account_name,
+    valid_device_path, valid_host_name,
 };

@@ -33,7 +33,7 @@
 //! is not an idempotent write (commands, users, kubeadm, appends' `begin`) and at run end. A
 //! lost `done` of an idempotent step only means the step is done again, with the same result.
 
-use crate::error::{Error, Result, Stage};
+use crate::error::{Error, ErrorKind, Result, Stage};
 use crate::plan::{Frequency, RunStage};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -158,21 +158,19 @@ impl Event {
     }
 }
 
-fn err(place: impl Into<String>, e: impl std::fmt::Display) -> Error {
-    Error::new(Stage::State, place, e.to_string())
-}
-
 /// `<root>/var/lib/nodeagent`, every symlink on the way resolved inside the root (confine.rs).
 pub fn state_dir(root: &Path) -> Result<PathBuf> {
-    crate::confine::dir(root, DIR).map_err(|e| err(root.join(DIR).display().to_string(), e))
+    crate::confine::dir(root, DIR)
+        .map_err(|e| Error::io(Stage::State, root.join(DIR).display().to_string(), "", e))
 }
 
 /// `<root>/REL` for a file, its parent directories resolved inside the root (confine.rs).
 pub fn in_root(root: &Path, rel: &str) -> Result<PathBuf> {
     crate::confine::file(root, rel).map_err(|e| {
-        err(
+        Error::new(
+            Stage::State,
             root.join(rel.trim_start_matches('/')).display().to_string(),
-            e,
+            e.to_string(),
         )
     })
 }
@@ -220,7 +218,9 @@ pub fn now_rfc3339() -> String {
 pub fn ensure_private_dir(path: &Path, mode: u32) -> Result<()> {
     let place = || path.display().to_string();
     let no_link = |p: &Path| match std::fs::symlink_metadata(p) {
-        Ok(m) if m.file_type().is_symlink() => Err(err(
+        Ok(m) if m.file_type().is_symlink() => Err(Error::of(
+            ErrorKind::Unsupported,
+            Stage::State,
             p.display().to_string(),
             "is a symlink in the agent's state directory; refused",
         )),
@@ -232,10 +232,10 @@ pub fn ensure_private_dir(path: &Path, mode: u32) -> Result<()> {
         .recursive(true)
         .mode(mode)
         .create(path)
-        .map_err(|e| err(place(), e))?;
+        .map_err(|e| Error::io(Stage::State, place(), "", e))?;
     no_link(path)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .map_err(|e| err(place(), e))
+        .map_err(|e| Error::io(Stage::State, place(), "", e))
 }
 
 /// Replace `path` atomically with `data` at `mode` (temp file, fsync, rename, fsync dir).
@@ -248,7 +248,8 @@ pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<()> {
 fn replace(path: &Path, data: &[u8], mode: u32, durable: bool) -> Result<()> {
     let opts = crate::fsio::Options::new(mode);
     let opts = if durable { opts } else { opts.volatile() };
-    crate::fsio::write_atomic(path, data, &opts).map_err(|e| err(path.display().to_string(), e))
+    crate::fsio::write_atomic(path, data, &opts)
+        .map_err(|e| Error::caused(Stage::State, path.display().to_string(), e))
 }
 
 /// The state directory of one root.
@@ -282,7 +283,11 @@ impl State {
     /// rewritten by the next run.
     pub fn begin_instance(&self, iid: &str) -> Result<Journal> {
         if iid.is_empty() || iid.contains('\n') {
-            return Err(err("instance-id", "empty or multi-line instance-id"));
+            return Err(Error::new(
+                Stage::State,
+                "instance-id",
+                "empty or multi-line instance-id",
+            ));
         }
         let prev = self.current_instance_id();
         if prev.as_deref() != Some(iid) {
@@ -348,7 +353,8 @@ pub fn parse_journal(text: &str) -> Vec<Record> {
 
 /// Every record of a journal file (for `analyze`).
 pub fn read_journal(path: &Path) -> Result<Vec<Record>> {
-    let text = std::fs::read_to_string(path).map_err(|e| err(path.display().to_string(), e))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::io(Stage::State, path.display().to_string(), "", e))?;
     Ok(parse_journal(&text))
 }
 
@@ -362,21 +368,23 @@ impl Journal {
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW)
             .open(path)
-            .map_err(|e| err(&place, e))?;
+            .map_err(|e| Error::io(Stage::State, &place, "", e))?;
         let mut text = String::new();
         let mut raw = Vec::new();
-        file.read_to_end(&mut raw).map_err(|e| err(&place, e))?;
+        file.read_to_end(&mut raw)
+            .map_err(|e| Error::io(Stage::State, &place, "", e))?;
         text.push_str(&String::from_utf8_lossy(&raw));
         if raw.is_empty() {
             // A new journal: make its directory entry durable before any record relies on it.
             let dir = path.parent().unwrap_or(Path::new("."));
             File::open(dir)
                 .and_then(|d| d.sync_all())
-                .map_err(|e| err(dir.display().to_string(), e))?;
+                .map_err(|e| Error::io(Stage::State, dir.display().to_string(), "", e))?;
         }
         if !raw.is_empty() && !raw.ends_with(b"\n") {
             // A torn last line: terminate it so the next record starts clean.
-            file.write_all(b"\n").map_err(|e| err(&place, e))?;
+            file.write_all(b"\n")
+                .map_err(|e| Error::io(Stage::State, &place, "", e))?;
         }
         let mut done = HashMap::new();
         let mut begun = HashMap::new();
@@ -438,12 +446,12 @@ impl Journal {
 
     /// Append one record (one write call); `durable` fsyncs it now.
     pub fn append(&mut self, r: Record, durable: bool) -> Result<()> {
-        let mut line =
-            serde_json::to_vec(&r).map_err(|e| err(self.path.display().to_string(), e))?;
+        let mut line = serde_json::to_vec(&r)
+            .map_err(|e| Error::caused(Stage::State, self.path.display().to_string(), e))?;
         line.push(b'\n');
         self.file
             .write_all(&line)
-            .map_err(|e| err(self.path.display().to_string(), e))?;
+            .map_err(|e| Error::io(Stage::State, self.path.display().to_string(), "", e))?;
         Journal::track(&mut self.done, &mut self.begun, r);
         self.dirty = true;
         if durable {
@@ -456,7 +464,7 @@ impl Journal {
         if self.dirty {
             self.file
                 .sync_data()
-                .map_err(|e| err(self.path.display().to_string(), e))?;
+                .map_err(|e| Error::io(Stage::State, self.path.display().to_string(), "", e))?;
             self.dirty = false;
         }
         Ok(())
@@ -482,21 +490,29 @@ pub fn clean(root: &Path, opts: CleanOpts) -> Result<Vec<PathBuf>> {
     let dir = state_dir(root)?;
     if let Ok(rd) = std::fs::read_dir(&dir) {
         for e in rd {
-            let e = e.map_err(|e| err(dir.display().to_string(), e))?;
+            let e = e.map_err(|e| Error::io(Stage::State, dir.display().to_string(), "", e))?;
             let p = e.path();
-            let ft = e.file_type().map_err(|e| err(p.display().to_string(), e))?;
+            let ft = e
+                .file_type()
+                .map_err(|e| Error::io(Stage::State, p.display().to_string(), "", e))?;
             let r = if ft.is_dir() {
                 std::fs::remove_dir_all(&p)
             } else {
                 std::fs::remove_file(&p)
             };
-            r.map_err(|e| err(p.display().to_string(), e))?;
+            r.map_err(|e| Error::io(Stage::State, p.display().to_string(), "", e))?;
             out.push(p);
         }
     }
     if opts.logs {
-        let logdir = crate::confine::dir(root, "var/log")
-            .map_err(|e| err(root.join("var/log").display().to_string(), e))?;
+        let logdir = crate::confine::dir(root, "var/log").map_err(|e| {
+            Error::io(
+                Stage::State,
+                root.join("var/log").display().to_string(),
+                "",
+                e,
+            )
+        })?;
         if let Ok(rd) = std::fs::read_dir(&logdir) {
             for e in rd.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
@@ -511,13 +527,14 @@ pub fn clean(root: &Path, opts: CleanOpts) -> Result<Vec<PathBuf>> {
                 } else {
                     continue;
                 };
-                r.map_err(|er| err(p.display().to_string(), er))?;
+                r.map_err(|er| Error::io(Stage::State, p.display().to_string(), "", er))?;
                 out.push(p);
             }
         }
         let run = in_root(root, "run/nodeagent")?;
         if run.exists() {
-            std::fs::remove_dir_all(&run).map_err(|e| err(run.display().to_string(), e))?;
+            std::fs::remove_dir_all(&run)
+                .map_err(|e| Error::io(Stage::State, run.display().to_string(), "", e))?;
             out.push(run);
         }
     }
@@ -529,7 +546,8 @@ pub fn clean(root: &Path, opts: CleanOpts) -> Result<Vec<PathBuf>> {
             };
             let p = root.join(seed.trim_start_matches('/'));
             if p.symlink_metadata().is_ok() {
-                std::fs::remove_dir_all(&p).map_err(|e| err(p.display().to_string(), e))?;
+                std::fs::remove_dir_all(&p)
+                    .map_err(|e| Error::io(Stage::State, p.display().to_string(), "", e))?;
                 out.push(p);
             }
         }

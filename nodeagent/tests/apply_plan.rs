@@ -250,6 +250,7 @@ fn failing_step_stops_the_run_and_names_itself() {
     );
     let e = run(r, &p, true, false, "b").unwrap_err();
     assert!(e.place.starts_with("step runcmd[0]"), "{e}");
+    assert_eq!(e.kind(), nodeagent::error::ErrorKind::CommandFailed, "{e}");
     assert!(e.message.contains("exit status 3"), "{e}");
     assert!(
         !e.to_string().contains("0123456789abcdef"),
@@ -342,6 +343,7 @@ fn command_timeout_and_skip_without_exec() {
     let d = tempfile::tempdir().unwrap();
     let t = std::time::Instant::now();
     let e = run(d.path(), &p, true, false, "b").unwrap_err();
+    assert_eq!(e.kind(), nodeagent::error::ErrorKind::Timeout, "{e}");
     assert!(e.message.contains("timed out after 1 s"), "{e}");
     assert!(t.elapsed().as_secs() < 10);
 

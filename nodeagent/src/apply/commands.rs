@@ -25,7 +25,7 @@
 //! `<h>` is derived from the step id (and the boot id for per-boot steps).
 
 use super::{Ctx, Outcome, Target};
-use crate::error::{Error, Result, Stage};
+use crate::error::{Error, ErrorKind, Result, Stage};
 use crate::limits::{
     COMMAND_OUTPUT_LOG_BYTES, COMMAND_SHOWN_CHARS, COMMAND_TAIL_LINES, TOOL_TIMEOUT_SECS,
 };
@@ -42,10 +42,6 @@ use std::time::Duration;
 /// How much longer than a command's own timeout (plus the supervisor's SIGTERM grace) the
 /// agent waits for the supervisor before killing it.
 const SUPERVISOR_SLACK: Duration = Duration::from_secs(30);
-
-fn err(place: &str, msg: impl std::fmt::Display) -> Error {
-    Error::new(Stage::Apply, place, msg.to_string())
-}
 
 /// The command as it may be shown: redacted, shortened.
 pub fn shown(run: &Run) -> String {
@@ -78,7 +74,14 @@ pub(super) fn files_for(ctx: &Ctx<'_>, step: &Step) -> Result<Files> {
         .journal
         .path
         .parent()
-        .ok_or_else(|| err(&step.id, "journal has no directory"))?
+        .ok_or_else(|| {
+            Error::of(
+                ErrorKind::NotFound,
+                Stage::Apply,
+                &step.id,
+                "journal has no directory",
+            )
+        })?
         .join("cmd");
     crate::state::ensure_private_dir(&dir, 0o700)?;
     let key = match step.frequency {
@@ -164,10 +167,10 @@ pub(super) fn lock_step(path: &Path, place: &str) -> Result<File> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
-        .map_err(|e| err(place, format!("lock: {e}")))?;
-    if !flock(&lock, true).map_err(|e| err(place, format!("lock: {e}")))? {
+        .map_err(|e| Error::io(Stage::Apply, place, "lock", e))?;
+    if !flock(&lock, true).map_err(|e| Error::io(Stage::Apply, place, "lock", e))? {
         tracing::info!(step = %place, "waiting for what a previous run started to finish");
-        flock(&lock, false).map_err(|e| err(place, format!("lock: {e}")))?;
+        flock(&lock, false).map_err(|e| Error::io(Stage::Apply, place, "lock", e))?;
     }
     Ok(lock)
 }
@@ -207,7 +210,7 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
         Run::Argv(a) => a.clone(),
     };
     if argv.is_empty() {
-        return Err(err(place, "empty command"));
+        return Err(Error::new(Stage::Apply, place, "empty command"));
     }
     let out = OpenOptions::new()
         .write(true)
@@ -216,8 +219,10 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&fl.out)
-        .map_err(|e| err(place, format!("output file: {e}")))?;
-    let out2 = out.try_clone().map_err(|e| err(place, e))?;
+        .map_err(|e| Error::io(Stage::Apply, place, "output file", e))?;
+    let out2 = out
+        .try_clone()
+        .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
     let mut cmd = Command::new(&ctx.opts.supervisor);
     cmd.arg0("nodeagent")
         .arg(super::supervise::ARG)
@@ -253,10 +258,13 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
     let backstop = Duration::from_secs(timeout) + super::supervise::KILL_AFTER + SUPERVISOR_SLACK;
     let status =
         process::run_inherited(cmd, &process::Limits::new(backstop)).map_err(|e| match e {
-            process::ProcessError::Spawn { source, .. } => {
-                err(place, format!("{}: cannot start: {source}", shown(&c.run)))
-            }
-            e => err(place, format!("{}: {e}", shown(&c.run))),
+            process::ProcessError::Spawn { source, .. } => Error::io(
+                Stage::Apply,
+                place,
+                &format!("{}: cannot start", shown(&c.run)),
+                source,
+            ),
+            e => Error::caused(Stage::Apply, place, e).map_message(|_| shown(&c.run).to_string()),
         })?;
     drop(lock);
     let tail = log_output(&ctx.target().root, &fl.out, &step.id);
@@ -273,7 +281,14 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
         .last()
         .map(|l| format!(" (last output: {l})"))
         .unwrap_or_default();
-    Err(err(
+    let kind = if rc == super::supervise::TIMED_OUT {
+        ErrorKind::Timeout
+    } else {
+        ErrorKind::CommandFailed
+    };
+    Err(Error::of(
+        kind,
+        Stage::Apply,
         place,
         format!("command `{}` failed: {why}{last}", shown(&c.run)),
     ))
@@ -314,10 +329,10 @@ pub fn hold_run_lock(state_dir: &Path) -> Result<bool> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&p)
-        .map_err(|e| err("run.lock", e))?;
-    if !flock(&f, true).map_err(|e| err("run.lock", e))? {
+        .map_err(|e| Error::io(Stage::Apply, "run.lock", "", e))?;
+    if !flock(&f, true).map_err(|e| Error::io(Stage::Apply, "run.lock", "", e))? {
         tracing::info!("waiting for a previous run (or a tool it started) to finish");
-        flock(&f, false).map_err(|e| err("run.lock", e))?;
+        flock(&f, false).map_err(|e| Error::io(Stage::Apply, "run.lock", "", e))?;
     }
     RUN_LOCK.with(|l| *l.borrow_mut() = Some(f));
     Ok(true)
@@ -371,12 +386,16 @@ pub fn run_host(argv: &[&str], stdin: Option<&[u8]>) -> Result<String> {
             .join(" ")
     };
     let out = process::run(cmd, &limits, stdin).map_err(|e| match e {
-        process::ProcessError::Spawn { source, .. } => err(name, format!("cannot run: {source}")),
-        e => err(name, format!("`{}`: {e}", shown_argv())),
+        process::ProcessError::Spawn { source, .. } => {
+            Error::io(Stage::Apply, name, "cannot run", source)
+        }
+        e => Error::caused(Stage::Apply, name, e).map_message(|_| format!("`{}`", shown_argv())),
     })?;
     if !out.status.success() {
         let stderr = crate::redact::redact_text(String::from_utf8_lossy(&out.stderr).trim());
-        return Err(err(
+        return Err(Error::of(
+            ErrorKind::CommandFailed,
+            Stage::Apply,
             name,
             format!("`{}` failed ({}): {stderr}", shown_argv(), out.status),
         ));
@@ -416,8 +435,12 @@ pub fn run_host_within(
         .stdout_cap(TOOL_OUTPUT_BYTES)
         .stderr_cap(TOOL_OUTPUT_BYTES);
     let out = process::run(cmd, &limits, None).map_err(|e| match e {
-        process::ProcessError::Spawn { source, .. } => err(name, format!("cannot run: {source}")),
-        process::ProcessError::TimedOut { .. } => err(
+        process::ProcessError::Spawn { source, .. } => {
+            Error::io(Stage::Apply, name, "cannot run", source)
+        }
+        process::ProcessError::TimedOut { .. } => Error::of(
+            ErrorKind::Timeout,
+            Stage::Apply,
             name,
             format!(
                 "`{}` timed out after {} s",
@@ -428,7 +451,7 @@ pub fn run_host_within(
                 timeout.as_secs()
             ),
         ),
-        e => err(name, e),
+        e => Error::caused(Stage::Apply, name, e),
     })?;
     Ok(ToolRun {
         code: out.status.code(),

@@ -10,8 +10,9 @@ use super::{Ctx, Outcome, commands, files};
 use crate::error::{Error, Result, Stage};
 use crate::plan::{DiskSetupSpec, FileWrite, FsSetupSpec, MountsSpec};
 
+/// The plan's rule (plan/build/storage.rs), checked again here as a last guard.
 fn check_device(d: &str, place: &str) -> Result<()> {
-    if d.starts_with('/') && !d.contains(|c: char| c.is_whitespace() || c.is_control()) {
+    if crate::plan::valid_device_path(d) {
         Ok(())
     } else {
         Err(Error::new(

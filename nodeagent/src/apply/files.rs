@@ -10,7 +10,7 @@
 //! and replaces it with old + new bytes the same way (exactly-once via the journal, mod.rs).
 
 use super::{Target, UserDb};
-use crate::error::{Error, Result, Stage};
+use crate::error::{Error, ErrorKind, Result, Stage};
 use crate::fsio;
 use crate::plan::FileWrite;
 use sha2::{Digest, Sha256};
@@ -18,10 +18,6 @@ use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-
-fn err(place: &str, msg: impl std::fmt::Display) -> Error {
-    Error::new(Stage::Apply, place, msg.to_string())
-}
 
 pub fn sha256_hex(b: &[u8]) -> String {
     hex::encode(Sha256::digest(b))
@@ -43,28 +39,38 @@ fn read_regular(path: &Path, place: &str, max: u64) -> Result<Option<Vec<u8>>> {
         .open(path)
     {
         Ok(f) => {
-            let meta = f.metadata().map_err(|e| err(place, e))?;
+            let meta = f
+                .metadata()
+                .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
             if !meta.is_file() {
-                return Err(err(
+                return Err(Error::of(
+                    ErrorKind::Unsupported,
+                    Stage::Apply,
                     place,
                     "is not a regular file (a FIFO, device, socket or directory); refused",
                 ));
             }
             if meta.len() > max {
-                return Err(err(
+                return Err(Error::of(
+                    ErrorKind::Unsupported,
+                    Stage::Apply,
                     place,
                     format!("existing file is over {max} bytes (MAX_APPEND_BASE_BYTES); refused"),
                 ));
             }
             let mut v = Vec::new();
-            f.take(max).read_to_end(&mut v).map_err(|e| err(place, e))?;
+            f.take(max)
+                .read_to_end(&mut v)
+                .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
             Ok(Some(v))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            Err(err(place, "is a symlink; not followed"))
-        }
-        Err(e) => Err(err(place, e)),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Err(Error::new(
+            Stage::Apply,
+            place,
+            "is a symlink; not followed",
+        )),
+        Err(e) => Err(Error::io(Stage::Apply, place, "", e)),
     }
 }
 
@@ -92,7 +98,8 @@ fn owner_ids(
 ) -> Result<(u32, u32)> {
     let uid = match &f.owner.user {
         Some(u) => db.uid(u).ok_or_else(|| {
-            err(
+            Error::new(
+                Stage::Apply,
                 &f.path,
                 format!("owner: unknown user {u:?} in the target's /etc/passwd"),
             )
@@ -103,7 +110,8 @@ fn owner_ids(
     };
     let gid = match &f.owner.group {
         Some(g) => db.gid(g).ok_or_else(|| {
-            err(
+            Error::new(
+                Stage::Apply,
                 &f.path,
                 format!("owner: unknown group {g:?} in the target's /etc/group"),
             )
@@ -117,13 +125,13 @@ fn owner_ids(
 
 fn chown(path: &Path, uid: u32, gid: u32, place: &str) -> Result<()> {
     std::os::unix::fs::lchown(path, Some(uid), Some(gid))
-        .map_err(|e| err(place, format!("chown: {e}")))
+        .map_err(|e| Error::new(Stage::Apply, place, format!("chown: {e}")))
 }
 
 fn fsync_dir(dir: &Path, place: &str) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(|e| err(place, format!("fsync {}: {e}", dir.display())))
+        .map_err(|e| Error::new(Stage::Apply, place, format!("fsync {}: {e}", dir.display())))
 }
 
 /// Create the missing directories above `dir` as one unit owned by uid/gid (mode 0755).
@@ -146,19 +154,23 @@ fn make_parents(dir: &Path, uid: u32, gid: u32, place: &str) -> Result<Option<Pa
     while !top.exists() {
         missing.push(
             top.file_name()
-                .ok_or_else(|| err(place, "cannot create parent"))?,
+                .ok_or_else(|| Error::new(Stage::Apply, place, "cannot create parent"))?,
         );
         top = top
             .parent()
-            .ok_or_else(|| err(place, "cannot create parent"))?;
+            .ok_or_else(|| Error::new(Stage::Apply, place, "cannot create parent"))?;
     }
     if !top.is_dir() {
-        return Err(err(place, format!("{} is not a directory", top.display())));
+        return Err(Error::new(
+            Stage::Apply,
+            place,
+            format!("{} is not a directory", top.display()),
+        ));
     }
     missing.reverse();
     let tmp = top.join(format!(".{}.nodeagent-tmpd", missing[0].to_string_lossy()));
     if tmp.exists() {
-        std::fs::remove_dir_all(&tmp).map_err(|e| err(place, e))?;
+        std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(Stage::Apply, place, "", e))?;
     }
     let mut cur = tmp.clone();
     for (i, name) in missing.iter().enumerate() {
@@ -168,12 +180,15 @@ fn make_parents(dir: &Path, uid: u32, gid: u32, place: &str) -> Result<Option<Pa
         std::fs::DirBuilder::new()
             .mode(0o755)
             .create(&cur)
-            .map_err(|e| err(place, format!("mkdir {}: {e}", cur.display())))?;
+            .map_err(|e| {
+                Error::new(Stage::Apply, place, format!("mkdir {}: {e}", cur.display()))
+            })?;
         std::fs::set_permissions(&cur, std::fs::Permissions::from_mode(0o755))
-            .map_err(|e| err(place, e))?;
+            .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
         chown(&cur, uid, gid, place)?;
     }
-    std::fs::rename(&tmp, top.join(missing[0])).map_err(|e| err(place, e))?;
+    std::fs::rename(&tmp, top.join(missing[0]))
+        .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
     Ok(Some(top.to_path_buf()))
 }
 
@@ -189,7 +204,7 @@ pub fn stage(t: &Target, f: &FileWrite, bytes: &[u8], db: &UserDb) -> Result<Sta
     let path = t.path(&f.path)?;
     let existing = std::fs::symlink_metadata(&path).ok();
     if existing.as_ref().is_some_and(|m| m.is_dir()) {
-        return Err(err(place, "is a directory"));
+        return Err(Error::new(Stage::Apply, place, "is a directory"));
     }
     let regular = existing.as_ref().filter(|m| m.file_type().is_file());
     let (uid, gid) = owner_ids(f, db, regular)?;
@@ -199,7 +214,7 @@ pub fn stage(t: &Target, f: &FileWrite, bytes: &[u8], db: &UserDb) -> Result<Sta
     };
     let dir = path
         .parent()
-        .ok_or_else(|| err(place, "no parent directory"))?
+        .ok_or_else(|| Error::new(Stage::Apply, place, "no parent directory"))?
         .to_path_buf();
     // As cloud-init's write_file (ensure_dir, then chown of the file only): missing parents
     // are root's, 0755, whoever owns the file.
@@ -210,7 +225,8 @@ pub fn stage(t: &Target, f: &FileWrite, bytes: &[u8], db: &UserDb) -> Result<Sta
     if crate::plan::is_volatile(place) {
         opts = opts.volatile();
     }
-    let mut file = fsio::stage(&path, bytes, &opts).map_err(|e| err(place, e))?;
+    let mut file =
+        fsio::stage(&path, bytes, &opts).map_err(|e| Error::caused(Stage::Apply, place, e))?;
     file.also_sync(new_parent);
     Ok(Staged {
         file,
@@ -231,7 +247,7 @@ pub fn commit(staged: Vec<Staged>) -> Result<()> {
             .iter()
             .find(|(p, _)| *p == e.path)
             .map_or_else(|| e.path.display().to_string(), |(_, pl)| pl.clone());
-        err(&place, e)
+        Error::caused(Stage::Apply, &place, e)
     })
 }
 

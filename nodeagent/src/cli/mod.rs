@@ -18,17 +18,8 @@ pub mod single;
 pub mod status;
 pub mod validate;
 
-/// `nodeagent --version`: version, commit, build date and target (build.rs).
-pub const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (commit ",
-    env!("NODEAGENT_COMMIT"),
-    ", built ",
-    env!("NODEAGENT_BUILD_DATE"),
-    ", ",
-    env!("NODEAGENT_TARGET"),
-    ")"
-);
+/// `nodeagent --version` (the library root holds it: the log bundle names it too).
+pub use crate::VERSION;
 
 #[derive(Parser, Debug)]
 #[command(

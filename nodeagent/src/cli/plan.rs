@@ -96,6 +96,11 @@ pub fn cloud_init_per_note(run: &crate::plan::Run, instance_id: &str) -> Option<
     Some(format!("  [cloud-init-per: {when}, semaphore {sem}]"))
 }
 
+/// Items shown one way each, comma-separated.
+fn list<T>(items: &[T], show: impl Fn(&T) -> String) -> String {
+    items.iter().map(show).collect::<Vec<_>>().join(", ")
+}
+
 fn describe(a: &Action) -> String {
     let owner = |o: &crate::plan::Owner| {
         format!(
@@ -131,44 +136,28 @@ fn describe(a: &Action) -> String {
                 ""
             }
         ),
-        Action::Network(n) => format!(
-            "{}: {}",
-            n.renderer,
-            n.files
-                .iter()
-                .map(|f| f.path.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        Action::Network(n) => format!("{}: {}", n.renderer, list(&n.files, |f| f.path.clone())),
         Action::Ntp(n) => format!(
             "ntp {} servers [{}] pools [{}]",
             n.client,
             n.servers.join(", "),
             n.pools.join(", ")
         ),
-        Action::DiskSetup(d) => format!(
-            "partition {}",
-            d.disks
-                .iter()
-                .map(|d| d.device.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        Action::DiskSetup(d) => format!("partition {}", list(&d.disks, |d| d.device.clone())),
         Action::FsSetup(f) => format!(
             "mkfs {}",
-            f.filesystems
-                .iter()
-                .map(|f| format!("{} on {}", f.filesystem, f.device))
-                .collect::<Vec<_>>()
-                .join(", ")
+            list(&f.filesystems, |f| format!(
+                "{} on {}",
+                f.filesystem, f.device
+            ))
         ),
         Action::Mounts(m) => format!(
             "fstab {}",
-            m.entries
-                .iter()
-                .map(|e| format!("{} on {}", e[0], e.get(1).map_or("", String::as_str)))
-                .collect::<Vec<_>>()
-                .join(", ")
+            list(&m.entries, |e| format!(
+                "{} on {}",
+                e[0],
+                e.get(1).map_or("", String::as_str)
+            ))
         ),
         Action::Growpart(g) => format!(
             "growpart: grow the partition of {} to its disk's end ({} s per tool)",

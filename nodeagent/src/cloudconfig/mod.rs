@@ -184,8 +184,7 @@ pub fn parse(text: &str, source: &str, compat: bool) -> Result<Parsed> {
                 PayloadKind::Mime => "MIME multipart",
                 _ => "not #cloud-config (first line must be #cloud-config)",
             };
-            return Err(Error::of(
-                crate::error::ErrorKind::Unsupported,
+            return Err(Error::unsupported(
                 Stage::CloudConfig,
                 format!("{source} line 1"),
                 format!("unsupported userdata type: {what}"),
@@ -328,8 +327,7 @@ fn from_node_all(root: &Node, source: &str, compat: bool) -> (Parsed, Vec<Error>
     field!(resize_rootfs);
     field!(vendor_data);
     if cfg.write_files.len() > crate::limits::MAX_WRITE_FILES {
-        errors.push(Error::of(
-            crate::error::ErrorKind::TooLarge,
+        errors.push(Error::too_large(
             Stage::CloudConfig,
             format!("{source} write_files"),
             format!(

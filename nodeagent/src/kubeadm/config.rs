@@ -155,8 +155,7 @@ pub fn parse(text: &str, source: &str) -> Result<KubeadmConfig> {
                 set_once(&mut cfg.join, typed(&value, &here, index, version)?, &here)?
             }
             other => {
-                return Err(Error::of(
-                    ErrorKind::Unsupported,
+                return Err(Error::unsupported(
                     Stage::Kubeadm,
                     format!("{here}: kind"),
                     format!(

@@ -8,25 +8,25 @@ use std::fs;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
-fn io_err(path: &Path, what: &str, e: std::io::Error) -> Error {
-    Error::new(
-        Stage::Mint,
-        path.display().to_string(),
-        format!("{what}: {e}"),
-    )
-}
-
 /// Create `dir` and its parents (mode 0755 for new ones).
 pub fn mkdir_p(dir: &Path) -> Result<()> {
     fs::DirBuilder::new()
         .recursive(true)
         .mode(0o755)
         .create(dir)
-        .map_err(|e| io_err(dir, "create directory", e))
+        .map_err(|e| {
+            Error::io(
+                Stage::Mint,
+                dir.display().to_string(),
+                "create directory",
+                e,
+            )
+        })
 }
 
+/// `path: op: cause`, the `WriteError` kept as the source.
 fn write_err(e: crate::fsio::WriteError) -> Error {
-    io_err(&e.path, e.op, e.source)
+    Error::caused(Stage::Mint, e.path.display().to_string(), e)
 }
 
 /// Write `bytes` to `path` atomically with `mode` (the project's writer, fsio.rs), creating

@@ -10,7 +10,7 @@
 
 use super::der;
 use super::fsio;
-use crate::error::{Error, ErrorKind, Result, Stage};
+use crate::error::{Error, Result, Stage};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, DnValue, IsCa, KeyIdMethod, KeyPair,
     KeyUsagePurpose,
@@ -140,8 +140,7 @@ impl Key {
                 } else if alg == der::OID_EC_PUBLIC_KEY {
                     curve_algorithm(curve, place)?
                 } else {
-                    return Err(Error::of(
-                        ErrorKind::Unsupported,
+                    return Err(Error::unsupported(
                         Stage::Mint,
                         place,
                         "unsupported private key algorithm",
@@ -185,8 +184,7 @@ fn rsa_algorithm(pkcs8: &[u8], place: &str) -> Result<Algorithm> {
     match key.size() * 8 {
         2048 => Ok(Algorithm::Rsa2048),
         4096 => Ok(Algorithm::Rsa4096),
-        n => Err(Error::of(
-            ErrorKind::Unsupported,
+        n => Err(Error::unsupported(
             Stage::Mint,
             place,
             format!("RSA-{n} keys are not supported (use 2048 or 4096)"),
@@ -198,8 +196,7 @@ fn curve_algorithm(curve: Option<der::ObjectIdentifier>, place: &str) -> Result<
     match curve {
         Some(der::OID_P256) => Ok(Algorithm::EcdsaP256),
         Some(der::OID_P384) => Ok(Algorithm::EcdsaP384),
-        _ => Err(Error::of(
-            ErrorKind::Unsupported,
+        _ => Err(Error::unsupported(
             Stage::Mint,
             place,
             "unsupported EC curve (use P-256 or P-384)",
@@ -428,8 +425,7 @@ impl Pki {
             let meta = std::fs::metadata(&path)
                 .map_err(|e| Error::io(Stage::Mint, path.display().to_string(), "", e))?;
             if meta.len() > MAX_PEM_BYTES {
-                return Err(Error::of(
-                    ErrorKind::TooLarge,
+                return Err(Error::too_large(
                     Stage::Mint,
                     path.display().to_string(),
                     format!("larger than {MAX_PEM_BYTES} bytes"),

@@ -85,8 +85,9 @@ pub struct Parsed {
 pub fn parse(yaml: &str, cluster: Option<&str>) -> Result<Parsed> {
     let err = |place: String, m: String| Error::new(Stage::Mint, place, m);
     if yaml.len() > MAX_SECRETS_BYTES {
-        return Err(err(
-            "--from-secrets".into(),
+        return Err(Error::too_large(
+            Stage::Mint,
+            "--from-secrets",
             format!("larger than {MAX_SECRETS_BYTES} bytes"),
         ));
     }
@@ -104,67 +105,24 @@ pub fn parse(yaml: &str, cluster: Option<&str>) -> Result<Parsed> {
             .and_then(|m| m.get("name"))
             .and_then(|n| n.as_str())
             .ok_or_else(|| err(place.clone(), "Secret without metadata.name".into()))?;
-        let mut data = BTreeMap::new();
-        if let Some(m) = v.get("data").and_then(|d| d.as_mapping()) {
-            for (k, val) in m {
-                let (Some(k), Some(val)) = (k.as_str(), val.as_str()) else {
-                    continue;
-                };
-                let bytes = b64()
-                    .decode(val.split_whitespace().collect::<String>())
-                    .map_err(|e| {
-                        err(
-                            format!("Secret {name} data.{k}"),
-                            format!("not base64: {e}"),
-                        )
-                    })?;
-                let text = String::from_utf8(bytes).map_err(|_| {
-                    err(
-                        format!("Secret {name} data.{k}"),
-                        "not UTF-8 PEM text".into(),
-                    )
-                })?;
-                data.insert(k.to_string(), text);
-            }
-        }
-        if let Some(m) = v.get("stringData").and_then(|d| d.as_mapping()) {
-            for (k, val) in m {
-                if let (Some(k), Some(val)) = (k.as_str(), val.as_str()) {
-                    data.insert(k.to_string(), val.to_string());
-                }
-            }
-        }
-        found.insert(name.to_string(), data);
+        found.insert(name.to_string(), secret_data(&v, name)?);
     }
     let clusters: Vec<&str> = found
         .keys()
         .filter_map(|n| n.strip_suffix("-ca"))
         .filter(|c| found.contains_key(&format!("{c}-sa")))
         .collect();
-    let cluster = match (cluster, clusters.as_slice()) {
-        (Some(c), _) => c.to_string(),
-        (None, [one]) => one.to_string(),
-        (None, []) => {
-            return Err(err(
-                "--from-secrets".into(),
-                "no <cluster>-ca and <cluster>-sa Secrets found".into(),
-            ));
-        }
-        (None, many) => {
-            return Err(err(
-                "--from-secrets".into(),
-                format!(
-                    "Secrets for several clusters ({}); pick one with --cluster",
-                    many.join(", ")
-                ),
-            ));
-        }
-    };
+    let cluster = pick_cluster(cluster, &clusters)?;
     let get = |suffix: &str, key: &str| -> Result<String> {
         let name = format!("{cluster}-{suffix}");
-        let data = found
-            .get(&name)
-            .ok_or_else(|| err("--from-secrets".into(), format!("Secret {name} not found")))?;
+        let data = found.get(&name).ok_or_else(|| {
+            Error::of(
+                crate::error::ErrorKind::NotFound,
+                Stage::Mint,
+                "--from-secrets",
+                format!("Secret {name} not found"),
+            )
+        })?;
         data.get(key)
             .filter(|v| !v.is_empty())
             .cloned()
@@ -189,5 +147,68 @@ pub fn parse(yaml: &str, cluster: Option<&str>) -> Result<Parsed> {
         cluster,
         pki,
         kubeconfig,
+    })
+}
+
+/// `data` (base64) and `stringData` of one Secret, as text.
+fn secret_data(v: &serde_yaml::Value, name: &str) -> Result<BTreeMap<String, String>> {
+    let mut data = BTreeMap::new();
+    if let Some(m) = v.get("data").and_then(|d| d.as_mapping()) {
+        for (k, val) in m {
+            let (Some(k), Some(val)) = (k.as_str(), val.as_str()) else {
+                continue;
+            };
+            let bytes = b64()
+                .decode(val.split_whitespace().collect::<String>())
+                .map_err(|e| {
+                    Error::new(
+                        Stage::Mint,
+                        format!("Secret {name} data.{k}"),
+                        format!("not base64: {e}"),
+                    )
+                })?;
+            let text = String::from_utf8(bytes).map_err(|_| {
+                Error::new(
+                    Stage::Mint,
+                    format!("Secret {name} data.{k}"),
+                    "not UTF-8 PEM text",
+                )
+            })?;
+            data.insert(k.to_string(), text);
+        }
+    }
+    if let Some(m) = v.get("stringData").and_then(|d| d.as_mapping()) {
+        for (k, val) in m {
+            if let (Some(k), Some(val)) = (k.as_str(), val.as_str()) {
+                data.insert(k.to_string(), val.to_string());
+            }
+        }
+    }
+    Ok(data)
+}
+
+/// The cluster named, else the only one with both a `-ca` and a `-sa` Secret.
+fn pick_cluster(cluster: Option<&str>, clusters: &[&str]) -> Result<String> {
+    Ok(match (cluster, clusters) {
+        (Some(c), _) => c.to_string(),
+        (None, [one]) => one.to_string(),
+        (None, []) => {
+            return Err(Error::of(
+                crate::error::ErrorKind::NotFound,
+                Stage::Mint,
+                "--from-secrets",
+                "no <cluster>-ca and <cluster>-sa Secrets found",
+            ));
+        }
+        (None, many) => {
+            return Err(Error::new(
+                Stage::Mint,
+                "--from-secrets",
+                format!(
+                    "Secrets for several clusters ({}); pick one with --cluster",
+                    many.join(", ")
+                ),
+            ));
+        }
     })
 }

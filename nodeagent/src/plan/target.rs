@@ -147,8 +147,7 @@ fn check_paths(plan: &Plan, view: &TargetView, seen: &Observed) -> Result<()> {
         let path = w.path.as_str();
         let full = view.root_len + path.len() + 16;
         if full > PATH_MAX {
-            return Err(Error::of(
-                ErrorKind::TooLarge,
+            return Err(Error::too_large(
                 Stage::Plan,
                 place,
                 format!(

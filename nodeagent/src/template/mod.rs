@@ -88,8 +88,7 @@ pub fn render_bounded(userdata: &str, instance_data: &Json, compat: bool) -> Res
         render(userdata, instance_data, compat)
     }) {
         Ok(Outcome::Done(result)) => result,
-        Ok(Outcome::OutOfMemory) => Err(Error::of(
-            crate::error::ErrorKind::TooLarge,
+        Ok(Outcome::OutOfMemory) => Err(Error::too_large(
             Stage::Template,
             at_line(None),
             format!(

@@ -22,7 +22,7 @@
 //! The ISO transport (`ovf-env.xml` on a CD-ROM) is not read.
 
 use super::{Transport, read_file_capped};
-use crate::error::{Error, ErrorKind, Result, Stage};
+use crate::error::{Error, Result, Stage};
 use serde_yaml::{Mapping, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -135,8 +135,7 @@ pub fn read_environment(xml: &[u8], root: &Path) -> Result<OvfData> {
             .strip_prefix("file://")
             .or_else(|| seed.starts_with('/').then_some(seed.as_str()))
             .ok_or_else(|| {
-                Error::of(
-                    ErrorKind::Unsupported,
+                Error::unsupported(
                     Stage::Transport,
                     format!("{PLACE}: seedfrom"),
                     format!(

@@ -401,5 +401,5 @@ fn dump(v: &Value, indent: Option<usize>, level: usize, out: &mut String) -> Res
 
 /// A JSON string as Python's `json.dumps` writes it (ensure_ascii).
 fn json_str(s: &str, out: &mut String) {
-    crate::instance::python_json_string(s, out)
+    crate::pyjson::python_json_string(s, out)
 }

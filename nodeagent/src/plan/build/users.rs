@@ -1,0 +1,260 @@
+//! users and groups: the accounts cloud-init's cc_users_groups would create, checked against
+//! the target's user database (gathered into `UserDb`) before anything is written.
+
+use super::*;
+
+/// A group in the target's database, or made by a group or user step planned so far.
+pub(super) fn group_exists_before(b: &Builder<'_>, g: &str) -> bool {
+    b.input.users.groups.iter().any(|x| x == g)
+        || b.steps.iter().any(|s| match &s.action {
+            Action::Group(x) => x.name == g,
+            Action::User(u) => {
+                u.groups.iter().any(|x| x == g)
+                    || (!u.groups.is_empty() && u.primary_group.as_deref() == Some(g))
+                    || (u.name == g && u.primary_group.is_none() && !u.no_user_group)
+            }
+            _ => false,
+        })
+}
+
+pub(super) fn user(
+    b: &mut Builder<'_>,
+    i: usize,
+    u: &crate::cloudconfig::UserEntry,
+) -> Result<UserSpec> {
+    let place = format!("users[{i}]");
+    check_name(&u.name, format!("{place}.name"))?;
+    for g in &u.groups.0 {
+        check_name(g, format!("{place}.groups"))?;
+    }
+    if let Some(g) = &u.primary_group {
+        check_name(g, format!("{place}.primary_group"))?;
+        // cloud-init's add_user creates a missing primary group only when `groups` is given
+        // too; alone, useradd fails and the user is never made. Refused here, before any write.
+        if u.groups.0.is_empty() && b.input.users.known && !group_exists_before(b, g) {
+            return Err(Error::new(
+                Stage::Plan,
+                format!("{place}.primary_group"),
+                format!(
+                    "group '{g}' does not exist and is not created before this user (cloud-init creates a primary group only together with groups:); add it to groups: or to the top-level groups:"
+                ),
+            ));
+        }
+    }
+    check_user_fields(u, &place)?;
+    if u.plain_text_passwd.is_some() {
+        b.lenient(
+            format!("{place}.plain_text_passwd"),
+            "plain-text passwords are not applied; give a hash in passwd".into(),
+        )?;
+    }
+    let sudo = match &u.sudo {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => Vec::new(),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(items)) => crate::metadata::strings(items),
+        Some(other) => {
+            return Err(Error::new(
+                Stage::Plan,
+                format!("{place}.sudo"),
+                format!(
+                    "expected a rule string or a list, found {}",
+                    crate::metadata::kind(other)
+                ),
+            ));
+        }
+    };
+    let (uid, inactive) = uid_and_inactive(u, &place)?;
+    for (j, rule) in sudo.iter().enumerate() {
+        if rule.trim().is_empty() || rule.chars().any(char::is_control) {
+            return Err(Error::new(
+                Stage::Plan,
+                format!("{place}.sudo[{j}]"),
+                "a sudo rule must be one non-empty line without control characters",
+            ));
+        }
+    }
+    check_new_user(b, u, uid, &place)?;
+    if (u.no_create_home.0 || u.system.0) && !u.ssh_authorized_keys.0.is_empty() {
+        return Err(Error::new(
+            Stage::Plan,
+            format!("{place}.ssh_authorized_keys"),
+            "a user without a home (system or no_create_home) cannot have authorized keys",
+        ));
+    }
+    Ok(UserSpec {
+        name: u.name.clone(),
+        gecos: u.gecos.clone(),
+        homedir: u.homedir.clone(),
+        primary_group: u.primary_group.clone(),
+        groups: u.groups.0.clone(),
+        shell: u.shell.clone(),
+        passwd: u.passwd.clone().or_else(|| u.hashed_passwd.clone()),
+        lock_passwd: u.lock_passwd.map(|f| f.0).unwrap_or(true),
+        sudo,
+        ssh_authorized_keys: u.ssh_authorized_keys.0.clone(),
+        system: u.system.0,
+        no_create_home: u.no_create_home.0,
+        no_user_group: u.no_user_group.0,
+        uid,
+        inactive,
+        expiredate: u.expiredate.clone(),
+    })
+}
+
+/// One field of an /etc/passwd line (gecos, home, shell): no `:`, no control character.
+pub(super) fn check_passwd_field(v: &str, place: String) -> Result<()> {
+    if v.contains(':') || v.chars().any(char::is_control) {
+        return Err(Error::new(
+            Stage::Plan,
+            place,
+            "must not contain ':', a line break or another control character (it becomes a field of /etc/passwd)",
+        ));
+    }
+    Ok(())
+}
+
+/// The fields of a user entry that end up in /etc/passwd, /etc/shadow or authorized_keys.
+pub(super) fn check_user_fields(u: &crate::cloudconfig::UserEntry, place: &str) -> Result<()> {
+    if let Some(g) = &u.gecos {
+        check_passwd_field(g, format!("{place}.gecos"))?;
+    }
+    if let Some(h) = &u.homedir {
+        check_passwd_field(h, format!("{place}.homedir"))?;
+        if !h.starts_with('/') {
+            return Err(Error::new(
+                Stage::Plan,
+                format!("{place}.homedir"),
+                "must be an absolute path",
+            ));
+        }
+    }
+    if let Some(sh) = &u.shell {
+        check_passwd_field(sh, format!("{place}.shell"))?;
+    }
+    for (key, hash) in [("passwd", &u.passwd), ("hashed_passwd", &u.hashed_passwd)] {
+        if hash
+            .as_deref()
+            .is_some_and(|h| h.is_empty() || h.contains(':') || h.chars().any(char::is_control))
+        {
+            // The value is never shown: it is a password hash, or a password by mistake.
+            return Err(Error::new(
+                Stage::Plan,
+                format!("{place}.{key}"),
+                "not a password hash (empty, or contains ':' or a control character; value not shown)",
+            ));
+        }
+    }
+    if let Some(d) = &u.expiredate
+        && d.chars().any(char::is_control)
+    {
+        return Err(Error::new(
+            Stage::Plan,
+            format!("{place}.expiredate"),
+            "must not contain a control character",
+        ));
+    }
+    for (j, k) in u.ssh_authorized_keys.0.iter().enumerate() {
+        if k.chars().any(|c| c.is_control() && c != '\t') {
+            return Err(Error::new(
+                Stage::Plan,
+                format!("{place}.ssh_authorized_keys[{j}]"),
+                "a key must be one line (it would add lines to authorized_keys)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What `useradd` refuses for a user that does not exist yet: a uid another user has, a
+/// primary group that neither the target nor an earlier step has.
+pub(super) fn check_new_user(
+    b: &Builder<'_>,
+    u: &crate::cloudconfig::UserEntry,
+    uid: Option<u32>,
+    place: &str,
+) -> Result<()> {
+    let db = b.input.users;
+    if db.known && db.users.contains(&u.name) {
+        return Ok(()); // apply leaves an existing user's uid and group alone
+    }
+    let planned = || {
+        b.steps.iter().filter_map(|s| match &s.action {
+            Action::User(o) => Some(o),
+            _ => None,
+        })
+    };
+    if let Some(uid) = uid {
+        let owner = db
+            .uids
+            .iter()
+            .find(|&(n, &id)| id == uid && *n != u.name)
+            .map(|(n, _)| n.clone())
+            .or_else(|| {
+                planned()
+                    .find(|o| o.uid == Some(uid) && o.name != u.name)
+                    .map(|o| o.name.clone())
+            });
+        if let Some(other) = owner {
+            return Err(Error::new(
+                Stage::Plan,
+                format!("{place}.uid"),
+                format!("uid {uid} already belongs to user '{other}'"),
+            ));
+        }
+    }
+    if let Some(g) = &u.primary_group {
+        let exists = if let Ok(gid) = g.parse::<u32>() {
+            db.gids.values().any(|&id| id == gid) || (!db.known && gid == 0)
+        } else {
+            // As cloud-init's add_user: a missing primary group is created when `groups` is
+            // given too (the check above refuses it alone).
+            (!db.known && g == "root") || group_exists_before(b, g) || !u.groups.0.is_empty()
+        };
+        if !exists {
+            return Err(Error::new(
+                Stage::Plan,
+                format!("{place}.primary_group"),
+                format!(
+                    "group '{g}' does not exist in the target and is not created before this user (add it under groups:)"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `uid` (a number or a numeric string) and `inactive` (days, -1 or more), checked.
+fn uid_and_inactive(
+    u: &crate::cloudconfig::UserEntry,
+    place: &str,
+) -> Result<(Option<u32>, Option<String>)> {
+    let uid = match &u.uid {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => n.as_u64().and_then(|v| u32::try_from(v).ok()),
+        Some(Value::String(s)) => s.trim().parse().ok(),
+        Some(_) => None,
+    };
+    if u.uid.as_ref().is_some_and(|v| !v.is_null()) && uid.is_none() {
+        return Err(Error::new(
+            Stage::Plan,
+            format!("{place}.uid"),
+            "not a valid numeric uid",
+        ));
+    }
+    let inactive = match &u.inactive {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    if inactive
+        .as_deref()
+        .is_some_and(|d| d.trim().parse::<i64>().map_or(true, |n| n < -1))
+    {
+        return Err(Error::new(
+            Stage::Plan,
+            format!("{place}.inactive"),
+            "not a number of days (-1 or more)",
+        ));
+    }
+    Ok((uid, inactive))
+}
