@@ -51,6 +51,52 @@ fn certs_reads_mint_pki() {
     }
 }
 
+/// `nodeagent mint bootstrap` for node n1 of cluster c1 at `127.0.0.1:port` into `dir/b-<role>`,
+/// then `nodeagent run --exec` of it on a fresh node with the kubeadm stand-in on PATH.
+fn mint_and_run(dir: &Path, role: &str, version: &str, port: u16) -> Node {
+    let out = dir.join(format!("b-{role}"));
+    let o = nodeagent(&[
+        "mint",
+        "bootstrap",
+        "--role",
+        role,
+        "--cluster",
+        "c1",
+        "--node",
+        "n1",
+        "--endpoint",
+        &format!("127.0.0.1:{port}"),
+        "--kubernetes-version",
+        version,
+        "--pki",
+        dir.join("pki").to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        o.status.success(),
+        "{role}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let node = Node::new(&[]);
+    let bin = standin_path_dir(dir);
+    let run = Command::new(env!("CARGO_BIN_EXE_nodeagent"))
+        .args(["run", "--exec", "--transport"])
+        .arg(format!("dir:{}", out.join("n1").display()))
+        .arg("--root")
+        .arg(node.root())
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        )
+        .envs(node.runner.env.iter().cloned())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{role}: {err}");
+    node
+}
+
 #[test]
 fn mint_bootstrap_data_bootstraps_every_role() {
     let t = tempfile::tempdir().unwrap();
@@ -63,46 +109,7 @@ fn mint_bootstrap_data_bootstraps_every_role() {
         ("control-plane", "v1.31.2", "join:0"),
         ("worker", "v1.30.4", "join:0"),
     ] {
-        let out = t.path().join(format!("b-{role}"));
-        let o = nodeagent(&[
-            "mint",
-            "bootstrap",
-            "--role",
-            role,
-            "--cluster",
-            "c1",
-            "--node",
-            "n1",
-            "--endpoint",
-            &format!("127.0.0.1:{port}"),
-            "--kubernetes-version",
-            version,
-            "--pki",
-            pki.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ]);
-        assert!(
-            o.status.success(),
-            "{role}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let node = Node::new(&[]);
-        let bin = standin_path_dir(t.path());
-        let run = Command::new(env!("CARGO_BIN_EXE_nodeagent"))
-            .args(["run", "--exec", "--transport"])
-            .arg(format!("dir:{}", out.join("n1").display()))
-            .arg("--root")
-            .arg(node.root())
-            .env(
-                "PATH",
-                format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
-            )
-            .envs(node.runner.env.iter().cloned())
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&run.stderr);
-        assert_eq!(run.status.code(), Some(0), "{role}: {err}");
+        let node = mint_and_run(t.path(), role, version, port);
         assert_eq!(node.cmds(), [cmd], "{role}");
         assert!(node.sentinel().exists(), "{role}");
         if role == "worker" {
@@ -132,46 +139,7 @@ fn standin_init_passes_certs_audit() {
     mint_pki(&pki, "ecdsa-p256");
     let port = free_port();
     listen_now(port);
-    let out = t.path().join("b");
-    let o = nodeagent(&[
-        "mint",
-        "bootstrap",
-        "--role",
-        "init",
-        "--cluster",
-        "c1",
-        "--node",
-        "n1",
-        "--endpoint",
-        &format!("127.0.0.1:{port}"),
-        "--kubernetes-version",
-        "v1.31.2",
-        "--pki",
-        pki.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let node = Node::new(&[]);
-    let bin = standin_path_dir(t.path());
-    let run = Command::new(env!("CARGO_BIN_EXE_nodeagent"))
-        .args(["run", "--exec", "--transport"])
-        .arg(format!("dir:{}", out.join("n1").display()))
-        .arg("--root")
-        .arg(node.root())
-        .env(
-            "PATH",
-            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
-        )
-        .envs(node.runner.env.iter().cloned())
-        .output()
-        .unwrap();
-    assert_eq!(
-        run.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let node = mint_and_run(t.path(), "init", "v1.31.2", port);
     assert_eq!(node.cmds(), ["init:0"]);
     let o = nodeagent(&["certs", "--root", node.root().to_str().unwrap(), "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
