@@ -51,6 +51,52 @@ fn certs_reads_mint_pki() {
     }
 }
 
+/// `nodeagent mint bootstrap` for node n1 of cluster c1 at `127.0.0.1:port` into `dir/b-<role>`,
+/// then `nodeagent run --exec` of it on a fresh node with the kubeadm stand-in on PATH.
+fn mint_and_run(dir: &Path, role: &str, version: &str, port: u16) -> Node {
+    let out = dir.join(format!("b-{role}"));
+    let o = nodeagent(&[
+        "mint",
+        "bootstrap",
+        "--role",
+        role,
+        "--cluster",
+        "c1",
+        "--node",
+        "n1",
+        "--endpoint",
+        &format!("127.0.0.1:{port}"),
+        "--kubernetes-version",
+        version,
+        "--pki",
+        dir.join("pki").to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        o.status.success(),
+        "{role}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let node = Node::new(&[]);
+    let bin = standin_path_dir(dir);
+    let run = Command::new(env!("CARGO_BIN_EXE_nodeagent"))
+        .args(["run", "--exec", "--transport"])
+        .arg(format!("dir:{}", out.join("n1").display()))
+        .arg("--root")
+        .arg(node.root())
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        )
+        .envs(node.runner.env.iter().cloned())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{role}: {err}");
+    node
+}
+
 #[test]
 fn mint_bootstrap_data_bootstraps_every_role() {
     let t = tempfile::tempdir().unwrap();
@@ -63,50 +109,90 @@ fn mint_bootstrap_data_bootstraps_every_role() {
         ("control-plane", "v1.31.2", "join:0"),
         ("worker", "v1.30.4", "join:0"),
     ] {
-        let out = t.path().join(format!("b-{role}"));
-        let o = nodeagent(&[
-            "mint",
-            "bootstrap",
-            "--role",
-            role,
-            "--cluster",
-            "c1",
-            "--node",
-            "n1",
-            "--endpoint",
-            &format!("127.0.0.1:{port}"),
-            "--kubernetes-version",
-            version,
-            "--pki",
-            pki.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ]);
-        assert!(
-            o.status.success(),
-            "{role}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let node = Node::new(&[]);
-        let bin = standin_path_dir(t.path());
-        let run = Command::new(env!("CARGO_BIN_EXE_nodeagent"))
-            .args(["run", "--exec", "--transport"])
-            .arg(format!("dir:{}", out.join("n1").display()))
-            .arg("--root")
-            .arg(node.root())
-            .env(
-                "PATH",
-                format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
-            )
-            .envs(node.runner.env.iter().cloned())
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&run.stderr);
-        assert_eq!(run.status.code(), Some(0), "{role}: {err}");
+        let node = mint_and_run(t.path(), role, version, port);
         assert_eq!(node.cmds(), [cmd], "{role}");
         assert!(node.sentinel().exists(), "{role}");
         if role == "worker" {
             assert_eq!(node.calls()[0]["endpoint"], format!("127.0.0.1:{port}"));
         }
+    }
+}
+
+/// SANs of a PEM certificate file under the node root: DNS names, then IPs.
+fn sans_of(path: &Path) -> Vec<String> {
+    let c = &nodeagent::pki::inspect::parse_certs(&std::fs::read(path).unwrap()).unwrap()[0];
+    c.dns_sans
+        .iter()
+        .cloned()
+        .chain(c.ip_sans.iter().map(|i| i.to_string()))
+        .collect()
+}
+
+/// The stand-in's `init` (there is no real kubeadm here) on a minted init bundle writes the
+/// PKI and kubeconfigs as kubeadm does: `nodeagent certs` on that root finds no problem,
+/// every kubeconfig's client certificate is signed by ca and proven, and the serving
+/// certificates carry kubeadm's SANs (pkiutil `GetAPIServerAltNames`, `GetEtcdAltNames`).
+#[test]
+fn standin_init_passes_certs_audit() {
+    let t = tempfile::tempdir().unwrap();
+    let pki = t.path().join("pki");
+    mint_pki(&pki, "ecdsa-p256");
+    let port = free_port();
+    listen_now(port);
+    let node = mint_and_run(t.path(), "init", "v1.31.2", port);
+    assert_eq!(node.cmds(), ["init:0"]);
+    let o = nodeagent(&["certs", "--root", node.root().to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["problems"], serde_json::json!([]), "{v:#}");
+    assert_eq!(v["warnings"], serde_json::json!([]), "{v:#}");
+    assert_eq!(o.status.code(), Some(0), "{v:#}");
+    assert!(v["kubeadm_config"].is_string(), "SANs checked: {v:#}");
+    let rows: Vec<&serde_json::Value> = v["certificates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(v["other"].as_array().unwrap())
+        .collect();
+    for name in [
+        "admin.conf",
+        "super-admin.conf",
+        "controller-manager.conf",
+        "scheduler.conf",
+        "kubelet.conf",
+        "apiserver",
+        "etcd-server",
+        "etcd-peer",
+    ] {
+        let r = rows
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("{name}: {v:#}"));
+        assert_eq!(r["missing"], false, "{name}");
+        assert_eq!(r["key"], "proven", "{name}");
+        assert_eq!(r["chain"], "ok", "{name}");
+        if !name.ends_with(".conf") {
+            assert_eq!(r["sans"], "ok", "{name}");
+        }
+    }
+    let pki = node.root().join("etc/kubernetes/pki");
+    let mut api = sans_of(&pki.join("apiserver.crt"));
+    api.sort();
+    assert_eq!(
+        api,
+        [
+            "10.96.0.1",
+            "127.0.0.1",
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+            "n1",
+        ],
+        "apiserver: node name, service names, first service IP, controlPlaneEndpoint host"
+    );
+    for leaf in ["etcd/server.crt", "etcd/peer.crt"] {
+        let mut s = sans_of(&pki.join(leaf));
+        s.sort();
+        assert_eq!(s, ["127.0.0.1", "::1", "localhost", "n1"], "{leaf}");
     }
 }

@@ -180,7 +180,7 @@ fn run(args: &[String], node: &Node, state: &mut Value, record: &mut Value) -> (
             .and_then(|c| c.control_plane_endpoint.clone())
             .unwrap_or_else(|| "127.0.0.1:6443".into());
         let fail = env_flag("KUBEADM_STANDIN_FAIL_INIT");
-        match node::init(node, &cfg, &ep, fail) {
+        match node::init(node, &cfg, fail) {
             Ok(made) => record["created"] = json!(made),
             Err(e) => {
                 println!(

@@ -1,7 +1,9 @@
 //! What kubeadm does to the node's filesystem, under a root directory (`/` in a guest, a
 //! test's temp dir on the host). Certificates and keys are real (ECDSA P-256, signed by the
-//! right CA, the API server's with kubeadm's SANs); kubeconfig credentials are placeholders
-//! that say so, and the cluster CA a worker join writes from discovery is not written.
+//! right CA, the serving ones with kubeadm's SANs); the kubeconfigs of init and a
+//! control-plane join carry real client certificates signed by ca. A worker join's
+//! bootstrap-kubelet.conf and kubelet.conf have placeholder credentials that say so (no
+//! cluster CA key there), and the cluster CA a worker join writes from discovery is not written.
 //!
 //! Sources (kubernetes/kubernetes, cmd/kubeadm/app/…):
 //! - file names: `constants/constants.go` (CACertAndKeyBaseName "ca", APIServer…,
@@ -160,8 +162,8 @@ fn read_ca(node: &Node, pki: &str, ca: &str) -> Result<CaPair, String> {
     })
 }
 
-/// A leaf certificate signed by `ca`: the API server's serving certificate with kubeadm's
-/// SANs (`certs/apiserver`), the others as client certificates of that CA.
+/// A leaf certificate signed by `ca` (certlist.go `GetDefaultCertList`): the serving
+/// certificates with kubeadm's SANs, the others as client certificates of that CA.
 fn write_leaf(node: &Node, cfg: &Config, pki: &str, leaf: &str) -> Result<(), String> {
     let ca = match leaf {
         "front-proxy-client" => "front-proxy-ca",
@@ -169,70 +171,255 @@ fn write_leaf(node: &Node, cfg: &Config, pki: &str, leaf: &str) -> Result<(), St
         _ => "ca",
     };
     let pair = read_ca(node, pki, ca)?;
-    let (cert, key) = if leaf == "apiserver" {
-        serving_cert(&pair, cfg)?
-    } else {
-        nodeagent::mint::pki::client_certificate(
+    let name = node_name(cfg).unwrap_or_default();
+    let (cert, key) = match leaf {
+        // certlist.go KubeadmCertAPIServer: CN kube-apiserver, server auth.
+        "apiserver" => serving_cert(&pair, leaf, "kube-apiserver", apiserver_sans(cfg), false)?,
+        // certlist.go KubeadmCertEtcdServer / KubeadmCertEtcdPeer: CN the node name,
+        // server and client auth.
+        "etcd/server" | "etcd/peer" => {
+            serving_cert(&pair, leaf, &name, etcd_sans(cfg, leaf), true)?
+        }
+        _ => nodeagent::mint::pki::client_certificate(
             &pair,
             leaf,
             None,
             Algorithm::EcdsaP256,
             validity(),
         )
-        .map_err(|e| format!("certs/{leaf}: {e}"))?
+        .map_err(|e| format!("certs/{leaf}: {e}"))?,
     };
     node.write(&format!("{pki}/{leaf}.crt"), 0o644, &cert)?;
     node.write(&format!("{pki}/{leaf}.key"), 0o600, &key)
 }
 
-/// kubeadm's apiserver SANs (certlist.go `GetAPIServerAltNames`): the node name, the
-/// kubernetes service names, the first service IP, the advertise address, the
-/// controlPlaneEndpoint host and `certSANs`.
-fn serving_cert(ca: &CaPair, cfg: &Config) -> Result<(String, String), String> {
-    let mut sans: Vec<String> = [
-        "kubernetes",
-        "kubernetes.default",
-        "kubernetes.default.svc",
-        "kubernetes.default.svc.cluster.local",
-        "10.96.0.1",
-        "127.0.0.1",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    if let Some(n) = cfg.node_registration().and_then(|n| n.name.clone()) {
-        sans.push(n);
+/// `nodeRegistration.name` (kubeadm defaults it to the host name; the stand-in leaves it out).
+fn node_name(cfg: &Config) -> Option<String> {
+    cfg.node_registration()
+        .and_then(|n| n.name.clone())
+        .filter(|n| !n.is_empty())
+}
+
+/// The node's `localAPIEndpoint` (init's, or a control-plane join's): advertise address
+/// (kubeadm takes the host's default address when unset; the stand-in leaves it out) and
+/// bind port (default 6443, constants.go `KubeAPIServerPort`).
+fn local_api_endpoint(cfg: &Config) -> (Option<String>, i32) {
+    let ep = cfg
+        .init
+        .as_ref()
+        .and_then(|i| i.local_api_endpoint.as_ref())
+        .or_else(|| {
+            cfg.join
+                .as_ref()
+                .and_then(|j| j.control_plane.as_ref())
+                .and_then(|c| c.local_api_endpoint.as_ref())
+        });
+    let addr = ep
+        .and_then(|e| e.advertise_address.clone())
+        .filter(|a| !a.is_empty());
+    (addr, ep.and_then(|e| e.bind_port).unwrap_or(6443))
+}
+
+/// `host:port` with an IPv6 host bracketed (Go's net.JoinHostPort).
+fn join_host_port(host: &str, port: i32) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// Host of `controlPlaneEndpoint` (`host`, `host:port`, `[v6]:port`), as
+/// pkiutil/pki_helpers.go `GetAPIServerAltNames` splits it (net.SplitHostPort, else the whole).
+fn endpoint_host(ep: &str) -> String {
+    let host = match ep.rsplit_once(':') {
+        Some((h, p))
+            if p.bytes().all(|b| b.is_ascii_digit())
+                && (!h.contains(':') || h.starts_with('[')) =>
+        {
+            h
+        }
+        _ => ep,
+    };
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string()
+}
+
+/// First address of the first service subnet (`10.96.0.0/12` → `10.96.0.1`):
+/// kubeadm's `GetAPIServerVirtualIP` (util/endpoint… `kubeadmconstants.GetAPIServerVirtualIP`).
+fn first_service_ip(subnets: &str) -> Option<String> {
+    let (addr, _) = subnets.split(',').next()?.trim().split_once('/')?;
+    let ip: std::net::IpAddr = addr.parse().ok()?;
+    Some(match ip {
+        std::net::IpAddr::V4(a) => {
+            std::net::Ipv4Addr::from(u32::from(a).checked_add(1)?).to_string()
+        }
+        std::net::IpAddr::V6(a) => {
+            std::net::Ipv6Addr::from(u128::from(a).checked_add(1)?).to_string()
+        }
+    })
+}
+
+fn push_unique(out: &mut Vec<String>, v: &str) {
+    if !v.is_empty() && !out.iter().any(|o| o == v) {
+        out.push(v.to_string());
+    }
+}
+
+/// kubeadm's apiserver SANs (pkiutil/pki_helpers.go `GetAPIServerAltNames`): DNS the node
+/// name, `kubernetes`, `kubernetes.default`, `kubernetes.default.svc`,
+/// `kubernetes.default.svc.<networking.dnsDomain>`; IPs the first service-subnet address and
+/// the advertise address; the controlPlaneEndpoint host; then `apiServer.certSANs`
+/// (`appendSANsToAltNames`). No 127.0.0.1: kubeadm does not add it.
+pub fn apiserver_sans(cfg: &Config) -> Vec<String> {
+    let net = cfg.cluster.as_ref().and_then(|c| c.networking.as_ref());
+    let domain = net
+        .and_then(|n| n.dns_domain.clone())
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| "cluster.local".into()); // DefaultServiceDNSDomain
+    let subnet = net
+        .and_then(|n| n.service_subnet.clone())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "10.96.0.0/12".into()); // DefaultServicesSubnet
+    let mut out = Vec::new();
+    if let Some(n) = node_name(cfg) {
+        push_unique(&mut out, &n);
+    }
+    for n in ["kubernetes", "kubernetes.default", "kubernetes.default.svc"] {
+        push_unique(&mut out, n);
+    }
+    push_unique(&mut out, &format!("kubernetes.default.svc.{domain}"));
+    if let Some(ip) = first_service_ip(&subnet) {
+        push_unique(&mut out, &ip);
+    }
+    if let Some(a) = local_api_endpoint(cfg).0 {
+        push_unique(&mut out, &a);
     }
     if let Some(c) = &cfg.cluster {
-        if let Some(ep) = &c.control_plane_endpoint {
-            let host = match ep.rsplit_once(':') {
-                Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) => h,
-                _ => ep.as_str(),
-            };
-            sans.push(
-                host.trim_start_matches('[')
-                    .trim_end_matches(']')
-                    .to_string(),
-            );
+        if let Some(ep) = c
+            .control_plane_endpoint
+            .as_deref()
+            .filter(|e| !e.is_empty())
+        {
+            push_unique(&mut out, &endpoint_host(ep));
         }
-        sans.extend(c.api_server.cert_sans.clone().unwrap_or_default());
+        for s in c.api_server.cert_sans.iter().flatten() {
+            push_unique(&mut out, s);
+        }
     }
+    out
+}
+
+/// kubeadm's etcd server and peer SANs (pkiutil/pki_helpers.go `GetEtcdAltNames`,
+/// `GetEtcdPeerAltNames` → `getAltNames`): DNS the node name and `localhost`, IPs the
+/// advertise address, 127.0.0.1 and ::1; then `etcd.local.serverCertSANs` /
+/// `peerCertSANs`.
+pub fn etcd_sans(cfg: &Config, leaf: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(n) = node_name(cfg) {
+        push_unique(&mut out, &n);
+    }
+    push_unique(&mut out, "localhost");
+    if let Some(a) = local_api_endpoint(cfg).0 {
+        push_unique(&mut out, &a);
+    }
+    push_unique(&mut out, "127.0.0.1");
+    push_unique(&mut out, "::1");
+    let local = cfg.cluster.as_ref().and_then(|c| c.etcd.local.as_ref());
+    let extra = if leaf == "etcd/server" {
+        local.and_then(|l| l.server_cert_sans.as_ref())
+    } else {
+        local.and_then(|l| l.peer_cert_sans.as_ref())
+    };
+    for s in extra.into_iter().flatten() {
+        push_unique(&mut out, s);
+    }
+    out
+}
+
+/// A serving certificate signed by `ca` with these SANs (rcgen makes IP SANs of addresses,
+/// DNS SANs of the rest); `client_too`: also client auth, as etcd's certificates.
+fn serving_cert(
+    ca: &CaPair,
+    leaf: &str,
+    cn: &str,
+    sans: Vec<String>,
+    client_too: bool,
+) -> Result<(String, String), String> {
     let ca_key = Key::from_pem(&ca.key_pem, "ca.key").map_err(|e| e.to_string())?;
     let issuer = rcgen::Issuer::from_ca_cert_pem(&ca.cert_pem, ca_key.pair())
-        .map_err(|e| format!("failure loading ca certificate authority: {e}"))?;
+        .map_err(|e| format!("failure loading certificate authority for {leaf}: {e}"))?;
     let key = new_key()?;
-    let mut p = rcgen::CertificateParams::new(sans).map_err(|e| format!("certs/apiserver: {e}"))?;
-    p.distinguished_name
-        .push(rcgen::DnType::CommonName, "kube-apiserver");
+    let mut p = rcgen::CertificateParams::new(sans).map_err(|e| format!("certs/{leaf}: {e}"))?;
+    p.distinguished_name.push(rcgen::DnType::CommonName, cn);
     p.not_after = time::OffsetDateTime::now_utc() + validity();
     p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    if client_too {
+        p.extended_key_usages
+            .push(rcgen::ExtendedKeyUsagePurpose::ClientAuth);
+    }
     let cert = p
         .signed_by(key.pair(), &issuer)
-        .map_err(|e| format!("certs/apiserver: {e}"))?;
+        .map_err(|e| format!("certs/{leaf}: {e}"))?;
     Ok((cert.pem(), key.private_pem))
 }
 
-fn kubeconfig(server: &str, user: &str) -> String {
+/// Client identity of each kubeconfig kubeadm writes (phases/kubeconfig/kubeconfig.go
+/// `getKubeConfigSpecsBase`): CN and organization. admin.conf's group is
+/// `kubeadm:cluster-admins` from 1.29 (`system:masters` before, which super-admin.conf keeps).
+fn kubeconfig_identity(cfg: &Config, file: &str) -> (String, Option<&'static str>) {
+    match file {
+        "admin.conf" if minor(cfg) >= 29 => {
+            ("kubernetes-admin".into(), Some("kubeadm:cluster-admins"))
+        }
+        "admin.conf" => ("kubernetes-admin".into(), Some("system:masters")),
+        "super-admin.conf" => ("kubernetes-super-admin".into(), Some("system:masters")),
+        "kubelet.conf" => (
+            format!("system:node:{}", node_name(cfg).unwrap_or_default()),
+            Some("system:nodes"),
+        ),
+        "controller-manager.conf" => ("system:kube-controller-manager".into(), None),
+        _ => ("system:kube-scheduler".into(), None),
+    }
+}
+
+/// A kubeconfig as kubeadm's kubeconfig phase writes it (kubeconfig.go
+/// `createKubeConfigFileIfNotExists` / `buildKubeConfigFromSpec`, kubeconfigutil
+/// `CreateWithCerts`): cluster `clusterName` (default `kubernetes`) at `server` with
+/// certificate-authority-data = ca.crt, a client certificate and key signed by ca embedded,
+/// context `<user>@<cluster>`.
+fn kubeconfig(node: &Node, cfg: &Config, server: &str, file: &str) -> Result<String, String> {
+    use base64::Engine;
+    let pki = cfg.cert_dir();
+    let ca = read_ca(node, &pki, "ca")?;
+    let (user, group) = kubeconfig_identity(cfg, file);
+    let (cert, key) = nodeagent::mint::pki::client_certificate(
+        &ca,
+        &user,
+        group,
+        Algorithm::EcdsaP256,
+        validity(),
+    )
+    .map_err(|e| format!("kubeconfig/{file}: {e}"))?;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let cluster = cfg
+        .cluster
+        .as_ref()
+        .and_then(|c| c.cluster_name.clone())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "kubernetes".into());
+    Ok(format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority-data: {}\n    server: https://{server}\n  name: {cluster}\ncontexts:\n- context:\n    cluster: {cluster}\n    user: {user}\n  name: {user}@{cluster}\ncurrent-context: {user}@{cluster}\npreferences: {{}}\nusers:\n- name: {user}\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\n",
+        b64(&ca.cert_pem),
+        b64(&cert),
+        b64(&key)
+    ))
+}
+
+/// A kubeconfig a worker's join writes without the cluster CA's key (the stand-in has no
+/// cluster to run the TLS bootstrap against): placeholder credentials that say so.
+fn placeholder_kubeconfig(server: &str, user: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority-data: c3RhbmQtaW4=\n    server: https://{server}\n  name: kubernetes\ncontexts:\n- context:\n    cluster: kubernetes\n    user: {user}\n  name: {user}@kubernetes\ncurrent-context: {user}@kubernetes\nusers:\n- name: {user}\n  user:\n    client-certificate-data: c3RhbmQtaW4=\n    client-key-data: c3RhbmQtaW4=\n# written by kubeadm-standin (placeholder credentials)\n"
     )
@@ -343,7 +530,7 @@ fn kubelet_files(node: &Node, cfg: &Config) -> Result<(), String> {
 fn control_plane_files(
     node: &Node,
     cfg: &Config,
-    endpoint: &str,
+    endpoint: Option<&str>,
     init: bool,
 ) -> Result<Vec<String>, String> {
     let pki = cfg.cert_dir();
@@ -368,13 +555,18 @@ fn control_plane_files(
             confs.push("super-admin.conf");
         }
     }
+    // Server URLs (kubeconfig.go `getKubeConfigSpecsBase`): admin, super-admin and kubelet
+    // the control-plane endpoint (`GetControlPlaneEndpoint`: controlPlaneEndpoint, else the
+    // local API endpoint); controller-manager and scheduler the local API endpoint (1.22+).
+    let (addr, port) = local_api_endpoint(cfg);
+    let local = join_host_port(addr.as_deref().unwrap_or("127.0.0.1"), port);
     for c in confs {
         let abs = format!("{KUBERNETES_DIR}/{c}");
-        node.write(
-            &abs,
-            0o600,
-            &kubeconfig(endpoint, c.trim_end_matches(".conf")),
-        )?;
+        let server = match c {
+            "controller-manager.conf" | "scheduler.conf" => local.as_str(),
+            _ => endpoint.unwrap_or(&local),
+        };
+        node.write(&abs, 0o600, &kubeconfig(node, cfg, server, c)?)?;
         made.push(abs);
     }
     let mut pods: Vec<&str> = CONTROL_PLANE_PODS.to_vec();
@@ -394,7 +586,7 @@ fn control_plane_files(
 
 /// `kubeadm init` up to and including its wait for the control plane; `fail` stops there
 /// (as a kubelet that never starts the static pods would), leaving what was written.
-pub fn init(node: &Node, cfg: &Config, endpoint: &str, fail: bool) -> Result<Vec<String>, String> {
+pub fn init(node: &Node, cfg: &Config, fail: bool) -> Result<Vec<String>, String> {
     // preflight/checks.go RunInitNodeChecks.
     let mut pf = Preflight::new(node, cfg);
     for pod in CONTROL_PLANE_PODS.iter().chain(["etcd.yaml"].iter()) {
@@ -433,7 +625,13 @@ pub fn init(node: &Node, cfg: &Config, endpoint: &str, fail: bool) -> Result<Vec
         node.write(&format!("{pki}/sa.pub"), 0o644, &k.public_pem())?;
         made.extend([format!("{pki}/sa.key"), format!("{pki}/sa.pub")]);
     }
-    made.extend(control_plane_files(node, cfg, endpoint, true)?);
+    // init's endpoint: controlPlaneEndpoint when set (else the local API endpoint).
+    let cpe = cfg
+        .cluster
+        .as_ref()
+        .and_then(|c| c.control_plane_endpoint.as_deref())
+        .filter(|e| !e.is_empty());
+    made.extend(control_plane_files(node, cfg, cpe, true)?);
     kubelet_files(node, cfg)?;
     if fail {
         return Err("error execution phase wait-control-plane: couldn't initialize a Kubernetes cluster (failure requested by KUBEADM_STANDIN_FAIL_INIT)".into());
@@ -510,7 +708,7 @@ pub fn join(node: &Node, cfg: &Config, endpoint: &str, fail: bool) -> Result<Vec
                 made.extend([format!("{pki}/sa.key"), format!("{pki}/sa.pub")]);
             }
         }
-        made.extend(control_plane_files(node, cfg, endpoint, false)?);
+        made.extend(control_plane_files(node, cfg, Some(endpoint), false)?);
     }
     // kubelet-start also writes the cluster CA from discovery to caCertPath; the stand-in
     // has no cluster and does not fake that CA (a made-up one would fail nodeagent's
@@ -519,7 +717,7 @@ pub fn join(node: &Node, cfg: &Config, endpoint: &str, fail: bool) -> Result<Vec
     node.write(
         &boot,
         0o600,
-        &kubeconfig(endpoint, "tls-bootstrap-token-user"),
+        &placeholder_kubeconfig(endpoint, "tls-bootstrap-token-user"),
     )?;
     kubelet_files(node, cfg)?;
     if fail {
@@ -527,7 +725,7 @@ pub fn join(node: &Node, cfg: &Config, endpoint: &str, fail: bool) -> Result<Vec
     }
     // The kubelet's TLS bootstrap: kubelet.conf appears, the bootstrap kubeconfig goes.
     let kc = format!("{KUBERNETES_DIR}/kubelet.conf");
-    node.write(&kc, 0o600, &kubeconfig(endpoint, "system:node"))?;
+    node.write(&kc, 0o600, &placeholder_kubeconfig(endpoint, "system:node"))?;
     let _ = std::fs::remove_file(node.p(&boot));
     made.push(kc);
     Ok(made)
@@ -638,7 +836,7 @@ mod tests {
         let c = cfg(
             "apiVersion: kubeadm.k8s.io/v1beta3\nkind: ClusterConfiguration\nkubernetesVersion: v1.29.1\n",
         );
-        init(&node, &c, "10.0.0.1:6443", false).unwrap();
+        init(&node, &c, false).unwrap();
         for f in [
             "/etc/kubernetes/super-admin.conf",
             "/etc/kubernetes/admin.conf",
@@ -650,10 +848,61 @@ mod tests {
             assert!(node.exists(f), "{f}");
         }
         // Same node again: the manifests are there, so init's preflight fails.
-        let e = init(&node, &c, "10.0.0.1:6443", false).unwrap_err();
+        let e = init(&node, &c, false).unwrap_err();
         assert!(
             e.contains("FileAvailable--etc-kubernetes-manifests-kube-apiserver.yaml"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn serving_sans_follow_kubeadms_alt_names() {
+        let c = cfg(
+            "apiVersion: kubeadm.k8s.io/v1beta3\nkind: InitConfiguration\nnodeRegistration:\n  name: cp-1\nlocalAPIEndpoint:\n  advertiseAddress: 192.0.2.10\n  bindPort: 6444\n---\napiVersion: kubeadm.k8s.io/v1beta3\nkind: ClusterConfiguration\ncontrolPlaneEndpoint: api.example.test:6443\nnetworking:\n  dnsDomain: corp.test\n  serviceSubnet: 10.100.0.0/16,fd00::/108\napiServer:\n  certSANs: [extra.example.test, 198.51.100.7]\netcd:\n  local:\n    serverCertSANs: [etcd.example.test]\n    peerCertSANs: [198.51.100.8]\n",
+        );
+        assert_eq!(
+            apiserver_sans(&c),
+            [
+                "cp-1",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.corp.test",
+                "10.100.0.1",
+                "192.0.2.10",
+                "api.example.test",
+                "extra.example.test",
+                "198.51.100.7",
+            ]
+        );
+        let base = ["cp-1", "localhost", "192.0.2.10", "127.0.0.1", "::1"];
+        assert_eq!(
+            etcd_sans(&c, "etcd/server"),
+            [&base[..], &["etcd.example.test"]].concat()
+        );
+        assert_eq!(
+            etcd_sans(&c, "etcd/peer"),
+            [&base[..], &["198.51.100.8"]].concat()
+        );
+        assert_eq!(endpoint_host("[fd00::1]:6443"), "fd00::1");
+        assert_eq!(endpoint_host("fd00::1"), "fd00::1");
+        assert_eq!(endpoint_host("api.example.test"), "api.example.test");
+        assert_eq!(local_api_endpoint(&c), (Some("192.0.2.10".into()), 6444));
+        assert_eq!(join_host_port("fd00::1", 6443), "[fd00::1]:6443");
+        // The kubeconfigs: controller-manager at the local endpoint, admin at controlPlaneEndpoint.
+        let d = tempfile::tempdir().unwrap();
+        let node = Node {
+            root: d.path().into(),
+        };
+        init(&node, &c, false).unwrap();
+        let read = |f: &str| std::fs::read_to_string(node.p(f)).unwrap();
+        assert!(
+            read("/etc/kubernetes/admin.conf").contains("server: https://api.example.test:6443")
+        );
+        assert!(
+            read("/etc/kubernetes/controller-manager.conf")
+                .contains("server: https://192.0.2.10:6444")
+        );
+        assert!(!read("/etc/kubernetes/kubelet.conf").contains("c3RhbmQtaW4="));
     }
 }
