@@ -20,7 +20,7 @@
 
 mod apply_common;
 #[allow(unused)]
-mod kube_common;
+mod kubeadm_common;
 use apply_common::*;
 use nodeagent::plan::*;
 use nodeagent::state::Event;
@@ -225,7 +225,7 @@ fn kubeadm_wrapper(dir: &Path, root: &Path) -> std::path::PathBuf {
          echo \"end $$ $rc\" >> \"$KUBEADM_STARTS\"\n\
          exit $rc\n",
         root.display(),
-        kube_common::standin().display()
+        kubeadm_common::standin().display()
     );
     let p = bin.join("kubeadm");
     std::fs::write(&p, script).unwrap();

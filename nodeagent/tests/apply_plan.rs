@@ -296,7 +296,7 @@ fn bad_owner_fails_before_writing() {
 
 #[test]
 fn only_last_runcmd_counts_with_or_without_compat() {
-    // cloud-init's one-script runcmd (tests/parity_runcmd.rs): the default, not only --compat.
+    // cloud-init's one-script runcmd (tests/commands.rs): the default, not only --compat.
     let p = plan(
         "vm-1",
         vec![

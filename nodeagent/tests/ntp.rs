@@ -1,5 +1,5 @@
 //! `ntp` as cloud-init 22.4's cc_ntp leaves it on Debian: the client's file is exactly
-//! cloud-init's template output (goldens in `parity_data/`, rendered from Debian's
+//! cloud-init's template output (goldens in `ntp_data/`, rendered from Debian's
 //! cloud-init 22.4 `chrony.conf.debian.tmpl` and `timesyncd.conf.tmpl` with jinja2 as
 //! cloud-init's templater renders them), and the image's file is kept as `<file>.dist`.
 
@@ -8,7 +8,7 @@ use std::process::Command;
 
 fn golden(name: &str) -> String {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/parity_data")
+        .join("tests/ntp_data")
         .join(name);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }

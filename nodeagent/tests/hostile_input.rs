@@ -6,9 +6,9 @@
 //!    is equal before and after, except the failure report itself (`run/nodeagent/status.json`,
 //!    `var/log/nodeagent/events.jsonl`), which must say `failed` with the same error.
 //!
-//! Cases that currently misbehave live in harden_regressions.rs (ignored, with the reason).
+//! Cases that currently misbehave live in hostile_regressions.rs (ignored, with the reason).
 
-mod harden_common;
+mod hostile_common;
 
 use nodeagent::error::Stage;
 use nodeagent::limits::*;
@@ -140,15 +140,15 @@ fn agent(args: &[&std::ffi::OsStr]) -> Out {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let (out, killed, max_rss_kib) = harden_common::wait_measured(child, start, KILL_AFTER);
+    let (out, killed, max_rss_kib) = hostile_common::wait_measured(child, start, KILL_AFTER);
     assert!(
         !killed,
         "agent still running after {KILL_AFTER:?}: {args:?}"
     );
     assert!(
-        max_rss_kib < harden_common::PEAK_RSS_BOUND_KIB,
+        max_rss_kib < hostile_common::PEAK_RSS_BOUND_KIB,
         "peak memory {max_rss_kib} KiB over the {} KiB bound: {args:?}",
-        harden_common::PEAK_RSS_BOUND_KIB
+        hostile_common::PEAK_RSS_BOUND_KIB
     );
     Out {
         max_rss_kib,
@@ -1165,8 +1165,8 @@ fn newlines_in_input_do_not_forge_log_lines() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let (out, killed, rss) = harden_common::wait_measured(child, start, KILL_AFTER);
-    assert!(!killed && rss < harden_common::PEAK_RSS_BOUND_KIB);
+    let (out, killed, rss) = hostile_common::wait_measured(child, start, KILL_AFTER);
+    assert!(!killed && rss < hostile_common::PEAK_RSS_BOUND_KIB);
     let stderr = String::from_utf8_lossy(&out.stderr);
     // cloud-init writes such a path too; what matters is how it is logged.
     assert_eq!(out.status.code(), Some(0), "{stderr}");

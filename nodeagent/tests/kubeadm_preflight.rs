@@ -1,9 +1,9 @@
 //! kubeadm pre-flight on hand-built plans: the real CABPK corpus passes; bad PKI and bad
 //! kubeadm configs fail with the file / field named and without secret values.
 
-mod kube_common;
+mod kubeadm_common;
 mod prereq;
-use kube_common::*;
+use kubeadm_common::*;
 use nodeagent::kubeadm::preflight;
 
 fn root() -> tempfile::TempDir {
@@ -276,7 +276,7 @@ fn serving_cert_must_cover_the_endpoint() {
     );
 }
 
-/// Timing figures for BENCHMARKS.md (`cargo test -p nodeagent --test kube_preflight -- --ignored --nocapture bench`).
+/// Timing figures for BENCHMARKS.md (`cargo test -p nodeagent --test kubeadm_preflight -- --ignored --nocapture bench`).
 #[test]
 #[ignore]
 fn bench_preflight_redact_status() {

@@ -2,9 +2,9 @@
 //! openssl), `status` exit codes and `--wait`, `analyze` from apply's journal and the
 //! reporter's events, `collect-logs` contents.
 
-mod kube_common;
+mod kubeadm_common;
 mod prereq;
-use kube_common::*;
+use kubeadm_common::*;
 use nodeagent::report::{Phase, Reporter};
 use std::path::Path;
 use std::process::Command;

@@ -9,7 +9,7 @@
 //! Every userdata starts with `write_files[0]: /etc/kubernetes/pki/ca.key`: the private key an
 //! apply that fails late would already have written.
 
-mod harden_common;
+mod hostile_common;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -86,7 +86,7 @@ fn agent(c: &Case, cmd: &str) -> Out {
     if let Some(p) = &c.path_env {
         command.env("PATH", p);
     }
-    let (out, killed) = harden_common::wait_or_kill(command.spawn().unwrap(), start, KILL_AFTER);
+    let (out, killed) = hostile_common::wait_or_kill(command.spawn().unwrap(), start, KILL_AFTER);
     assert!(!killed, "nodeagent {cmd} did not finish in {KILL_AFTER:?}");
     Out {
         code: out.status.code().unwrap_or(-1),
@@ -282,7 +282,7 @@ fn image_without_shadow_tools() {
 fn unsupported_ntp_client() {
     // An image without any NTP client is not refused since main's parity work: cloud-init
     // configures chrony anyway (it would install it) and nodeagent writes the file and warns
-    // (parity_ntp `no_client_installed_writes_chrony_conf_and_warns`), so apply cannot fail
+    // (ntp `no_client_installed_writes_chrony_conf_and_warns`), so apply cannot fail
     // there. A client apply cannot configure is refused before any write.
     refused(
         "ntp:\n  ntp_client: ntpd\n",

@@ -476,7 +476,7 @@ fn deep_nesting_fails_cleanly_on_a_small_stack() {
     }
 }
 
-/// Benchmark, not a timed test: `cargo test -p nodeagent --test tmpl_render -- --ignored --nocapture bench_render`.
+/// Benchmark, not a timed test: `cargo test -p nodeagent --test template_render -- --ignored --nocapture bench_render`.
 #[test]
 #[ignore]
 fn bench_render() {

@@ -4,9 +4,9 @@
 //! is no real kubeadm): its reset deletes what kubeadm's reset deletes, and its control-plane
 //! join fails "failure loading certificate authority" without the shared CAs, as kubeadm does.
 
-mod kube_common;
+mod kubeadm_common;
 mod prereq;
-use kube_common::*;
+use kubeadm_common::*;
 use nodeagent::kubeadm::run::{execute_restoring, execute_with};
 use nodeagent::report::Reporter;
 use std::os::unix::fs::PermissionsExt;

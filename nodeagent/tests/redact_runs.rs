@@ -4,9 +4,9 @@
 //! `nodeagent status`, error messages, or the collect-logs archive. The kubeadm stand-in is
 //! asked to print the token and certificate key (as kubeadm at high verbosity can).
 
-mod kube_common;
+mod kubeadm_common;
 mod prereq;
-use kube_common::*;
+use kubeadm_common::*;
 use std::path::Path;
 
 /// Every secret value the runs are fed.

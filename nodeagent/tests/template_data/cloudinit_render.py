@@ -9,7 +9,7 @@ Mirrors cloud-init 26.2 (docs/formats.md B.1-B.5): cloudinit/templater.py
 (detect_template, jinja_render, UndefinedJinjaVariable, JinjaSyntaxParsingException) and
 cloudinit/handlers/jinja_template.py (convert_jinja_instance_data,
 get_jinja_variable_alias, render_jinja_payload). Used to (re)generate golden.json:
-    python3 cloudinit_render.py < cases.json > golden.json   (see tmpl_parity.rs)
+    python3 cloudinit_render.py < cases.json > golden.json   (see template_parity.rs)
 """
 import json
 import re

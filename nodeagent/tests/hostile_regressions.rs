@@ -1,11 +1,11 @@
 //! Hostile inputs that broke the agent when issue 8's hardening found them, one test each,
 //! stating the behaviour wanted. Fixed ones run normally; a still-open one is `#[ignore]`d
-//! with the reason (`cargo test -p nodeagent --test harden_regressions -- --ignored`).
+//! with the reason (`cargo test -p nodeagent --test hostile_regressions -- --ignored`).
 //!
 //! Every agent here runs under `ulimit -v` (1 GiB) and a kill timeout, so a regression
 //! aborts one child process instead of exhausting the shared machine's memory.
 
-mod harden_common;
+mod hostile_common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -63,7 +63,7 @@ fn capped(args: &[&std::ffi::OsStr]) -> Out {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let (out, _killed) = harden_common::wait_or_kill(child, start, KILL_AFTER);
+    let (out, _killed) = hostile_common::wait_or_kill(child, start, KILL_AFTER);
     Out {
         code: out.status.code().unwrap_or(-1),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),

@@ -1,9 +1,9 @@
 //! End to end through `nodeagent run --exec` with the kubeadm stand-in on PATH (there is no
 //! real kubeadm here: tests/kubeadm-standin checks and records what it is given).
 
-mod kube_common;
+mod kubeadm_common;
 mod prereq;
-use kube_common::*;
+use kubeadm_common::*;
 use std::time::Duration;
 
 fn join_userdata(port: u16) -> String {

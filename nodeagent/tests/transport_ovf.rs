@@ -1,5 +1,5 @@
 //! The OVF environment transport (`guestinfo.ovfEnv`), read as cloud-init's DataSourceOVF
-//! reads it. Documents in xport_data/ovf/: cloud-init's own published example (cited in its
+//! reads it. Documents in transport_data/ovf/: cloud-init's own published example (cited in its
 //! header) and a vSphere-layout document with VM Operator-style properties.
 
 use nodeagent::transport::dir::DirTransport;
@@ -11,7 +11,7 @@ use std::path::Path;
 fn data(name: &str) -> Vec<u8> {
     std::fs::read(
         Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/xport_data/ovf")
+            .join("tests/transport_data/ovf")
             .join(name),
     )
     .unwrap()

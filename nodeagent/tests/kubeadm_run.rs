@@ -2,9 +2,9 @@
 //! kubeadm here; the stand-in checks its arguments and config, records each call, and fails
 //! on request). Plans are hand-built from the real CABPK corpus until the full pipeline lands.
 
-mod kube_common;
+mod kubeadm_common;
 mod prereq;
-use kube_common::*;
+use kubeadm_common::*;
 use nodeagent::kubeadm::run::execute_with;
 use nodeagent::plan::{Action, KubeadmSpec};
 use nodeagent::report::{Phase, Reporter, read_status};

@@ -1,13 +1,13 @@
 //! Render parity with cloud-init: every case is rendered by `template::render` and by
-//! real jinja2 driven exactly as cloud-init drives it (tests/tmpl_data/cloudinit_render.py:
+//! real jinja2 driven exactly as cloud-init drives it (tests/template_data/cloudinit_render.py:
 //! SandboxedEnvironment, trim_blocks, `do`, UndefinedJinjaVariable, cloud-init's variable
 //! conversion and trailing-newline rule). Outputs must be byte-identical.
 //!
-//! The jinja2 results are stored in tests/tmpl_data/golden.json so the comparison runs
+//! The jinja2 results are stored in tests/template_data/golden.json so the comparison runs
 //! without Python, each rendered text as its SHA-256 (`sha256:HEX`): the shipped templates
 //! name distribution mirrors, and the project keeps no copy of those; when python3 with jinja2 is installed, the test also re-runs the
 //! reference renderer live and fails if golden.json is stale.
-//! Regenerate: `TMPL_PARITY_REGEN=1 cargo test -p nodeagent --test tmpl_parity`.
+//! Regenerate: `TMPL_PARITY_REGEN=1 cargo test -p nodeagent --test template_parity`.
 
 mod prereq;
 use std::path::{Path, PathBuf};
@@ -72,7 +72,7 @@ const CORPUS: &str = concat!(
 );
 
 fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tmpl_data")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/template_data")
 }
 
 /// Instance data shaped like cloud-init's instance-data-sensitive.json on a CAPV VM.

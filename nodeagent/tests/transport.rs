@@ -843,7 +843,7 @@ fn corpus_values_decode_exactly_through_dir_and_vmware() {
 
 /// Benchmark, not a timed test (BENCHMARKS.md "decode and transports"): cost of one
 /// vmware `get` with `/bin/echo` standing in for a (tiny, compiled) vmware-rpctool.
-/// `cargo test -p nodeagent --test xport_transport bench_vmware_get -- --ignored --nocapture`
+/// `cargo test -p nodeagent --test transport bench_vmware_get -- --ignored --nocapture`
 #[test]
 #[ignore]
 fn bench_vmware_get() {

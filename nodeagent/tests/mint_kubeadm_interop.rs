@@ -2,8 +2,8 @@
 //! data it makes pass pre-flight and bootstrap through `nodeagent run --exec` with the
 //! kubeadm stand-in (no real kubeadm here), and `nodeagent certs` reads mint's PKI.
 
-mod kube_common;
-use kube_common::*;
+mod kubeadm_common;
+use kubeadm_common::*;
 use std::path::Path;
 use std::process::Command;
 

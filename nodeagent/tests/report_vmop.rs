@@ -4,9 +4,9 @@
 //! reason, and `guestinfo.nodeagent.ready` for a guestInfo readiness probe. kubeadm is the
 //! stand-in (tests/kubeadm-standin; there is no real kubeadm here).
 
-mod kube_common;
+mod kubeadm_common;
 mod prereq;
-use kube_common::*;
+use kubeadm_common::*;
 use nodeagent::report::{BOOTSTRAP_CONDITION_KEY, Phase, READY_KEY, Reporter};
 
 /// VM Operator's parse: split at the first two commas, trim, Go's strconv.ParseBool.
