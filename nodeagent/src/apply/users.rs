@@ -61,19 +61,24 @@ pub fn group(ctx: &mut Ctx<'_>, g: &GroupSpec) -> Result<Outcome> {
 /// writing /etc/group and /etc/gshadow leaves the member in the first only (seen in the
 /// kubeadm crash test); checking both makes the rerun finish the job.
 fn gshadow_has(t: &super::Target, group: &str, member: &str) -> bool {
-    let Ok(text) = t.path("/etc/gshadow").map(std::fs::read_to_string) else {
-        return true;
-    };
-    let Ok(text) = text else {
-        return true;
-    };
-    text.lines()
-        .map(|l| l.split(':').collect::<Vec<_>>())
-        .find(|f| f.first() == Some(&group))
+    account_entry(t, "/etc/gshadow", group)
+        .flatten()
         .is_none_or(|f| {
             f.get(3)
                 .is_some_and(|ms| ms.split(',').any(|x| x == member))
         })
+}
+
+/// The fields of `name`'s first line in an account database of the target (`/etc/shadow`,
+/// `/etc/gshadow`, `/etc/subuid`…), as the shadow tools' lookups take the first. `None`: the
+/// database cannot be read (the image has none); `Some(None)`: no line for `name`.
+fn account_entry(t: &super::Target, file: &str, name: &str) -> Option<Option<Vec<String>>> {
+    let text = std::fs::read_to_string(t.path(file).ok()?).ok()?;
+    Some(
+        text.lines()
+            .map(|l| l.split(':').map(String::from).collect::<Vec<_>>())
+            .find(|f| f.first().map(String::as_str) == Some(name)),
+    )
 }
 
 /// `useradd` arguments for a new user (cloud-init's option mapping; password set separately).
@@ -249,12 +254,8 @@ fn clean_shadow_leftovers(t: &super::Target) -> Result<()> {
 
 /// Everything `useradd` makes for this user is there (after a kill it may not be).
 fn complete(t: &super::Target, db: &UserDb, u: &UserSpec) -> bool {
-    let has_line = |file: &str| match t.path(file).map(std::fs::read_to_string) {
-        Ok(Ok(text)) => text
-            .lines()
-            .any(|l| l.split(':').next() == Some(u.name.as_str())),
-        _ => true, // no such database in the image: nothing to check
-    };
+    // No such database in the image: nothing to check.
+    let has_line = |file: &str| account_entry(t, file, &u.name).is_none_or(|l| l.is_some());
     let home_ok = u.no_create_home
         || u.system
         || db
@@ -364,13 +365,9 @@ pub fn user(ctx: &mut Ctx<'_>, u: &UserSpec, new_user: Option<&str>) -> Result<O
 /// prepends `!` to an unlocked hash), so its process is not started. No shadow file or no
 /// line: not known to be locked, usermod decides.
 fn already_locked(t: &super::Target, name: &str) -> bool {
-    let Ok(text) = t.path("/etc/shadow").map(std::fs::read_to_string) else {
-        return false;
-    };
-    text.unwrap_or_default().lines().any(|l| {
-        let mut f = l.split(':');
-        f.next() == Some(name) && f.next().is_some_and(|p| p.starts_with('!'))
-    })
+    account_entry(t, "/etc/shadow", name)
+        .flatten()
+        .is_some_and(|f| f.get(1).is_some_and(|p| p.starts_with('!')))
 }
 
 /// Sudo rules accepted by every sudo as written: CAPV's template rule and the usual
