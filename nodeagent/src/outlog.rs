@@ -28,7 +28,9 @@ pub fn append(root: &Path, step: &str, lines: &[&str]) {
 }
 
 fn try_append(root: &Path, step: &str, lines: &[&str]) -> std::io::Result<()> {
-    let p = path(root);
+    // Resolved inside the root like the agent's other files: a `var/log` link in the image
+    // cannot send the log (or its rotation) outside it.
+    let p = crate::confine::file(root, PATH)?;
     if let Some(dir) = p.parent() {
         std::fs::create_dir_all(dir)?;
     }

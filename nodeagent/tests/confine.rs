@@ -190,3 +190,21 @@ fn clean_removes_nothing_outside_the_root() {
     );
     assert!(!c.root.join("var/lib/nodeagent/instance-id").exists());
 }
+
+#[test]
+fn the_command_output_log_stays_inside_the_root() {
+    let c = case();
+    std::fs::write(
+        c.data.join("guestinfo.userdata"),
+        "#cloud-config\nruncmd:\n- echo confined-output\n",
+    )
+    .unwrap();
+    c.plant("var/log", "");
+    let before = snapshot(&c.outside);
+    let transport = format!("dir:{}", c.data.display());
+    let out = c.run(&["run", "--exec", "--transport", &transport]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(snapshot(&c.outside), before, "the outside dir changed");
+    let log = std::fs::read_to_string(c.inside("nodeagent-output.log")).unwrap();
+    assert!(log.contains("confined-output"), "{log}");
+}
