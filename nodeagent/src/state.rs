@@ -544,7 +544,9 @@ pub fn clean(root: &Path, opts: CleanOpts) -> Result<Vec<PathBuf>> {
             let Some(seed) = t.strip_prefix("nocloud:") else {
                 continue;
             };
-            let p = root.join(seed.trim_start_matches('/'));
+            // Resolved inside the root like the paths above: a link in the image's
+            // var/lib/cloud cannot point the removal at the host.
+            let p = in_root(root, seed)?;
             if p.symlink_metadata().is_ok() {
                 std::fs::remove_dir_all(&p)
                     .map_err(|e| Error::io(Stage::State, p.display().to_string(), "", e))?;

@@ -208,3 +208,17 @@ fn the_command_output_log_stays_inside_the_root() {
     let log = std::fs::read_to_string(c.inside("nodeagent-output.log")).unwrap();
     assert!(log.contains("confined-output"), "{log}");
 }
+
+#[test]
+fn clean_seed_removes_nothing_outside_the_root() {
+    let c = case();
+    // The default transports name the NoCloud seed /var/lib/cloud/seed/nocloud; the image's
+    // var/lib/cloud is a link to a host directory holding such a seed.
+    std::fs::create_dir_all(c.outside.join("seed/nocloud")).unwrap();
+    std::fs::write(c.outside.join("seed/nocloud/user-data"), "outside\n").unwrap();
+    c.plant("var/lib/cloud", "");
+    let before = snapshot(&c.outside);
+    let out = c.run(&["clean", "--seed"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(snapshot(&c.outside), before, "the outside dir changed");
+}
