@@ -35,7 +35,7 @@ pub fn gather(root: &Path) -> Vec<(String, Vec<u8>)> {
     let mut add =
         |name: &str, rel: &str, transform: &dyn Fn(&str) -> String, manifest: &mut String| {
             let src = root.join(rel.trim_start_matches('/'));
-            match crate::confine::dir(root, rel).and_then(std::fs::read) {
+            match crate::confine::read(root, rel) {
                 Ok(bytes) => {
                     let text = String::from_utf8_lossy(&bytes);
                     files.push((
@@ -80,10 +80,9 @@ pub fn gather(root: &Path) -> Vec<(String, Vec<u8>)> {
         &mut manifest,
     );
     let sdir = root.join(crate::state::DIR);
-    let iid = crate::confine::dir(root, &format!("{}/instance-id", crate::state::DIR))
-        .and_then(std::fs::read_to_string)
+    let iid = crate::confine::read(root, &format!("{}/instance-id", crate::state::DIR))
         .ok()
-        .map(|s| s.trim_end().to_string());
+        .map(|s| String::from_utf8_lossy(&s).trim_end().to_string());
     match iid {
         Some(iid) if !iid.is_empty() => {
             let idir = format!(
