@@ -98,7 +98,7 @@ fn crash_plan(v: Variant) -> Plan {
                 .unwrap(),
             }),
         ),
-        sh("bootcmd[0]", "echo bootcmd >> \"$NODEAGENT_ROOT/var/cmd-record\"", Frequency::PerBoot),
+        sh("bootcmd[0]", "echo bootcmd >> \"/var/cmd-record\"", Frequency::PerBoot),
     ];
     if v == Variant::Kubeadm {
         for (name, content, mode) in crash_pki() {
@@ -182,7 +182,7 @@ fn crash_plan(v: Variant) -> Plan {
     for i in 0..4 {
         steps.push(sh(
             &format!("runcmd[{i}]"),
-            &format!("echo runcmd{i} start >> \"$NODEAGENT_ROOT/var/cmd-record\"; sleep 0.02; echo runcmd{i} end >> \"$NODEAGENT_ROOT/var/cmd-record\""),
+            &format!("echo runcmd{i} start >> \"/var/cmd-record\"; sleep 0.02; echo runcmd{i} end >> \"/var/cmd-record\""),
             Frequency::PerInstance,
         ));
     }
