@@ -211,14 +211,7 @@ impl Status {
             ),
         };
         message = redact_text(&message).replace(['\n', '\r'], " ");
-        if message.len() > MAX_CONDITION_MESSAGE {
-            let mut cut = MAX_CONDITION_MESSAGE;
-            while !message.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            message.truncate(cut);
-            message.push('…');
-        }
+        cut_bytes(&mut message, MAX_CONDITION_MESSAGE);
         format!("{ok},{reason},{message}")
     }
 
@@ -242,6 +235,18 @@ impl Status {
 const STATUS_FIELD_CHARS: usize = 160;
 /// Passes that cut the error until the compact status fits; then only the phase is sent.
 const STATUS_FIT_PASSES: usize = 12;
+
+/// `s` cut to at most `max` bytes at a character boundary, with `…` after it when cut.
+pub(crate) fn cut_bytes(s: &mut String, max: usize) {
+    if s.len() > max {
+        let mut cut = max;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push('…');
+    }
+}
 
 /// `s` cut to `max` characters, with `…` when cut.
 fn cut_chars(s: &str, max: usize) -> String {
