@@ -74,29 +74,8 @@ pub fn parse(text: &str, place: &str) -> Result<Metadata> {
         }
     }
 
-    md.instance_id = match tree.get("instance-id") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(Value::Number(n)) => Some(n.to_string()),
-        Some(other) => {
-            return Err(Error::new(
-                Stage::Metadata,
-                format!("{place}: instance-id"),
-                format!("expected a string, found {}", kind(other)),
-            ));
-        }
-    };
-    md.local_hostname = match tree.get("local-hostname") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(other) => {
-            return Err(Error::new(
-                Stage::Metadata,
-                format!("{place}: local-hostname"),
-                format!("expected a string, found {}", kind(other)),
-            ));
-        }
-    };
+    md.instance_id = optional_string(&tree, "instance-id", place, true)?;
+    md.local_hostname = optional_string(&tree, "local-hostname", place, false)?;
     if let Some(w) = tree.get("wait-on-network") {
         let Value::Object(w) = w else {
             return Err(Error::new(
@@ -225,6 +204,26 @@ pub fn translate_bool(v: &Value) -> bool {
         ),
         Value::Number(n) => n.as_i64() == Some(1),
         _ => false,
+    }
+}
+
+/// The string at `key`, absent or null as `None`; with `numbers`, a number is taken as its
+/// text (an instance-id written unquoted).
+fn optional_string(
+    tree: &Map<String, Value>,
+    key: &str,
+    place: &str,
+    numbers: bool,
+) -> Result<Option<String>> {
+    match tree.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(Value::Number(n)) if numbers => Ok(Some(n.to_string())),
+        Some(other) => Err(Error::new(
+            Stage::Metadata,
+            format!("{place}: {key}"),
+            format!("expected a string, found {}", kind(other)),
+        )),
     }
 }
 
