@@ -517,14 +517,14 @@ mod tests {
         c
     }
 
+    /// `script` run with a generous deadline and no input.
+    fn sh_output(script: &str) -> Output {
+        run(sh(script), &Limits::new(Duration::from_secs(20)), None).unwrap()
+    }
+
     #[test]
     fn output_and_status_are_returned() {
-        let out = run(
-            sh("echo out; echo err >&2; exit 3"),
-            &Limits::new(Duration::from_secs(20)),
-            None,
-        )
-        .unwrap();
+        let out = sh_output("echo out; echo err >&2; exit 3");
         assert_eq!(out.stdout, b"out\n");
         assert_eq!(out.stderr, b"err\n");
         assert_eq!(out.status.code(), Some(3));
@@ -599,12 +599,7 @@ mod tests {
     #[test]
     fn a_daemon_holding_the_pipe_does_not_hold_the_caller() {
         let t = Instant::now();
-        let out = run(
-            sh("(sleep 30 &) ; echo started"),
-            &Limits::new(Duration::from_secs(20)),
-            None,
-        )
-        .unwrap();
+        let out = sh_output("(sleep 30 &) ; echo started");
         assert_eq!(out.stdout, b"started\n");
         assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
     }
