@@ -93,12 +93,7 @@ pub(super) fn disks(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
             .map(|(dev, entry)| disk_spec(dev, entry, &alias(dev)))
             .collect::<Result<Vec<_>>>()?;
         if !disks.is_empty() {
-            b.push(
-                "disk_setup".into(),
-                RunStage::Main,
-                Frequency::PerInstance,
-                Action::DiskSetup(DiskSetupSpec { disks }),
-            );
+            per_instance(b, "disk_setup", Action::DiskSetup(DiskSetupSpec { disks }));
         }
     }
     if !cfg.fs_setup.is_empty() {
@@ -108,17 +103,17 @@ pub(super) fn disks(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
             .enumerate()
             .map(|(i, fs)| fs_spec(&format!("fs_setup[{i}]"), fs, &alias))
             .collect::<Result<Vec<_>>>()?;
-        b.push(
-            "fs_setup".into(),
-            RunStage::Main,
-            Frequency::PerInstance,
-            Action::FsSetup(FsSetupSpec { filesystems }),
-        );
+        per_instance(b, "fs_setup", Action::FsSetup(FsSetupSpec { filesystems }));
     }
     if !cfg.mounts.is_empty() {
         mounts(b, cfg)?;
     }
     Ok(())
+}
+
+/// A step of the main stage, once per instance (cc_disk_setup's and cc_mounts' frequency).
+fn per_instance(b: &mut Builder<'_>, id: &str, action: Action) {
+    b.push(id.into(), RunStage::Main, Frequency::PerInstance, action);
 }
 
 /// One `disk_setup` entry (`dev` as written, `device` with `device_aliases` applied): the
@@ -173,18 +168,13 @@ fn fs_spec(place: &str, fs: &FsEntry, alias: &dyn Fn(&str) -> String) -> Result<
             )
         })
     };
-    let partition = match &fs.partition {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(Value::Number(n)) => Some(n.to_string()),
-        Some(other) => {
-            return Err(Error::new(
-                Stage::Plan,
-                format!("{place}.partition"),
-                format!("unexpected {}", crate::metadata::kind(other)),
-            ));
-        }
-    };
+    let partition = crate::metadata::scalar_text(fs.partition.as_ref()).map_err(|other| {
+        Error::new(
+            Stage::Plan,
+            format!("{place}.partition"),
+            format!("unexpected {}", crate::metadata::kind(other)),
+        )
+    })?;
     let filesystem = need(&fs.filesystem, "filesystem")?;
     if filesystem.is_empty() || !filesystem.bytes().all(|c| c.is_ascii_alphanumeric()) {
         return Err(Error::new(
@@ -287,15 +277,11 @@ pub(super) fn mounts(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
         out.push(fields);
     }
     if !out.is_empty() {
-        b.push(
-            "mounts".into(),
-            RunStage::Main,
-            Frequency::PerInstance,
-            Action::Mounts(MountsSpec {
-                entries: out,
-                device_aliases: cfg.device_aliases.clone(),
-            }),
-        );
+        let action = Action::Mounts(MountsSpec {
+            entries: out,
+            device_aliases: cfg.device_aliases.clone(),
+        });
+        per_instance(b, "mounts", action);
     }
     Ok(())
 }
