@@ -74,8 +74,19 @@ pub fn parse(text: &str, place: &str) -> Result<Metadata> {
         }
     }
 
-    md.instance_id = optional_string(&tree, "instance-id", place, true)?;
-    md.local_hostname = optional_string(&tree, "local-hostname", place, false)?;
+    let not_a_string = |key: &str, other: &Value| {
+        Error::new(
+            Stage::Metadata,
+            format!("{place}: {key}"),
+            format!("expected a string, found {}", kind(other)),
+        )
+    };
+    md.instance_id =
+        scalar_text(tree.get("instance-id")).map_err(|v| not_a_string("instance-id", v))?;
+    md.local_hostname = match tree.get("local-hostname") {
+        Some(n @ Value::Number(_)) => return Err(not_a_string("local-hostname", n)),
+        v => scalar_text(v).map_err(|v| not_a_string("local-hostname", v))?,
+    };
     if let Some(w) = tree.get("wait-on-network") {
         let Value::Object(w) = w else {
             return Err(Error::new(
@@ -207,23 +218,14 @@ pub fn translate_bool(v: &Value) -> bool {
     }
 }
 
-/// The string at `key`, absent or null as `None`; with `numbers`, a number is taken as its
-/// text (an instance-id written unquoted).
-fn optional_string(
-    tree: &Map<String, Value>,
-    key: &str,
-    place: &str,
-    numbers: bool,
-) -> Result<Option<String>> {
-    match tree.get(key) {
+/// A string or number as its text (`str()` of it, as cloud-init takes such keys); absent or
+/// null is `None`; anything else is handed back as the error.
+pub fn scalar_text(v: Option<&Value>) -> std::result::Result<Option<String>, &Value> {
+    match v {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(Value::Number(n)) if numbers => Ok(Some(n.to_string())),
-        Some(other) => Err(Error::new(
-            Stage::Metadata,
-            format!("{place}: {key}"),
-            format!("expected a string, found {}", kind(other)),
-        )),
+        Some(Value::Number(n)) => Ok(Some(n.to_string())),
+        Some(other) => Err(other),
     }
 }
 
