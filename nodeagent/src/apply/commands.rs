@@ -226,7 +226,7 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
         .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
     let mut cmd = Command::new(&ctx.opts.supervisor);
     cmd.arg0("nodeagent")
-        .arg(super::supervise::ARG)
+        .arg(crate::supervise::ARG)
         .arg(&fl.rc)
         .arg(timeout.to_string())
         .args(&argv)
@@ -256,7 +256,7 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
     tracing::info!(step = %step.id, command = %shown(&c.run), "command start");
     // The supervisor enforces `timeout` itself (and keeps doing so if the agent dies); this
     // bound is the backstop should the supervisor itself hang.
-    let backstop = Duration::from_secs(timeout) + super::supervise::KILL_AFTER + SUPERVISOR_SLACK;
+    let backstop = Duration::from_secs(timeout) + crate::supervise::KILL_AFTER + SUPERVISOR_SLACK;
     let status =
         process::run_inherited(cmd, &process::Limits::new(backstop)).map_err(|e| match e {
             process::ProcessError::Spawn { source, .. } => Error::io(
@@ -273,7 +273,7 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
     if rc == 0 {
         return Ok(Outcome::Ok);
     }
-    let why = if rc == super::supervise::TIMED_OUT {
+    let why = if rc == crate::supervise::TIMED_OUT {
         format!("timed out after {timeout} s")
     } else {
         format!("exit status {rc}")
@@ -282,7 +282,7 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
         .last()
         .map(|l| format!(" (last output: {l})"))
         .unwrap_or_default();
-    let kind = if rc == super::supervise::TIMED_OUT {
+    let kind = if rc == crate::supervise::TIMED_OUT {
         ErrorKind::Timeout
     } else {
         ErrorKind::CommandFailed

@@ -211,7 +211,7 @@ fn execute_locked(
     target: Target,
     earlier: Option<Earlier>,
 ) -> Result<Executed> {
-    // kubeadm pre-flight already ran inside plan::build, before anything was written.
+    // kubeadm pre-flight already ran inside planner::build, before anything was written.
     let selected;
     let plan = match &args.only {
         Some(sel) => {
