@@ -38,7 +38,7 @@ pub const NETPLAN_PATH: &str = "/etc/netplan/50-nodeagent.yaml";
 
 /// Render the metadata's netplan-v2 network config (`ds.meta_data.network.config`) into the
 /// files the image's renderer reads: `networkd` (.link/.network) or `netplan` (one YAML file).
-/// Pure; called by `plan::build`. Strict: malformed values are errors naming the field.
+/// Pure; called by `planner::build`. Strict: malformed values are errors naming the field.
 pub fn render(config: &Value, renderer: &str) -> Result<Vec<FileWrite>> {
     render_with(config, renderer, false).map(|r| r.files)
 }

@@ -9,7 +9,8 @@ use crate::config::ImageConfig;
 use crate::error::{Error, Result, Stage};
 use crate::facts::Facts;
 use crate::metadata::{self, Metadata};
-use crate::plan::{self, Plan, PlanInput, UserDb};
+use crate::plan::Plan;
+use crate::planner::{self, PlanInput, UserDb};
 use crate::template::{self, Header};
 use crate::transport::{self, RawData, Transport};
 use serde_json::Value;
@@ -36,8 +37,8 @@ pub struct Inputs {
     pub facts: Facts,
     pub image: ImageConfig,
     pub users: UserDb,
-    /// The target's tools and NTP clients, for the plan's checks (`plan::target`).
-    pub target: plan::target::TargetView,
+    /// The target's tools and NTP clients, for the plan's checks (`planner::target`).
+    pub target: planner::target::TargetView,
     pub compat: bool,
     pub root: PathBuf,
 }
@@ -274,7 +275,7 @@ pub fn instance_data(inputs: &Inputs) -> Result<Value> {
 /// The local stage only needs metadata: hostname and network, before the network is up.
 pub fn prepare_local(inputs: &Inputs) -> Result<Prepared> {
     let (md, iid, tree) = instance(inputs)?;
-    let plan = plan::build_local(&iid, &md, &inputs.facts, inputs.compat)?;
+    let plan = planner::build_local(&iid, &md, &inputs.facts, inputs.compat)?;
     check_target(&plan, inputs)?;
     let warnings = [inputs.raw.warnings(), plan.warnings.clone()].concat();
     Ok(Prepared {
@@ -323,9 +324,9 @@ pub fn prepare(inputs: &Inputs) -> Result<Prepared> {
             )
             .ok()
         });
-        plan::target::with_line(e, doc.as_ref().map(|d| (d, source)))
+        planner::target::with_line(e, doc.as_ref().map(|d| (d, source)))
     };
-    let plan = plan::build(&PlanInput {
+    let plan = planner::build(&PlanInput {
         instance_id: &iid,
         metadata: &md,
         facts: &inputs.facts,
@@ -374,11 +375,11 @@ pub fn prepare_all(inputs: &Inputs) -> std::result::Result<Prepared, Vec<Error>>
 }
 
 /// The plan against the target root: the paths and devices it names are looked up (the only
-/// reads after `gather`, through apply's resolver), then checked (pure, `plan::target`).
+/// reads after `gather`, through apply's resolver), then checked (pure, `planner::target`).
 fn check_target(plan: &Plan, inputs: &Inputs) -> Result<()> {
-    let wanted = plan::target::wanted(plan, &inputs.target);
+    let wanted = planner::target::wanted(plan, &inputs.target);
     let seen = crate::probe::observe(&inputs.root, &wanted);
-    plan::target::check(plan, &inputs.target, &seen)
+    planner::target::check(plan, &inputs.target, &seen)
 }
 
 /// Vendordata is refused, before any write, unless the user-data turns it off

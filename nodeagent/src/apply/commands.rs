@@ -206,11 +206,11 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
     let timeout = command_timeout(ctx, c);
     let mut cmd = supervisor_command(ctx, place, &fl, c, timeout)?;
     // Its own process group comes from process::run_inherited.
-    super::supervise::pass_lock(&mut cmd, lock.as_raw_fd());
+    crate::supervise::pass_lock(&mut cmd, lock.as_raw_fd());
     tracing::info!(step = %step.id, command = %shown(&c.run), "command start");
     // The supervisor enforces `timeout` itself (and keeps doing so if the agent dies); this
     // bound is the backstop should the supervisor itself hang.
-    let backstop = Duration::from_secs(timeout) + super::supervise::KILL_AFTER + SUPERVISOR_SLACK;
+    let backstop = Duration::from_secs(timeout) + crate::supervise::KILL_AFTER + SUPERVISOR_SLACK;
     let status =
         process::run_inherited(cmd, &process::Limits::new(backstop)).map_err(|e| match e {
             process::ProcessError::Spawn { source, .. } => Error::io(
@@ -270,7 +270,7 @@ fn supervisor_command(
         .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
     let mut cmd = Command::new(&ctx.opts.supervisor);
     cmd.arg0("nodeagent")
-        .arg(super::supervise::ARG)
+        .arg(crate::supervise::ARG)
         .arg(&fl.rc)
         .arg(timeout.to_string())
         .args(&argv)
@@ -286,7 +286,7 @@ fn supervisor_command(
 
 /// The error of a command that ended with status `rc`: why, and its last output line.
 fn failure(place: &str, c: &CommandSpec, rc: i32, timeout: u64, tail: &[String]) -> Error {
-    let why = if rc == super::supervise::TIMED_OUT {
+    let why = if rc == crate::supervise::TIMED_OUT {
         format!("timed out after {timeout} s")
     } else {
         format!("exit status {rc}")
@@ -295,7 +295,7 @@ fn failure(place: &str, c: &CommandSpec, rc: i32, timeout: u64, tail: &[String])
         .last()
         .map(|l| format!(" (last output: {l})"))
         .unwrap_or_default();
-    let kind = if rc == super::supervise::TIMED_OUT {
+    let kind = if rc == crate::supervise::TIMED_OUT {
         ErrorKind::Timeout
     } else {
         ErrorKind::CommandFailed

@@ -17,7 +17,6 @@ pub mod files;
 pub mod grow;
 pub mod hostname;
 pub mod ntp;
-pub mod supervise;
 pub mod users;
 
 use crate::config::ImageConfig;

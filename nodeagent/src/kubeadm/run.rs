@@ -5,7 +5,6 @@
 
 use super::detect::SENTINEL;
 use super::endpoint;
-use super::preflight::under_root;
 use crate::config::KubeadmSettings;
 use crate::error::{Error, ErrorKind, Result, Stage};
 use crate::plan::{KubeadmMode, KubeadmSpec};
@@ -107,7 +106,7 @@ pub fn execute_restoring(
     restore: &dyn Fn() -> Result<()>,
 ) -> Result<()> {
     let in_root = |path: &str| {
-        under_root(root, path).map_err(|e| Error::new(Stage::Kubeadm, path, e.to_string()))
+        crate::confine::dir(root, path).map_err(|e| Error::new(Stage::Kubeadm, path, e.to_string()))
     };
     let sentinel = in_root(SENTINEL)?;
     if sentinel.exists() {
@@ -363,8 +362,10 @@ pub fn join_endpoint(root: &Path, config_file: &str) -> Option<String> {
     if !path.starts_with('/') {
         return None; // https URL: fetched by kubeadm itself
     }
-    let kc: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(under_root(root, &path).ok()?).ok()?).ok()?;
+    let kc: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(crate::confine::dir(root, &path).ok()?).ok()?,
+    )
+    .ok()?;
     let server = kc["clusters"][0]["cluster"]["server"].as_str()?;
     let hostport = server.strip_prefix("https://")?.split('/').next()?;
     match super::config::split_host_port(hostport)? {
@@ -446,7 +447,7 @@ pub fn run_kubeadm(
     // Supervised, kubeadm's own deadline is the supervisor's (it kills kubeadm's group and
     // records the timeout); the agent's bound on the supervisor is that plus the kill grace,
     // so it only fires if the supervisor itself hangs. Both are cut to the run's deadline.
-    let margin = crate::apply::supervise::KILL_AFTER + SUPERVISOR_SLACK;
+    let margin = crate::supervise::KILL_AFTER + SUPERVISOR_SLACK;
     let own = match process::run_time_left() {
         Some(left) if sup.is_some() => timeout.min(left.saturating_sub(margin)),
         Some(left) => timeout.min(left),
@@ -457,11 +458,11 @@ pub fn run_kubeadm(
         Some((exe, rc, lock_fd)) => {
             let mut c = Command::new(exe);
             c.arg0("nodeagent")
-                .arg(crate::apply::supervise::ARG_PIPED)
+                .arg(crate::supervise::ARG_PIPED)
                 .arg(rc)
                 .arg(own.as_secs().max(1).to_string())
                 .arg(&runner.program);
-            crate::apply::supervise::pass_lock(&mut c, *lock_fd);
+            crate::supervise::pass_lock(&mut c, *lock_fd);
             (
                 c,
                 process::Limits::new(own.max(Duration::from_secs(1)) + margin),
@@ -509,7 +510,7 @@ fn judge(
     match result {
         Ok(s) if s.success() => (true, ErrorKind::CommandFailed, String::new()),
         // The supervisor stopped kubeadm at its deadline (as coreutils `timeout` says it).
-        Ok(s) if supervised && s.code() == Some(crate::apply::supervise::TIMED_OUT) => (
+        Ok(s) if supervised && s.code() == Some(crate::supervise::TIMED_OUT) => (
             false,
             ErrorKind::Timeout,
             format!(
