@@ -28,7 +28,7 @@
 #![deny(clippy::string_slice, clippy::indexing_slicing)]
 
 use crate::error::{Error, ErrorKind, Result, Stage};
-use crate::mint::goyaml::{Y, map, s, to_string};
+use crate::goyaml::{Y, map, s, to_string};
 use crate::plan::FileWrite;
 use serde_json::{Map, Value};
 use std::fmt::Write as _;

@@ -78,7 +78,7 @@ impl KubeadmConfig {
 }
 
 // The documents' types live in `api`; re-exported so `config::InitConfiguration` etc. keep working.
-pub use super::api::*;
+pub use crate::kubeadm_api::*;
 
 // ---- parsing -------------------------------------------------------------------------
 
@@ -238,23 +238,20 @@ impl Check<'_> {
             msg.into(),
         )
     }
-    fn only_v1beta4<T>(&self, v: &Option<T>, path: &str) -> Result<()> {
-        if v.is_some() && self.version == ApiVersion::V1beta3 {
-            return Err(self.fail(
-                path,
-                "unknown field in kubeadm.k8s.io/v1beta3 (it exists only in v1beta4)",
-            ));
+    /// A field set in a document of the other API version is unknown there.
+    fn only_in<T>(&self, version: ApiVersion, v: &Option<T>, path: &str, msg: &str) -> Result<()> {
+        if v.is_some() && self.version != version {
+            return Err(self.fail(path, msg));
         }
         Ok(())
     }
+    fn only_v1beta4<T>(&self, v: &Option<T>, path: &str) -> Result<()> {
+        let msg = "unknown field in kubeadm.k8s.io/v1beta3 (it exists only in v1beta4)";
+        self.only_in(ApiVersion::V1beta4, v, path, msg)
+    }
     fn only_v1beta3<T>(&self, v: &Option<T>, path: &str) -> Result<()> {
-        if v.is_some() && self.version == ApiVersion::V1beta4 {
-            return Err(self.fail(
-                path,
-                "unknown field in kubeadm.k8s.io/v1beta4 (removed after v1beta3; see `timeouts`)",
-            ));
-        }
-        Ok(())
+        let msg = "unknown field in kubeadm.k8s.io/v1beta4 (removed after v1beta3; see `timeouts`)";
+        self.only_in(ApiVersion::V1beta3, v, path, msg)
     }
     fn args(&self, a: &Option<Args>, path: &str) -> Result<()> {
         match (a, self.version) {

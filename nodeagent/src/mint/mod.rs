@@ -8,7 +8,6 @@ pub mod der;
 pub mod emit;
 pub mod fleet;
 pub mod fsio;
-pub mod goyaml;
 pub mod kubeconfig;
 pub mod metadata;
 pub mod pki;

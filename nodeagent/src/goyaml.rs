@@ -1,8 +1,14 @@
-//! A tiny YAML emitter that writes what Go's sigs.k8s.io/yaml (go-yaml v2) writes for the
-//! same data: keys in go-yaml's "natural" order, 2-space indent, sequences not indented under
-//! their key, `{}`/`[]`/`null` for empty values, and go-yaml's scalar quoting. CAPI serializes
-//! kubeadm configs and kubeconfigs this way (docs/formats.md a.4); matching it byte-for-byte
-//! keeps our bundles indistinguishable from CABPK's.
+//! The one YAML emitter of nodeagent's output. It writes what Go's sigs.k8s.io/yaml (go-yaml
+//! v2) writes for the same data: keys in go-yaml's "natural" order, 2-space indent, sequences
+//! not indented under their key, `{}`/`[]`/`null` for empty values, and go-yaml's scalar
+//! quoting. CAPI serializes kubeadm configs and kubeconfigs this way (docs/formats.md a.4);
+//! matching it byte-for-byte keeps minted bundles indistinguishable from CABPK's. Typed values
+//! (the kubeadm documents of `crate::kubeadm_api`, status, parsed YAML) reach it through
+//! [`to_y`] or [`dump`].
+
+mod ser;
+
+pub use ser::{Error, to_y};
 
 use std::cmp::Ordering;
 
@@ -13,7 +19,14 @@ pub enum Y {
     Str(String),
     Int(i64),
     Bool(bool),
+    /// A number that is not an `i64` (a float, a large unsigned), as its YAML text.
+    Num(String),
     Null,
+}
+
+/// Serialize a value as one document through this emitter.
+pub fn dump<T: serde::Serialize + ?Sized>(value: &T) -> Result<String, Error> {
+    Ok(to_string(&to_y(value)?))
 }
 
 /// `Y::Map` from pairs (order irrelevant: the emitter sorts).
@@ -48,6 +61,7 @@ fn inline(y: &Y) -> Option<String> {
         Y::Str(v) => scalar(v),
         Y::Int(i) => i.to_string(),
         Y::Bool(b) => b.to_string(),
+        Y::Num(n) => n.clone(),
         Y::Null => "null".into(),
     })
 }
@@ -137,20 +151,8 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
                 }
             }
         }
-        let mut ai = i;
-        while ai < ar.len() && ar[ai].is_ascii_digit() {
-            an = an
-                .saturating_mul(10)
-                .saturating_add(ar[ai] as i64 - '0' as i64);
-            ai += 1;
-        }
-        let mut bi = i;
-        while bi < br.len() && br[bi].is_ascii_digit() {
-            bn = bn
-                .saturating_mul(10)
-                .saturating_add(br[bi] as i64 - '0' as i64);
-            bi += 1;
-        }
+        let (an, ai) = digit_run(&ar, i, an);
+        let (bn, bi) = digit_run(&br, i, bn);
         if an != bn {
             return an.cmp(&bn);
         }
@@ -160,6 +162,17 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
         return ar[i].cmp(&br[i]);
     }
     ar.len().cmp(&br.len())
+}
+
+/// The number `start` continued by the digits from `at`, and the index after them.
+fn digit_run(s: &[char], at: usize, start: i64) -> (i64, usize) {
+    let mut n = start;
+    let mut i = at;
+    while let Some(d) = s.get(i).and_then(|c| c.to_digit(10)) {
+        n = n.saturating_mul(10).saturating_add(d.into());
+        i += 1;
+    }
+    (n, i)
 }
 
 /// Would a plain scalar with this text resolve to something other than a string (YAML 1.1)?
@@ -179,6 +192,8 @@ fn resolves_to_non_string(v: &str) -> bool {
     if is_digits(&plain, 10)
         || plain.strip_prefix("0x").is_some_and(|h| is_digits(h, 16))
         || plain.strip_prefix("0b").is_some_and(|h| is_digits(h, 2))
+        // YAML 1.2 octal: Go would write it plain, but a 1.2 reader (serde_yaml) takes a number.
+        || plain.strip_prefix("0o").is_some_and(|h| is_digits(h, 8))
     {
         return true;
     }
@@ -257,6 +272,18 @@ pub fn scalar(v: &str) -> String {
     if !resolves_to_non_string(v) && !v.chars().any(|c| c.is_control()) {
         return format!("'{}'", v.replace('\'', "''"));
     }
+    double_quoted(v, |c, out| {
+        if c.is_control() {
+            out.push_str(&format!("\\x{:02X}", c as u32));
+        } else {
+            out.push(c);
+        }
+    })
+}
+
+/// `"…"` with `"`, `\`, newline and tab escaped as Go and libyaml both do; every other
+/// character goes through `other` (the two differ on the remaining control characters).
+pub fn double_quoted(v: &str, other: impl Fn(char, &mut String)) -> String {
     let mut out = String::from("\"");
     for ch in v.chars() {
         match ch {
@@ -264,8 +291,7 @@ pub fn scalar(v: &str) -> String {
             '\\' => out.push_str("\\\\"),
             '\n' => out.push_str("\\n"),
             '\t' => out.push_str("\\t"),
-            c if c.is_control() => out.push_str(&format!("\\x{:02X}", c as u32)),
-            c => out.push(c),
+            c => other(c, &mut out),
         }
     }
     out.push('"');
@@ -318,6 +344,65 @@ mod tests {
         assert_eq!(scalar("v1.30.2"), "v1.30.2");
         assert_eq!(scalar("sha256:ab"), "sha256:ab");
         assert_eq!(scalar("a: b"), "'a: b'");
+    }
+
+    /// Whatever the string, a YAML reader gets the same string back (OVF metadata and
+    /// collect-logs dump arbitrary text through this emitter).
+    #[test]
+    fn any_string_reads_back_the_same() {
+        let tricky = [
+            "",
+            "~",
+            "null",
+            "yes",
+            "0o17",
+            "0x1F",
+            "1_000",
+            "1e3",
+            ".5",
+            "12:30",
+            "+1",
+            "-",
+            "- x",
+            "? x",
+            ": x",
+            "#x",
+            "x #y",
+            "a: b",
+            "{x}",
+            "[x]",
+            "*x",
+            "&x",
+            "!x",
+            "|",
+            ">",
+            "@x",
+            "`x",
+            "%x",
+            "'",
+            "\"",
+            "\\",
+            " lead",
+            "trail ",
+            "x\ty",
+            "a\r\nb",
+            "a\nb",
+            "\u{85}",
+            "\u{2028}",
+            "\u{feff}x",
+            "\u{7f}",
+            "é",
+            "---",
+            "...",
+            "<<",
+            "=",
+        ];
+        for v in tricky {
+            let text = to_string(&map([("k", s(v))]));
+            let back: std::collections::BTreeMap<String, serde_yaml::Value> =
+                serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{v:?}: {text:?}: {e}"));
+            assert_eq!(back["k"].as_str(), Some(v), "{text:?}");
+        }
     }
 
     #[test]
