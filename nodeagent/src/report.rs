@@ -743,7 +743,8 @@ mod tests {
         }
         fn set(&self, k: &str, _v: &[u8]) -> crate::error::Result<()> {
             *self.0.borrow_mut() += 1;
-            Err(crate::error::Error::new(
+            Err(crate::error::Error::of(
+                crate::error::ErrorKind::Timeout,
                 crate::error::Stage::Report,
                 k,
                 "timed out",

@@ -106,9 +106,8 @@ pub fn execute_restoring(
     runner: &Runner,
     restore: &dyn Fn() -> Result<()>,
 ) -> Result<()> {
-    let in_root = |path: &str| {
-        under_root(root, path).map_err(|e| Error::new(Stage::Kubeadm, path, e.to_string()))
-    };
+    let in_root =
+        |path: &str| under_root(root, path).map_err(|e| Error::io(Stage::Kubeadm, path, "", e));
     let sentinel = in_root(SENTINEL)?;
     if sentinel.exists() {
         tracing::info!(
@@ -277,10 +276,11 @@ pub fn execute_restoring(
         }
     }
     write_sentinel(root).map_err(|e| {
-        Error::new(
+        Error::io(
             Stage::Kubeadm,
             sentinel.display().to_string(),
-            format!("cannot write the sentinel: {e}"),
+            "cannot write the sentinel",
+            e,
         )
     })?;
     Ok(())
