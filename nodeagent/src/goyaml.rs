@@ -164,15 +164,14 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
     ar.len().cmp(&br.len())
 }
 
-/// The number `start` continued by the digits from `at`, and the index after them.
-fn digit_run(s: &[char], at: usize, start: i64) -> (i64, usize) {
-    let mut n = start;
-    let mut i = at;
-    while let Some(d) = s.get(i).and_then(|c| c.to_digit(10)) {
-        n = n.saturating_mul(10).saturating_add(d.into());
-        i += 1;
+/// The digit run of `r` from `from`, accumulated onto `n` (saturating), and where it ends.
+fn digit_run(r: &[char], from: usize, mut n: i64) -> (i64, usize) {
+    let mut end = from;
+    while let Some(d) = r.get(end).and_then(|c| c.to_digit(10)) {
+        n = n.saturating_mul(10).saturating_add(i64::from(d));
+        end += 1;
     }
-    (n, i)
+    (n, end)
 }
 
 /// Would a plain scalar with this text resolve to something other than a string (YAML 1.1)?
@@ -272,26 +271,25 @@ pub fn scalar(v: &str) -> String {
     if !resolves_to_non_string(v) && !v.chars().any(|c| c.is_control()) {
         return format!("'{}'", v.replace('\'', "''"));
     }
-    double_quoted(v, |c, out| {
-        if c.is_control() {
-            out.push_str(&format!("\\x{:02X}", c as u32));
-        } else {
-            out.push(c);
-        }
+    double_quoted(v, |c| {
+        c.is_control().then(|| format!("\\x{:02X}", c as u32))
     })
 }
 
-/// `"…"` with `"`, `\`, newline and tab escaped as Go and libyaml both do; every other
-/// character goes through `other` (the two differ on the remaining control characters).
-pub fn double_quoted(v: &str, other: impl Fn(char, &mut String)) -> String {
+/// `"v"` with `"`, `\`, newline and tab backslash-escaped as Go writes them; `other` gives
+/// the escape of any further character that needs one.
+pub fn double_quoted(v: &str, other: impl Fn(char) -> Option<String>) -> String {
     let mut out = String::from("\"");
-    for ch in v.chars() {
-        match ch {
+    for c in v.chars() {
+        match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
             '\n' => out.push_str("\\n"),
             '\t' => out.push_str("\\t"),
-            c => other(c, &mut out),
+            c => match other(c) {
+                Some(escape) => out.push_str(&escape),
+                None => out.push(c),
+            },
         }
     }
     out.push('"');
@@ -334,16 +332,20 @@ mod tests {
 
     #[test]
     fn scalars_quote_like_go() {
-        assert_eq!(scalar("{{ local_hostname }}"), "'{{ local_hostname }}'");
-        assert_eq!(scalar("true"), "\"true\"");
-        assert_eq!(scalar("6443"), "\"6443\"");
-        assert_eq!(scalar("1.30"), "\"1.30\"");
-        assert_eq!(scalar("10:30"), "\"10:30\"");
-        assert_eq!(scalar(""), "\"\"");
-        assert_eq!(scalar("127.0.0.1:6443"), "127.0.0.1:6443");
-        assert_eq!(scalar("v1.30.2"), "v1.30.2");
-        assert_eq!(scalar("sha256:ab"), "sha256:ab");
-        assert_eq!(scalar("a: b"), "'a: b'");
+        for (text, want) in [
+            ("{{ local_hostname }}", "'{{ local_hostname }}'"),
+            ("true", "\"true\""),
+            ("6443", "\"6443\""),
+            ("1.30", "\"1.30\""),
+            ("10:30", "\"10:30\""),
+            ("", "\"\""),
+            ("127.0.0.1:6443", "127.0.0.1:6443"),
+            ("v1.30.2", "v1.30.2"),
+            ("sha256:ab", "sha256:ab"),
+            ("a: b", "'a: b'"),
+        ] {
+            assert_eq!(scalar(text), want, "{text:?}");
+        }
     }
 
     /// Whatever the string, a YAML reader gets the same string back (OVF metadata and

@@ -318,10 +318,10 @@ pub fn indent6(text: &str) -> String {
 
 /// Go's `%q` for runcmd items (printable ASCII kept, the rest escaped).
 pub fn go_quote(v: &str) -> String {
-    crate::goyaml::double_quoted(v, |c, out| match c {
-        '\r' => out.push_str("\\r"),
-        c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
-        c => out.push(c),
+    crate::goyaml::double_quoted(v, |c| match c {
+        '\r' => Some("\\r".into()),
+        c if (c as u32) < 0x20 || c as u32 == 0x7f => Some(format!("\\x{:02x}", c as u32)),
+        _ => None,
     })
 }
 
