@@ -118,7 +118,7 @@ pub fn execute_restoring(
     restore: &dyn Fn() -> Result<()>,
 ) -> Result<()> {
     let in_root = |path: &str| {
-        crate::confine::dir(root, path).map_err(|e| Error::new(Stage::Kubeadm, path, e.to_string()))
+        crate::confine::dir(root, path).map_err(|e| Error::io(Stage::Kubeadm, path, "", e))
     };
     let sentinel = in_root(SENTINEL)?;
     if sentinel.exists() {
@@ -178,10 +178,11 @@ pub fn execute_restoring(
         ));
     }
     write_sentinel(root).map_err(|e| {
-        Error::new(
+        Error::io(
             Stage::Kubeadm,
             sentinel.display().to_string(),
-            format!("cannot write the sentinel: {e}"),
+            "cannot write the sentinel",
+            e,
         )
     })?;
     Ok(())

@@ -1,8 +1,14 @@
-//! A tiny YAML emitter that writes what Go's sigs.k8s.io/yaml (go-yaml v2) writes for the
-//! same data: keys in go-yaml's "natural" order, 2-space indent, sequences not indented under
-//! their key, `{}`/`[]`/`null` for empty values, and go-yaml's scalar quoting. CAPI serializes
-//! kubeadm configs and kubeconfigs this way (docs/formats.md a.4); matching it byte-for-byte
-//! keeps our bundles indistinguishable from CABPK's.
+//! The one YAML emitter of nodeagent's output. It writes what Go's sigs.k8s.io/yaml (go-yaml
+//! v2) writes for the same data: keys in go-yaml's "natural" order, 2-space indent, sequences
+//! not indented under their key, `{}`/`[]`/`null` for empty values, and go-yaml's scalar
+//! quoting. CAPI serializes kubeadm configs and kubeconfigs this way (docs/formats.md a.4);
+//! matching it byte-for-byte keeps minted bundles indistinguishable from CABPK's. Typed values
+//! (the kubeadm documents of `crate::kubeadm_api`, status, parsed YAML) reach it through
+//! [`to_y`] or [`dump`].
+
+mod ser;
+
+pub use ser::{Error, to_y};
 
 use std::cmp::Ordering;
 
@@ -13,7 +19,14 @@ pub enum Y {
     Str(String),
     Int(i64),
     Bool(bool),
+    /// A number that is not an `i64` (a float, a large unsigned), as its YAML text.
+    Num(String),
     Null,
+}
+
+/// Serialize a value as one document through this emitter.
+pub fn dump<T: serde::Serialize + ?Sized>(value: &T) -> Result<String, Error> {
+    Ok(to_string(&to_y(value)?))
 }
 
 /// `Y::Map` from pairs (order irrelevant: the emitter sorts).
@@ -48,6 +61,7 @@ fn inline(y: &Y) -> Option<String> {
         Y::Str(v) => scalar(v),
         Y::Int(i) => i.to_string(),
         Y::Bool(b) => b.to_string(),
+        Y::Num(n) => n.clone(),
         Y::Null => "null".into(),
     })
 }
@@ -177,6 +191,8 @@ fn resolves_to_non_string(v: &str) -> bool {
     if is_digits(&plain, 10)
         || plain.strip_prefix("0x").is_some_and(|h| is_digits(h, 16))
         || plain.strip_prefix("0b").is_some_and(|h| is_digits(h, 2))
+        // YAML 1.2 octal: Go would write it plain, but a 1.2 reader (serde_yaml) takes a number.
+        || plain.strip_prefix("0o").is_some_and(|h| is_digits(h, 8))
     {
         return true;
     }
@@ -329,6 +345,65 @@ mod tests {
             ("a: b", "'a: b'"),
         ] {
             assert_eq!(scalar(text), want, "{text:?}");
+        }
+    }
+
+    /// Whatever the string, a YAML reader gets the same string back (OVF metadata and
+    /// collect-logs dump arbitrary text through this emitter).
+    #[test]
+    fn any_string_reads_back_the_same() {
+        let tricky = [
+            "",
+            "~",
+            "null",
+            "yes",
+            "0o17",
+            "0x1F",
+            "1_000",
+            "1e3",
+            ".5",
+            "12:30",
+            "+1",
+            "-",
+            "- x",
+            "? x",
+            ": x",
+            "#x",
+            "x #y",
+            "a: b",
+            "{x}",
+            "[x]",
+            "*x",
+            "&x",
+            "!x",
+            "|",
+            ">",
+            "@x",
+            "`x",
+            "%x",
+            "'",
+            "\"",
+            "\\",
+            " lead",
+            "trail ",
+            "x\ty",
+            "a\r\nb",
+            "a\nb",
+            "\u{85}",
+            "\u{2028}",
+            "\u{feff}x",
+            "\u{7f}",
+            "é",
+            "---",
+            "...",
+            "<<",
+            "=",
+        ];
+        for v in tricky {
+            let text = to_string(&map([("k", s(v))]));
+            let back: std::collections::BTreeMap<String, serde_yaml::Value> =
+                serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{v:?}: {text:?}: {e}"));
+            assert_eq!(back["k"].as_str(), Some(v), "{text:?}");
         }
     }
 
