@@ -250,7 +250,7 @@ fn execute_locked(job: &Job, target: Target, earlier: Option<Earlier>) -> Result
         prepared,
         stage,
     } = *job;
-    // kubeadm pre-flight already ran inside plan::build, before anything was written.
+    // kubeadm pre-flight already ran inside planner::build, before anything was written.
     let selected;
     let plan = match &args.only {
         Some(sel) => {

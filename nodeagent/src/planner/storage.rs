@@ -320,11 +320,6 @@ pub(super) fn layout_part(
     }
 }
 
-/// A device the disk tools can be given: an absolute path, no whitespace or control chars.
-pub fn valid_device_path(d: &str) -> bool {
-    d.starts_with('/') && !d.contains(|c: char| c.is_whitespace() || c.is_control())
-}
-
 pub(super) fn check_device(d: &str, place: &str) -> Result<()> {
     if valid_device_path(d) {
         Ok(())
