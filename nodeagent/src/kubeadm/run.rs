@@ -34,6 +34,10 @@ const RESET_TIMEOUT: Duration = Duration::from_secs(crate::limits::KUBEADM_RESET
 pub struct Runner {
     pub program: PathBuf,
     pub env: Vec<(String, String)>,
+    /// Under `--root DIR` (a root other than `/`), run kubeadm chrooted into DIR, as on that
+    /// node: `program` and `--config` are paths inside DIR. Off only in tests that drive the
+    /// stand-in from outside the root (`KUBEADM_STANDIN_ROOT`).
+    pub chroot: bool,
 }
 
 impl Default for Runner {
@@ -41,7 +45,15 @@ impl Default for Runner {
         Runner {
             program: PathBuf::from("kubeadm"),
             env: Vec::new(),
+            chroot: true,
         }
+    }
+}
+
+impl Runner {
+    /// The directory kubeadm is chrooted into: the root, unless it is `/` or `chroot` is off.
+    fn chroot_dir<'a>(&self, root: &'a Path) -> Option<&'a Path> {
+        (self.chroot && root != Path::new("/")).then_some(root)
     }
 }
 
@@ -117,6 +129,11 @@ pub fn execute_restoring(
         return Ok(());
     }
     let config_file = in_root(&spec.config_path)?.display().to_string();
+    // Chrooted, kubeadm finds its config at the path inside the root.
+    let config_arg = match runner.chroot_dir(root) {
+        Some(_) => spec.config_path.clone(),
+        None => config_file.clone(),
+    };
     let mut args = vec![
         match spec.mode {
             KubeadmMode::Init => "init",
@@ -124,7 +141,7 @@ pub fn execute_restoring(
         }
         .to_string(),
         "--config".into(),
-        config_file.clone(),
+        config_arg,
     ];
     args.extend(spec.extra_args.iter().cloned());
     let mut run = StepRun {
@@ -453,13 +470,29 @@ pub fn run_kubeadm(
         Some(left) => timeout.min(left),
         None => timeout,
     };
+    let chroot = runner.chroot_dir(&log.root);
     let (mut cmd, limits) = match &sup {
-        None => (Command::new(&runner.program), process::Limits::new(timeout)),
+        None => {
+            let mut c = Command::new(&runner.program);
+            if let Some(dir) = chroot
+                && let Err(e) = process::chroot_into(&mut c, dir)
+            {
+                return Outcome {
+                    success: false,
+                    reason: format!("cannot run kubeadm in {}: {e}", dir.display()),
+                    kind: ErrorKind::CommandFailed,
+                    tail: Vec::new(),
+                };
+            }
+            (c, process::Limits::new(timeout))
+        }
         Some((exe, rc, lock_fd)) => {
             let mut c = Command::new(exe);
-            c.arg0("nodeagent")
-                .arg(crate::supervise::ARG_PIPED)
-                .arg(rc)
+            c.arg0("nodeagent").arg(crate::supervise::ARG_PIPED);
+            if let Some(dir) = chroot {
+                c.arg(crate::supervise::CHROOT).arg(dir);
+            }
+            c.arg(rc)
                 .arg(own.as_secs().max(1).to_string())
                 .arg(&runner.program);
             crate::supervise::pass_lock(&mut c, *lock_fd);
