@@ -75,19 +75,35 @@ fn resolve(root: &Path, rel: &str, follow_last: bool) -> io::Result<PathBuf> {
     Ok(out)
 }
 
+/// A root for tests: a temporary directory holding `dirs` and the symlinks `links`
+/// (target, link), both relative to it.
+#[cfg(test)]
+pub(crate) fn test_root(dirs: &[&str], links: &[(&str, &str)]) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    for dir in dirs {
+        std::fs::create_dir_all(d.path().join(dir)).unwrap();
+    }
+    for (target, link) in links {
+        std::os::unix::fs::symlink(target, d.path().join(link)).unwrap();
+    }
+    d
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::symlink;
 
     #[test]
     fn links_resolve_inside_the_root() {
-        let d = tempfile::tempdir().unwrap();
+        let d = test_root(
+            &["real/x"],
+            &[
+                ("/real", "abs"),
+                ("../../../../real", "up"),
+                ("/etc/passwd", "real/x/last"),
+            ],
+        );
         let r = d.path();
-        std::fs::create_dir_all(r.join("real/x")).unwrap();
-        symlink("/real", r.join("abs")).unwrap();
-        symlink("../../../../real", r.join("up")).unwrap();
-        symlink("/etc/passwd", r.join("real/x/last")).unwrap();
         assert_eq!(file(r, "/abs/x/f").unwrap(), r.join("real/x/f"));
         assert_eq!(dir(r, "up/x").unwrap(), r.join("real/x"));
         // A file's final component stays as it is; a directory's is resolved in the root.
@@ -98,9 +114,7 @@ mod tests {
 
     #[test]
     fn a_symlink_loop_is_an_error() {
-        let d = tempfile::tempdir().unwrap();
-        symlink("b", d.path().join("a")).unwrap();
-        symlink("a", d.path().join("b")).unwrap();
+        let d = test_root(&[], &[("b", "a"), ("a", "b")]);
         let e = dir(d.path(), "a/x").unwrap_err();
         assert_eq!(e.to_string(), "too many symlinks");
     }

@@ -30,6 +30,25 @@ pub const KILL_AFTER: Duration = Duration::from_secs(10);
 /// The lock descriptor the agent passes in.
 const LOCK_FD: i32 = 9;
 
+/// Have the supervisor that `cmd` starts hold the step's lock `lock_fd` as [`LOCK_FD`], open
+/// across exec, so that a restarted agent sees the step still running.
+pub fn pass_lock(cmd: &mut Command, lock_fd: std::os::fd::RawFd) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: only async-signal-safe calls (fcntl, dup2) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            // dup2 clears close-on-exec; the same number needs it cleared by hand.
+            if lock_fd == LOCK_FD {
+                let flags = libc::fcntl(LOCK_FD, libc::F_GETFD);
+                libc::fcntl(LOCK_FD, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+            } else if libc::dup2(lock_fd, LOCK_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Entry point; `args` are the arguments after [`ARG`]. Returns the process exit status.
 pub fn main(args: &[OsString]) -> i32 {
     main_with(args, false)
