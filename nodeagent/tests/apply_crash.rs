@@ -311,7 +311,6 @@ fn crash_child() {
 
 /// The agent, in a session of its own so that the whole tree it starts can be found.
 fn spawn(root: &Path, v: Variant) -> std::process::Child {
-    use std::os::unix::process::CommandExt;
     let aux = aux_dir(root);
     let path = format!(
         "{}:{}",
@@ -319,21 +318,7 @@ fn spawn(root: &Path, v: Variant) -> std::process::Child {
         std::env::var("PATH").unwrap_or_default()
     );
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    let procs = freezer().procs();
-    // SAFETY: setsid, open, write and close between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            libc::setsid();
-            if let Some(p) = &procs {
-                let fd = libc::open(p.as_ptr(), libc::O_WRONLY);
-                if fd >= 0 {
-                    libc::write(fd, b"0".as_ptr().cast(), 1);
-                    libc::close(fd);
-                }
-            }
-            Ok(())
-        });
-    }
+    freezer().enter(&mut cmd, true);
     if v == Variant::Kubeadm {
         cmd.env("CRASH_KUBEADM", "1");
     }
@@ -411,6 +396,29 @@ impl Freezer {
     fn procs(&self) -> Option<std::ffi::CString> {
         let p = self.0.as_ref()?.join("cgroup.procs");
         std::ffi::CString::new(p.into_os_string().into_encoded_bytes()).ok()
+    }
+
+    /// Have `cmd`'s process join the cgroup between fork and exec (its children follow) and,
+    /// with `setsid`, lead a session of its own, so that the whole tree it starts can be found.
+    fn enter(&self, cmd: &mut Command, setsid: bool) {
+        use std::os::unix::process::CommandExt;
+        let procs = self.procs();
+        // SAFETY: setsid, open, write and close between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if setsid {
+                    libc::setsid();
+                }
+                if let Some(p) = &procs {
+                    let fd = libc::open(p.as_ptr(), libc::O_WRONLY);
+                    if fd >= 0 {
+                        libc::write(fd, b"0".as_ptr().cast(), 1);
+                        libc::close(fd);
+                    }
+                }
+                Ok(())
+            });
+        }
     }
 
     /// Freeze, SIGKILL, thaw; false when there is no freezer (caller falls back).
@@ -526,21 +534,7 @@ fn freezer_panic_child() {
     cmd.arg("300")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    let procs = freezer().procs();
-    use std::os::unix::process::CommandExt;
-    // SAFETY: open, write and close between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            if let Some(p) = &procs {
-                let fd = libc::open(p.as_ptr(), libc::O_WRONLY);
-                if fd >= 0 {
-                    libc::write(fd, b"0".as_ptr().cast(), 1);
-                    libc::close(fd);
-                }
-            }
-            Ok(())
-        });
-    }
+    freezer().enter(&mut cmd, false);
     // Never waited for: the guard is to kill it.
     #[allow(clippy::zombie_processes)]
     let child = cmd.spawn().unwrap();
