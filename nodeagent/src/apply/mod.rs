@@ -771,10 +771,10 @@ fn kubeadm_step(
         lock_fd: std::os::fd::AsRawFd::as_raw_fd(&lock),
     };
     let settings = &ctx.opts.config.kubeadm;
-    if interrupted {
-        crate::kubeadm::run::reset_interrupted(&root, &restore)?;
-    }
     crate::kubeadm::run::supervised(sup, || {
+        if interrupted {
+            crate::kubeadm::run::reset_interrupted(&root, &restore)?;
+        }
         crate::kubeadm::execute(k, settings, &root, reporter, &restore)
     })?;
     drop(lock);

@@ -473,8 +473,18 @@ pub fn run_kubeadm(
         Some(left) => timeout.min(left),
         None => timeout,
     };
+    // Inside the kubeadm step (`supervised`), an unsupervised call (`reset -f`) holds the
+    // step's lock too: should the agent be killed while it runs, the next run waits for it
+    // instead of starting a reset or init beside it (the crash test saw such overlaps).
+    let step_lock = SUPERVISE.with(|s| s.borrow().as_ref().map(|s| s.lock_fd));
     let (mut cmd, limits) = match &sup {
-        None => (Command::new(&runner.program), process::Limits::new(timeout)),
+        None => {
+            let mut c = Command::new(&runner.program);
+            if let Some(fd) = step_lock {
+                crate::supervise::pass_lock(&mut c, fd);
+            }
+            (c, process::Limits::new(timeout))
+        }
         Some((exe, rc, lock_fd)) => {
             let mut c = Command::new(exe);
             c.arg0("nodeagent")
