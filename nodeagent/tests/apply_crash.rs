@@ -427,24 +427,29 @@ impl Freezer {
         let state = dir.join("freezer.state");
         std::fs::write(&state, "FROZEN").unwrap();
         let t = Instant::now();
+        // A task in uninterruptible sleep (an fsync on the loaded machine) keeps the v1
+        // freezer in FREEZING; after 10 s the kill goes ahead without the freeze, as
+        // `systemctl kill` does (process by process). The judge looks only after all died.
         while std::fs::read_to_string(&state).unwrap().trim() != "FROZEN" {
-            assert!(
-                t.elapsed() < Duration::from_secs(10),
-                "cgroup did not freeze"
-            );
+            if t.elapsed() > Duration::from_secs(10) {
+                eprintln!("cgroup did not freeze within 10 s: killed without the freeze");
+                break;
+            }
             std::thread::sleep(Duration::from_millis(1));
         }
-        let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap();
-        for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-            // SAFETY: kill with a pid read from the cgroup.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
+        let kill_listed = || {
+            let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap();
+            for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                // SAFETY: kill with a pid read from the cgroup.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            !procs.trim().is_empty()
+        };
+        kill_listed();
         std::fs::write(&state, "THAWED").unwrap();
-        while !std::fs::read_to_string(dir.join("cgroup.procs"))
-            .unwrap()
-            .trim()
-            .is_empty()
-        {
+        // Again while any is left (a process that was not frozen may have forked).
+        let t = Instant::now();
+        while kill_listed() {
             assert!(
                 t.elapsed() < Duration::from_secs(10),
                 "processes survive SIGKILL"
@@ -1078,6 +1083,12 @@ fn crash_test(v: Variant, default_kills: usize) {
             // A start while another kubeadm runs, or after the success whose status was
             // recorded (the last one; more successes than allowed are counted above).
             double_starts += overlap + after_last_ok;
+            if overlap + after_last_ok > 0 {
+                eprintln!(
+                    "iteration {done_iterations}: kubeadm double start; calls {:?}",
+                    kubeadm_calls(&aux_dir(&ov.root).join("starts"))
+                );
+            }
         }
         let ends = |r: &BTreeMap<String, usize>| -> BTreeMap<String, usize> {
             r.iter()
