@@ -116,11 +116,11 @@ struct Bundle<'a> {
 
 impl Bundle<'_> {
     /// The file at `rel` under the root as `name`, transformed and redacted. Every file is
-    /// read at its path resolved inside the root (confine.rs): a symlink planted in the image
-    /// cannot pull a host file into the archive.
+    /// opened inside the root in one call (confine::read, openat2): a symlink planted in
+    /// the image, or swapped in while collecting, cannot pull a host file into the archive.
     fn file(&mut self, name: &str, rel: &str, transform: &dyn Fn(&str) -> String) {
         let src = self.root.join(rel.trim_start_matches('/'));
-        match crate::confine::dir(self.root, rel).and_then(std::fs::read) {
+        match crate::confine::read(self.root, rel) {
             Ok(bytes) => {
                 let text = String::from_utf8_lossy(&bytes);
                 self.files.push((
@@ -139,10 +139,9 @@ impl Bundle<'_> {
     /// The current instance's journal, instance data and redacted userdata; never the
     /// sensitive instance data or the raw userdata.
     fn instance_files(&mut self) {
-        let iid = crate::confine::dir(self.root, &format!("{}/instance-id", crate::state::DIR))
-            .and_then(std::fs::read_to_string)
+        let iid = crate::confine::read(self.root, &format!("{}/instance-id", crate::state::DIR))
             .ok()
-            .map(|s| s.trim_end().to_string());
+            .map(|s| String::from_utf8_lossy(&s).trim_end().to_string());
         match iid {
             Some(iid) if !iid.is_empty() => {
                 let idir = format!(
@@ -244,7 +243,7 @@ pub fn redact_userdata(text: &str) -> String {
     }
     format!(
         "#cloud-config (redacted by nodeagent collect-logs)\n{}",
-        serde_yaml::to_string(&doc).unwrap_or_default()
+        crate::goyaml::dump(&doc).unwrap_or_else(|e| format!("# userdata omitted: {e}\n"))
     )
 }
 

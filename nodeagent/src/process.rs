@@ -309,6 +309,27 @@ pub fn run_streaming(
     }
 }
 
+/// Start `cmd` chrooted into `root` with `/` as its working directory, as cloud-init would
+/// run it on that node: under `--root DIR --exec` userdata commands and kubeadm see DIR's
+/// `/etc`, `/bin/sh` and PATH, never the host's. The program name is looked up after the
+/// chroot (an absolute one inside DIR, a bare one on PATH inside DIR).
+pub fn chroot_into(cmd: &mut Command, root: &std::path::Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = std::ffi::CString::new(root.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "root path contains NUL"))?;
+    // SAFETY: only chroot(2) and chdir(2), async-signal-safe, between fork and exec; the path
+    // was made before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::chroot(dir.as_ptr()) != 0 || libc::chdir(c"/".as_ptr()) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Ok(())
+}
+
 /// The child's output pipes and its input (with what is still to be written), all made
 /// non-blocking for the poll loop.
 #[allow(clippy::type_complexity)]

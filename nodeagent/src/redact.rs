@@ -245,6 +245,11 @@ fn authorization_at(line: &str, lower: &[u8], i: usize) -> Option<(usize, usize)
     while matches!(bytes.get(j), Some(b' ' | b'\t' | b'"' | b'\'')) {
         j += 1;
     }
+    // Already redacted (a log line redacted again by collect-logs): keep what follows it,
+    // such as the log fields after a quoted command's output.
+    if line.get(j..)?.starts_with(REDACTED) {
+        return Some((j, j + REDACTED.len()));
+    }
     let end = line
         .get(j..)?
         .find(['"', '\''])
@@ -465,6 +470,10 @@ mod tests {
         ] {
             assert!(red.contains(kept), "{kept:?} lost: {red}");
         }
+        // Redacting again changes nothing (collect-logs redacts logs that were redacted
+        // when written; the fields after a header's value must survive).
+        let logged = format!("{} step=runcmd[0] phase=\"failed\"", redact_text(&line));
+        assert_eq!(redact_text(&logged), logged);
         // Hashes, paths and ordinary assignments are not key material.
         let plain = "caCertHashes=sha256:0123abcd HOME=/root PATH=/usr/bin:/bin mode=0644";
         assert_eq!(redact_text(plain), plain);

@@ -1,8 +1,9 @@
 //! bootcmd/runcmd items and the system tools other steps call.
 //!
 //! A string item runs as `/bin/sh -c ITEM`, a list item as argv. Without `--exec` a command is
-//! recorded as `skipped` (and runs on a later `--exec` run). Under `--root DIR` commands run on
-//! the host with the working directory DIR and `NODEAGENT_ROOT=DIR` in their environment.
+//! recorded as `skipped` (and runs on a later `--exec` run). Under `--root DIR` commands run
+//! chrooted into DIR (working directory `/`), as cloud-init would run them on that node: the
+//! root must hold `/bin/sh` and the programs the commands call.
 //!
 //! ## Exactly once, even when the agent is killed
 //! cloud-init writes its semaphore *before* running a module, so a crash mid-module means the
@@ -269,18 +270,18 @@ fn supervisor_command(
         .try_clone()
         .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
     let mut cmd = Command::new(&ctx.opts.supervisor);
-    cmd.arg0("nodeagent")
-        .arg(crate::supervise::ARG)
-        .arg(&fl.rc)
+    cmd.arg0("nodeagent").arg(crate::supervise::ARG);
+    if !ctx.target().is_host() {
+        // As cloud-init on that node: the command sees the root's /etc, /bin/sh and PATH.
+        cmd.arg(crate::supervise::CHROOT).arg(&ctx.target().root);
+    }
+    cmd.arg(&fl.rc)
         .arg(timeout.to_string())
         .args(&argv)
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(out2)
-        .current_dir(&ctx.target().root);
-    if !ctx.target().is_host() {
-        cmd.env("NODEAGENT_ROOT", &ctx.target().root);
-    }
+        .current_dir("/");
     Ok(cmd)
 }
 

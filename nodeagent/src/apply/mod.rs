@@ -59,8 +59,7 @@ impl Target {
         if abs.split('/').any(|c| c == "..") {
             return Err(Error::new(Stage::Apply, abs, "path contains `..`"));
         }
-        crate::confine::file(&self.root, abs)
-            .map_err(|e| Error::new(Stage::Apply, abs, e.to_string()))
+        crate::confine::file(&self.root, abs).map_err(|e| Error::io(Stage::Apply, abs, "", e))
     }
 }
 
@@ -81,11 +80,7 @@ impl UserDb {
             match std::fs::read_to_string(&path) {
                 Ok(s) => Ok(s),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-                Err(e) => Err(Error::new(
-                    Stage::Apply,
-                    path.display().to_string(),
-                    e.to_string(),
-                )),
+                Err(e) => Err(Error::io(Stage::Apply, path.display().to_string(), "", e)),
             }
         };
         for line in read("/etc/passwd")?.lines() {
@@ -745,7 +740,7 @@ fn kubeadm_step(
     if commands::read_rc(&fl.rc) == Some(0) {
         if k.sentinel && !sentinel.exists() {
             crate::kubeadm::run::write_sentinel(&root)
-                .map_err(|e| Error::new(Stage::Kubeadm, SENTINEL, e.to_string()))?;
+                .map_err(|e| Error::io(Stage::Kubeadm, SENTINEL, "", e))?;
         }
         tracing::info!(step = %step.id, "kubeadm had finished before the previous run was killed; not run again");
         return Ok(Outcome::Adopted);

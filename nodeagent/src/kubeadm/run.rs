@@ -34,6 +34,10 @@ const RESET_TIMEOUT: Duration = Duration::from_secs(crate::limits::KUBEADM_RESET
 pub struct Runner {
     pub program: PathBuf,
     pub env: Vec<(String, String)>,
+    /// Under `--root DIR` (a root other than `/`), run kubeadm chrooted into DIR, as on that
+    /// node: `program` and `--config` are paths inside DIR. Off only in tests that drive the
+    /// stand-in from outside the root (`KUBEADM_STANDIN_ROOT`).
+    pub chroot: bool,
 }
 
 impl Default for Runner {
@@ -41,7 +45,15 @@ impl Default for Runner {
         Runner {
             program: PathBuf::from("kubeadm"),
             env: Vec::new(),
+            chroot: true,
         }
+    }
+}
+
+impl Runner {
+    /// The directory kubeadm is chrooted into: the root, unless it is `/` or `chroot` is off.
+    fn chroot_dir<'a>(&self, root: &'a Path) -> Option<&'a Path> {
+        (self.chroot && root != Path::new("/")).then_some(root)
     }
 }
 
@@ -126,7 +138,7 @@ pub fn execute_restoring(
     restore: &dyn Fn() -> Result<()>,
 ) -> Result<()> {
     let in_root = |path: &str| {
-        crate::confine::dir(root, path).map_err(|e| Error::new(Stage::Kubeadm, path, e.to_string()))
+        crate::confine::dir(root, path).map_err(|e| Error::io(Stage::Kubeadm, path, "", e))
     };
     let sentinel = in_root(SENTINEL)?;
     if sentinel.exists() {
@@ -137,6 +149,11 @@ pub fn execute_restoring(
         return Ok(());
     }
     let config_file = in_root(&spec.config_path)?.display().to_string();
+    // Chrooted, kubeadm finds its config at the path inside the root.
+    let config_arg = match runner.chroot_dir(root) {
+        Some(_) => spec.config_path.clone(),
+        None => config_file.clone(),
+    };
     let mut args = vec![
         match spec.mode {
             KubeadmMode::Init => "init",
@@ -144,7 +161,7 @@ pub fn execute_restoring(
         }
         .to_string(),
         "--config".into(),
-        config_file.clone(),
+        config_arg,
     ];
     args.extend(spec.extra_args.iter().cloned());
     let mut run = StepRun {
@@ -181,10 +198,11 @@ pub fn execute_restoring(
         ));
     }
     write_sentinel(root).map_err(|e| {
-        Error::new(
+        Error::io(
             Stage::Kubeadm,
             sentinel.display().to_string(),
-            format!("cannot write the sentinel: {e}"),
+            "cannot write the sentinel",
+            e,
         )
     })?;
     Ok(())
@@ -477,19 +495,32 @@ pub fn run_kubeadm(
     // step's lock too: should the agent be killed while it runs, the next run waits for it
     // instead of starting a reset or init beside it (the crash test saw such overlaps).
     let step_lock = SUPERVISE.with(|s| s.borrow().as_ref().map(|s| s.lock_fd));
+    let chroot = runner.chroot_dir(&log.root);
     let (mut cmd, limits) = match &sup {
         None => {
             let mut c = Command::new(&runner.program);
             if let Some(fd) = step_lock {
                 crate::supervise::pass_lock(&mut c, fd);
             }
+            if let Some(dir) = chroot
+                && let Err(e) = process::chroot_into(&mut c, dir)
+            {
+                return Outcome {
+                    success: false,
+                    reason: format!("cannot run kubeadm in {}: {e}", dir.display()),
+                    kind: ErrorKind::CommandFailed,
+                    tail: Vec::new(),
+                };
+            }
             (c, process::Limits::new(timeout))
         }
         Some((exe, rc, lock_fd)) => {
             let mut c = Command::new(exe);
-            c.arg0("nodeagent")
-                .arg(crate::supervise::ARG_PIPED)
-                .arg(rc)
+            c.arg0("nodeagent").arg(crate::supervise::ARG_PIPED);
+            if let Some(dir) = chroot {
+                c.arg(crate::supervise::CHROOT).arg(dir);
+            }
+            c.arg(rc)
                 .arg(own.as_secs().max(1).to_string())
                 .arg(&runner.program);
             crate::supervise::pass_lock(&mut c, *lock_fd);
