@@ -745,6 +745,11 @@ fn kubeadm_step(
         tracing::info!(step = %step.id, "kubeadm had finished before the previous run was killed; not run again");
         return Ok(Outcome::Adopted);
     }
+    // Started by an earlier run and never finished (no status recorded): killed midway,
+    // with the agent or on its own. What it wrote fails a new init's preflight.
+    let interrupted = commands::read_rc(&fl.rc).is_none()
+        && ctx.journal.last_begin(&step.id).is_some()
+        && k.mode == crate::plan::KubeadmMode::Init;
     let _ = std::fs::remove_file(&fl.rc);
     // A supervisor killed alone took kubeadm with it; kill what kubeadm left running.
     commands::reap_orphan_group(&fl.rc);
@@ -762,6 +767,9 @@ fn kubeadm_step(
     };
     let settings = &ctx.opts.config.kubeadm;
     crate::kubeadm::run::supervised(sup, || {
+        if interrupted {
+            crate::kubeadm::run::reset_interrupted(&root, &restore)?;
+        }
         crate::kubeadm::execute(k, settings, &root, reporter, &restore)
     })?;
     drop(lock);
