@@ -11,6 +11,7 @@
 //! * per-instance commands are supervised so their exit status survives the agent
 //!   (`commands.rs`): a command that succeeded is never started again.
 
+pub mod accounts;
 pub mod commands;
 pub mod disks;
 pub mod files;
