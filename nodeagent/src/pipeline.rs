@@ -191,7 +191,8 @@ pub fn restore_saved(raw: &mut RawData, facts: &Facts, root: &Path) -> Result<Ve
     if !dir.is_dir() {
         return Ok(log);
     }
-    let saved = |iid: &str, name: &str| -> Result<Option<(PathBuf, String)>> {
+    // The instance's saved copy of `name`, logged as standing in for the blank `what`.
+    let saved = |iid: &str, name: &str, what: &str, log: &mut Vec<String>| -> Result<_> {
         let path = dir
             .join("instances")
             .join(crate::state::instance_dir_name(iid))
@@ -199,23 +200,23 @@ pub fn restore_saved(raw: &mut RawData, facts: &Facts, root: &Path) -> Result<Ve
         if !path.is_file() {
             return Ok(None);
         }
-        Ok(Some((path.clone(), read_userdata_file(&path)?)))
+        let text = read_userdata_file(&path)?;
+        log.push(format!(
+            "{what} is blank: using instance {iid}'s saved copy ({})",
+            path.display()
+        ));
+        Ok(Some(crate::decode::Decoded {
+            text,
+            warnings: Vec::new(),
+        }))
     };
     if raw.metadata.is_none()
         && let Some(iid) = std::fs::read_to_string(dir.join("instance-id"))
             .ok()
             .map(|s| s.trim_end_matches('\n').to_string())
             .filter(|s| !s.is_empty())
-        && let Some((path, text)) = saved(&iid, SAVED_METADATA)?
     {
-        log.push(format!(
-            "guestinfo.metadata is blank: using instance {iid}'s saved copy ({})",
-            path.display()
-        ));
-        raw.metadata = Some(crate::decode::Decoded {
-            text,
-            warnings: Vec::new(),
-        });
+        raw.metadata = saved(&iid, SAVED_METADATA, "guestinfo.metadata", &mut log)?;
     }
     if raw.userdata.is_none() {
         let md = match &raw.metadata {
@@ -226,17 +227,8 @@ pub fn restore_saved(raw: &mut RawData, facts: &Facts, root: &Path) -> Result<Ve
             },
             None => Metadata::default(),
         };
-        if let Ok(iid) = crate::instance::instance_id(&md, facts)
-            && let Some((path, text)) = saved(&iid, SAVED_USERDATA)?
-        {
-            log.push(format!(
-                "guestinfo.userdata is blank: using instance {iid}'s saved copy ({})",
-                path.display()
-            ));
-            raw.userdata = Some(crate::decode::Decoded {
-                text,
-                warnings: Vec::new(),
-            });
+        if let Ok(iid) = crate::instance::instance_id(&md, facts) {
+            raw.userdata = saved(&iid, SAVED_USERDATA, "guestinfo.userdata", &mut log)?;
         }
     }
     Ok(log)
@@ -555,14 +547,7 @@ pub fn render_userdata(
 /// Read a userdata file given on the command line (`validate FILE`).
 pub fn read_userdata_file(path: &Path) -> Result<String> {
     let place = path.display().to_string();
-    // Read at most one byte past the limit: the file may be endless (a FIFO, /dev/zero).
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| {
-            f.take(crate::limits::MAX_DECODED_BYTES as u64 + 1)
-                .read_to_end(&mut bytes)
-        })
+    let bytes = crate::fsio::read_capped(path, crate::limits::MAX_DECODED_BYTES)
         .map_err(|e| Error::io(Stage::Transport, &place, "cannot read", e))?;
     if bytes.len() > crate::limits::MAX_DECODED_BYTES {
         return Err(Error::new(

@@ -142,13 +142,16 @@ mod tests {
 
     #[test]
     fn states_under_a_root() {
-        let d = tempfile::tempdir().unwrap();
+        let d = crate::confine::test_root(
+            &["etc/dir"],
+            &[
+                ("/etc/loop2", "etc/loop1"),
+                ("/etc/loop1", "etc/loop2"),
+                ("/etc", "link"),
+            ],
+        );
         let r = d.path();
-        std::fs::create_dir_all(r.join("etc/dir")).unwrap();
         std::fs::write(r.join("etc/file"), "x").unwrap();
-        std::os::unix::fs::symlink("/etc/loop2", r.join("etc/loop1")).unwrap();
-        std::os::unix::fs::symlink("/etc/loop1", r.join("etc/loop2")).unwrap();
-        std::os::unix::fs::symlink("/etc", r.join("link")).unwrap();
         let t = Target::new(r);
         assert_eq!(path_state(&t, "/etc/file"), PathState::File);
         assert_eq!(path_state(&t, "/etc/dir"), PathState::Dir);
