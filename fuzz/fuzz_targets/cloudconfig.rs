@@ -20,8 +20,8 @@ fuzz_target!(|data: &[u8]| {
     let facts = facts::Facts::default();
     let image = config::ImageConfig::default();
     let users = planner::UserDb::default();
-    // A root that does not exist: pre-flight finds no certificates on disk.
-    let root = std::path::Path::new("/nonexistent-nodeagent-fuzz-root");
+    // Nothing on disk: pre-flight finds no certificates there.
+    let disk = nodeagent::planner::preflight::Disk::default();
     let _ = planner::build(&planner::PlanInput {
         instance_id: "i-fuzz",
         metadata: &md,
@@ -30,6 +30,7 @@ fuzz_target!(|data: &[u8]| {
         users: &users,
         image: &image,
         compat,
-        root,
+        disk: &disk,
+        now: nodeagent::pki::now(),
     });
 });

@@ -111,6 +111,8 @@ fuzz_target!(|data: &[u8]| {
         image: Default::default(),
         users,
         target,
+        disk: Default::default(),
+        now: nodeagent::pki::now(),
         compat: flags & 1 == 1,
         // Absent: the path probes find nothing, as on an empty root.
         root: "/nonexistent-nodeagent-fuzz-root".into(),

@@ -39,7 +39,8 @@ fuzz_target!(|data: &[u8]| {
     let facts = facts::Facts::default();
     let image = config::ImageConfig::default();
     let users = planner::UserDb::default();
-    let root = std::path::Path::new("/nonexistent-nodeagent-fuzz-root");
+    // Nothing on disk: pre-flight finds no certificates there.
+    let disk = nodeagent::planner::preflight::Disk::default();
     if let Ok(p) = planner::build(&planner::PlanInput {
         instance_id: "i-fuzz",
         metadata: &md,
@@ -48,7 +49,8 @@ fuzz_target!(|data: &[u8]| {
         users: &users,
         image: &image,
         compat,
-        root,
+        disk: &disk,
+        now: nodeagent::pki::now(),
     }) {
         // The pure target checks (tools, path limits, layout arithmetic) on a made-up target.
         if let Ok(view) = target_view(&mut u) {

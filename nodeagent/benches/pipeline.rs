@@ -44,6 +44,8 @@ fn inputs(userdata: String, metadata: String) -> Inputs {
         image: Default::default(),
         users: Default::default(),
         target: Default::default(),
+        disk: Default::default(),
+        now: nodeagent::pki::now(),
         compat: false,
         root: PathBuf::from("/nonexistent"),
     }

@@ -1,6 +1,9 @@
 //! The read side of one run, as two steps: `gather` does all the I/O (transport, host
-//! facts, image config, the target's user database); `prepare` is pure and turns those
-//! inputs into instance data, rendered userdata, a typed cloud-config and the plan.
+//! facts, image config, the target's user database and tools, the clock); `prepare` turns
+//! those inputs into instance data, rendered userdata, a typed cloud-config and the plan
+//! (`planner`, a pure function of them). The only reads after `gather` are of the paths
+//! the built plan's checks name, which cannot be known before: `probe::observe` for the
+//! target check, [`preflight_reads`] for kubeadm pre-flight.
 //! `render`, `plan`, `validate`, `query` and `run` all go through here, so what `plan`
 //! prints is exactly what `run` executes.
 
@@ -9,7 +12,8 @@ use crate::config::ImageConfig;
 use crate::error::{Error, Result, Stage};
 use crate::facts::Facts;
 use crate::metadata::{self, Metadata};
-use crate::plan::Plan;
+use crate::plan::{Action, Plan};
+use crate::planner::preflight::{self, Disk};
 use crate::planner::{self, PlanInput, UserDb};
 use crate::template::{self, Header};
 use crate::transport::{self, RawData, Transport};
@@ -39,6 +43,10 @@ pub struct Inputs {
     pub users: UserDb,
     /// The target's tools and NTP clients, for the plan's checks (`planner::target`).
     pub target: planner::target::TargetView,
+    /// What kubeadm pre-flight checks on disk, as far as read (see [`preflight_reads`]).
+    pub disk: Disk,
+    /// The clock (seconds since the epoch), for certificate validity.
+    pub now: i64,
     pub compat: bool,
     pub root: PathBuf,
 }
@@ -113,7 +121,7 @@ pub fn gather(opts: &Options) -> Result<Inputs> {
         tracing::info!("{line}");
         transport_log.push(line);
     }
-    let users = UserDb::read(&root);
+    let users = read_users(&root);
     let target = crate::probe::view(&root);
     let compat = opts.compat || image.compat;
     Ok(Inputs {
@@ -124,9 +132,47 @@ pub fn gather(opts: &Options) -> Result<Inputs> {
         image,
         users,
         target,
+        disk: Disk::default(),
+        now: crate::pki::now(),
         compat,
         root,
     })
+}
+/// Read `<root>/etc/passwd` and `<root>/etc/group` (names and ids).
+fn read_users(root: &Path) -> UserDb {
+    type Entries = Vec<(String, Option<u32>)>;
+    let entries = |rel: &str| -> Option<Entries> {
+        let text = std::fs::read_to_string(root.join(rel)).ok()?;
+        Some(
+            text.lines()
+                .filter_map(|l| {
+                    let mut f = l.split(':');
+                    let name = f.next().filter(|n| !n.is_empty())?;
+                    Some((name.to_string(), f.nth(1).and_then(|id| id.parse().ok())))
+                })
+                .collect(),
+        )
+    };
+    let split = |e: Entries| {
+        let ids = e
+            .iter()
+            .filter_map(|(n, id)| Some((n.clone(), (*id)?)))
+            .collect();
+        (e.into_iter().map(|(n, _)| n).collect(), ids)
+    };
+    match (entries("etc/passwd"), entries("etc/group")) {
+        (Some(users), Some(groups)) => {
+            let ((users, uids), (groups, gids)) = (split(users), split(groups));
+            UserDb {
+                users,
+                groups,
+                uids,
+                gids,
+                known: true,
+            }
+        }
+        _ => UserDb::default(),
+    }
 }
 
 /// Saved copies of the platform's data, per instance (0600, root-only directory): what later
@@ -326,7 +372,7 @@ pub fn prepare(inputs: &Inputs) -> Result<Prepared> {
         });
         planner::target::with_line(e, doc.as_ref().map(|d| (d, source)))
     };
-    let plan = planner::build(&PlanInput {
+    let plan = planner::steps(&PlanInput {
         instance_id: &iid,
         metadata: &md,
         facts: &inputs.facts,
@@ -334,8 +380,10 @@ pub fn prepare(inputs: &Inputs) -> Result<Prepared> {
         users: &inputs.users,
         image: &inputs.image,
         compat: inputs.compat,
-        root: &inputs.root,
+        disk: &inputs.disk,
+        now: inputs.now,
     })
+    .and_then(|plan| preflight_reads(&plan, inputs).map(|()| plan))
     .and_then(|plan| check_target(&plan, inputs).map(|()| plan))
     .map_err(placed)?;
     warnings.extend(plan.warnings.iter().cloned());
@@ -380,6 +428,61 @@ fn check_target(plan: &Plan, inputs: &Inputs) -> Result<()> {
     let wanted = planner::target::wanted(plan, &inputs.target);
     let seen = crate::probe::observe(&inputs.root, &wanted);
     planner::target::check(plan, &inputs.target, &seen)
+}
+
+/// Most rounds of reads for kubeadm pre-flight: its config file, then the files the config
+/// names (`certificatesDir`, `caCertPath`, the discovery kubeconfig), with one to spare.
+const PREFLIGHT_ROUNDS: usize = 4;
+
+/// kubeadm pre-flight (`planner::preflight`, pure) over what the target holds.
+fn preflight_reads(plan: &Plan, inputs: &Inputs) -> Result<()> {
+    kubeadm_preflight(plan, &inputs.disk, &inputs.root, inputs.now)
+}
+
+/// kubeadm pre-flight of `plan` on `disk` completed from `root`: the journal (a finished
+/// kubeadm step is not checked again) and the files pre-flight looks up that `disk` does not
+/// hold yet, read under the root through the confined resolver.
+pub fn kubeadm_preflight(plan: &Plan, disk: &Disk, root: &Path, now: i64) -> Result<()> {
+    let mut disk = std::borrow::Cow::Borrowed(disk);
+    if disk.finished.is_none()
+        && plan
+            .steps
+            .iter()
+            .any(|s| matches!(s.action, Action::Kubeadm(_)))
+    {
+        disk.to_mut().finished = Some(finished_steps(root, &plan.instance_id));
+    }
+    for _ in 0..PREFLIGHT_ROUNDS {
+        let unread = preflight::unread(plan, &disk, now);
+        if unread.is_empty() {
+            break;
+        }
+        let files = &mut disk.to_mut().files;
+        for path in unread {
+            let bytes = crate::confine::dir(root, &path)
+                .and_then(std::fs::read)
+                .ok();
+            files.insert(path, bytes);
+        }
+    }
+    preflight::check(plan, &disk, now)
+}
+
+/// The steps this instance's journal (read only) records as finished.
+fn finished_steps(root: &Path, instance_id: &str) -> std::collections::BTreeSet<String> {
+    let Ok(dir) = crate::state::state_dir(root) else {
+        return Default::default();
+    };
+    let path = dir
+        .join("instances")
+        .join(crate::state::instance_dir_name(instance_id))
+        .join("journal.jsonl");
+    let records = crate::state::read_journal(&path).unwrap_or_default();
+    records
+        .iter()
+        .filter(|r| r.event.finishes_step())
+        .filter_map(|r| r.event.step().map(str::to_string))
+        .collect()
 }
 
 /// Vendordata is refused, before any write, unless the user-data turns it off
@@ -514,8 +617,10 @@ pub fn gather_with_userdata(opts: &Options, userdata: String) -> Result<Inputs> 
             facts,
             compat: opts.compat || image.compat,
             image,
-            users: UserDb::read(&root),
+            users: read_users(&root),
             target: crate::probe::view(&root),
+            disk: Disk::default(),
+            now: crate::pki::now(),
             root,
         }
     };

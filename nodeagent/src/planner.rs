@@ -21,7 +21,8 @@ mod users;
 pub use storage::*;
 use users::*;
 
-/// Users and groups that already exist in the target root (from its /etc/passwd, /etc/group).
+/// Users and groups that already exist in the target root (from its /etc/passwd, /etc/group,
+/// read by `pipeline::gather`).
 #[derive(Debug, Clone, Default)]
 pub struct UserDb {
     pub users: Vec<String>,
@@ -35,45 +36,7 @@ pub struct UserDb {
     pub known: bool,
 }
 
-impl UserDb {
-    /// Read `<root>/etc/passwd` and `<root>/etc/group` (names and ids).
-    pub fn read(root: &std::path::Path) -> UserDb {
-        type Entries = Vec<(String, Option<u32>)>;
-        let entries = |rel: &str| -> Option<Entries> {
-            let text = std::fs::read_to_string(root.join(rel)).ok()?;
-            Some(
-                text.lines()
-                    .filter_map(|l| {
-                        let mut f = l.split(':');
-                        let name = f.next().filter(|n| !n.is_empty())?;
-                        Some((name.to_string(), f.nth(1).and_then(|id| id.parse().ok())))
-                    })
-                    .collect(),
-            )
-        };
-        let split = |e: Entries| {
-            let ids = e
-                .iter()
-                .filter_map(|(n, id)| Some((n.clone(), (*id)?)))
-                .collect();
-            (e.into_iter().map(|(n, _)| n).collect(), ids)
-        };
-        match (entries("etc/passwd"), entries("etc/group")) {
-            (Some(users), Some(groups)) => {
-                let ((users, uids), (groups, gids)) = (split(users), split(groups));
-                UserDb {
-                    users,
-                    groups,
-                    uids,
-                    gids,
-                    known: true,
-                }
-            }
-            _ => UserDb::default(),
-        }
-    }
-}
-
+/// What planning reads besides the cloud-config; all of it gathered by `pipeline::gather`.
 pub struct PlanInput<'a> {
     pub instance_id: &'a str,
     pub metadata: &'a Metadata,
@@ -82,8 +45,11 @@ pub struct PlanInput<'a> {
     pub users: &'a UserDb,
     pub image: &'a ImageConfig,
     pub compat: bool,
-    /// Target root, for kubeadm pre-flight checks of certificates already on disk.
-    pub root: &'a std::path::Path,
+    /// Certificates, kubeadm configs and journal records already on the target, for kubeadm
+    /// pre-flight.
+    pub disk: &'a preflight::Disk,
+    /// The clock (seconds since the epoch), for certificate validity.
+    pub now: i64,
 }
 
 struct Builder<'a> {
@@ -158,8 +124,17 @@ pub fn build_local(instance_id: &str, md: &Metadata, facts: &Facts, compat: bool
     })
 }
 
-/// The whole plan (local and main steps). Pure: reads nothing, writes nothing.
+/// The whole plan (local and main steps), kubeadm pre-flight included. Pure: a function of
+/// `input` alone, it reads nothing and writes nothing.
 pub fn build(input: &PlanInput<'_>) -> Result<Plan> {
+    let plan = steps(input)?;
+    preflight::check(&plan, input.disk, input.now)?;
+    Ok(plan)
+}
+
+/// The plan's steps before kubeadm pre-flight (`pipeline` runs pre-flight once it has read
+/// the files it looks up, [`preflight::unread`]).
+pub fn steps(input: &PlanInput<'_>) -> Result<Plan> {
     let mut local = build_local(input.instance_id, input.metadata, input.facts, input.compat)?;
     local.steps.extend(disk_growth(input.image, input.config)?);
     let mut b = Builder {
@@ -168,14 +143,46 @@ pub fn build(input: &PlanInput<'_>) -> Result<Plan> {
         warnings: local.warnings,
     };
     let cfg = input.config;
-    let timeout = input.image.command_timeout_secs;
+    bootcmd(&mut b, cfg);
+    let deferred = write_files(&mut b, cfg)?;
+    disks(&mut b, cfg)?;
+    hostname(&mut b, cfg)?;
+    accounts(&mut b, cfg)?;
+    if let Some(ntp) = &cfg.ntp {
+        check_ntp(ntp)?;
+        let spec = NtpSpec {
+            enabled: ntp.enabled.map(|f| f.0).unwrap_or(true),
+            client: ntp.ntp_client.clone().unwrap_or_else(|| "auto".into()),
+            servers: ntp.servers.clone(),
+            pools: ntp.pools.clone(),
+        };
+        b.push(
+            "ntp".into(),
+            RunStage::Main,
+            Frequency::PerInstance,
+            Action::Ntp(spec),
+        );
+    }
+    for (id, file, frequency) in deferred {
+        b.push(id, RunStage::Main, frequency, Action::WriteFile(file));
+    }
+    runcmd(&mut b, cfg);
+    check_owners(&b)?;
+    Ok(Plan {
+        version: PLAN_VERSION,
+        instance_id: input.instance_id.to_string(),
+        steps: b.steps,
+        warnings: b.warnings,
+    })
+}
 
+fn bootcmd(b: &mut Builder<'_>, cfg: &CloudConfig) {
     for (i, item) in cfg.bootcmd.iter().enumerate() {
         if let Some(run) = command(item) {
             let spec = CommandSpec {
                 origin: format!("bootcmd[{i}]"),
                 run,
-                timeout_secs: timeout,
+                timeout_secs: b.input.image.command_timeout_secs,
             };
             b.push(
                 format!("bootcmd[{i}]"),
@@ -185,11 +192,18 @@ pub fn build(input: &PlanInput<'_>) -> Result<Plan> {
             );
         }
     }
+}
 
+/// The write_files steps, in order; the deferred ones (`defer: true`) are returned to go
+/// after users and ntp, as cloud-init's write_files_deferred runs.
+fn write_files(
+    b: &mut Builder<'_>,
+    cfg: &CloudConfig,
+) -> Result<Vec<(String, FileWrite, Frequency)>> {
     let mut deferred = Vec::new();
     let mut total = 0usize;
     for (i, wf) in cfg.write_files.iter().enumerate() {
-        let Some(file) = write_file(&mut b, i, wf)? else {
+        let Some(file) = write_file(b, i, wf)? else {
             continue;
         };
         total += file.content.0.len();
@@ -218,10 +232,11 @@ pub fn build(input: &PlanInput<'_>) -> Result<Plan> {
             b.push(id, RunStage::Main, frequency, Action::WriteFile(file));
         }
     }
+    Ok(deferred)
+}
 
-    disks(&mut b, cfg)?;
-    hostname(&mut b, cfg)?;
-
+/// groups, then users (cc_users_groups); top-level ssh_authorized_keys has no user to go to.
+fn accounts(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
     for (i, (name, members)) in cfg.groups.0.iter().enumerate() {
         check_name(name, format!("groups[{i}]"))?;
         for m in members {
@@ -244,7 +259,7 @@ pub fn build(input: &PlanInput<'_>) -> Result<Plan> {
                 "users[{i}]: 'default' user skipped: nodeagent images define no default user"
             )),
             UserItem::User(u) => {
-                let spec = user(&mut b, i, u)?;
+                let spec = user(b, i, u)?;
                 b.push(
                     format!("user:{}", spec.name),
                     RunStage::Main,
@@ -260,27 +275,11 @@ pub fn build(input: &PlanInput<'_>) -> Result<Plan> {
             "top-level keys belong to the image's default user, and nodeagent images have none; put them under users[].ssh_authorized_keys".into(),
         )?;
     }
+    Ok(())
+}
 
-    if let Some(ntp) = &cfg.ntp {
-        check_ntp(ntp)?;
-        let spec = NtpSpec {
-            enabled: ntp.enabled.map(|f| f.0).unwrap_or(true),
-            client: ntp.ntp_client.clone().unwrap_or_else(|| "auto".into()),
-            servers: ntp.servers.clone(),
-            pools: ntp.pools.clone(),
-        };
-        b.push(
-            "ntp".into(),
-            RunStage::Main,
-            Frequency::PerInstance,
-            Action::Ntp(spec),
-        );
-    }
-
-    for (id, file, frequency) in deferred {
-        b.push(id, RunStage::Main, frequency, Action::WriteFile(file));
-    }
-
+/// runcmd items; Cluster API's kubeadm line becomes the kubeadm step.
+fn runcmd(b: &mut Builder<'_>, cfg: &CloudConfig) {
     for (i, item) in cfg.runcmd.iter().enumerate() {
         if let CmdItem::Shell(s) = item
             && let Some(spec) = crate::kubeadm::recognise(s)
@@ -297,7 +296,7 @@ pub fn build(input: &PlanInput<'_>) -> Result<Plan> {
             let spec = CommandSpec {
                 origin: format!("runcmd[{i}]"),
                 run,
-                timeout_secs: timeout,
+                timeout_secs: b.input.image.command_timeout_secs,
             };
             b.push(
                 format!("runcmd[{i}]"),
@@ -307,16 +306,6 @@ pub fn build(input: &PlanInput<'_>) -> Result<Plan> {
             );
         }
     }
-
-    check_owners(&b)?;
-    let plan = Plan {
-        version: PLAN_VERSION,
-        instance_id: input.instance_id.to_string(),
-        steps: b.steps,
-        warnings: b.warnings,
-    };
-    preflight::check(&plan, input.root)?;
-    Ok(plan)
 }
 
 fn command(item: &CmdItem) -> Option<Run> {

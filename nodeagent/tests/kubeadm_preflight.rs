@@ -4,7 +4,12 @@
 mod kubeadm_common;
 mod prereq;
 use kubeadm_common::*;
-use nodeagent::planner::preflight::check as preflight;
+
+/// Pre-flight as a run does it: the plan's files, then what the root holds (read by the
+/// pipeline, checked by the pure `planner::preflight`), at the current time.
+fn preflight(plan: &nodeagent::plan::Plan, root: &std::path::Path) -> nodeagent::error::Result<()> {
+    nodeagent::pipeline::kubeadm_preflight(plan, &Default::default(), root, nodeagent::pki::now())
+}
 
 fn root() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()

@@ -1,11 +1,36 @@
 //! Pre-flight for kubeadm steps, run at the end of planning before anything is written:
 //! the config file must parse as typed kubeadm API and fit the mode (init/join), and the
 //! PKI the plan writes (or finds on disk) must be usable by kubeadm.
+//!
+//! Pure: what is on disk comes in as a [`Disk`] (read by `pipeline::gather`), the clock as
+//! `now`. A file the checks look up that the [`Disk`] does not hold counts as absent and is
+//! listed by [`unread`], so the reading side can fetch it and check again.
 
 use crate::error::{Error, Result, Stage};
 use crate::kubeadm::config::{self, KubeadmConfig};
+use crate::pki::check;
 use crate::plan::{Action, KubeadmMode, KubeadmSpec, Plan};
-use std::path::Path;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What the target root holds that pre-flight checks: read by `pipeline::gather`.
+#[derive(Debug, Clone, Default)]
+pub struct Disk {
+    /// Files by absolute path: `Some(bytes)`, or `None` when absent (or unreadable).
+    pub files: BTreeMap<String, Option<Vec<u8>>>,
+    /// Steps this instance's journal records as finished: a later boot, not checked again.
+    /// `None` until read (`pipeline` reads the journal when the plan has a kubeadm step).
+    pub finished: Option<BTreeSet<String>>,
+}
+
+/// The cluster CA's certificate path and chain, when there is one.
+type ClusterCa = Option<(String, Vec<crate::pki::inspect::CertInfo>)>;
+
+/// The [`Disk`] as the checks see it, noting the paths it was asked for and does not hold.
+struct View<'a> {
+    disk: &'a Disk,
+    unread: RefCell<BTreeSet<String>>,
+}
 
 /// Where a file the kubeadm step needs comes from.
 pub enum Source<'a> {
@@ -27,8 +52,8 @@ impl Source<'_> {
 }
 
 /// The content a path will have when the kubeadm step runs: the plan's last write of
-/// it before step `before`, else what is on disk under `root`.
-pub fn file_at<'a>(plan: &'a Plan, before: usize, root: &Path, path: &str) -> Source<'a> {
+/// it before step `before`, else what is on disk.
+fn file_at<'a>(plan: &'a Plan, before: usize, disk: &View<'_>, path: &str) -> Source<'a> {
     let written = plan.steps[..before]
         .iter()
         .rev()
@@ -39,66 +64,117 @@ pub fn file_at<'a>(plan: &'a Plan, before: usize, root: &Path, path: &str) -> So
     if let Some(b) = written {
         return Source::Plan(b);
     }
-    match under_root(root, path).and_then(std::fs::read) {
-        Ok(b) => Source::Disk(b),
-        Err(_) => Source::Missing,
+    match disk.disk.files.get(path) {
+        Some(Some(b)) => Source::Disk(b.clone()),
+        Some(None) => Source::Missing,
+        None => {
+            disk.unread.borrow_mut().insert(path.to_string());
+            Source::Missing
+        }
     }
 }
 
-/// Has this instance's journal (read only) a finished `done` record for `step`?
-fn finished(plan: &Plan, root: &Path, step: &str) -> bool {
-    let Ok(dir) = crate::state::state_dir(root) else {
-        return false;
-    };
-    let path = dir
-        .join("instances")
-        .join(crate::state::instance_dir_name(&plan.instance_id))
-        .join("journal.jsonl");
-    crate::state::read_journal(&path).is_ok_and(|records| {
-        records
-            .iter()
-            .any(|r| r.event.finishes_step() && r.event.step() == Some(step))
-    })
+/// Check every kubeadm step of `plan` against what it writes and what `disk` holds, at
+/// time `now` (seconds since the epoch).
+pub fn check(plan: &Plan, disk: &Disk, now: i64) -> Result<()> {
+    check_in(plan, &view(disk), now)
 }
 
-/// `root` + absolute `path`, every symlink on the way resolved inside the root (confine.rs).
-pub fn under_root(root: &Path, path: &str) -> std::io::Result<std::path::PathBuf> {
-    crate::confine::dir(root, path)
+/// The paths [`check`] looks up that `disk` does not hold: what the reading side fetches
+/// before checking again (a config or certificate already on disk, a `certificatesDir` of
+/// its own). Empty when `disk` has all the checks need.
+pub fn unread(plan: &Plan, disk: &Disk, now: i64) -> Vec<String> {
+    let v = view(disk);
+    let _ = check_in(plan, &v, now);
+    v.unread.into_inner().into_iter().collect()
 }
 
-pub fn check(plan: &Plan, root: &Path) -> Result<()> {
+fn view(disk: &Disk) -> View<'_> {
+    View {
+        disk,
+        unread: RefCell::new(BTreeSet::new()),
+    }
+}
+
+fn check_in(plan: &Plan, disk: &View<'_>, now: i64) -> Result<()> {
     for (i, step) in plan.steps.iter().enumerate() {
         if let Action::Kubeadm(spec) = &step.action {
-            if finished(plan, root, &step.id) {
+            if disk
+                .disk
+                .finished
+                .as_ref()
+                .is_some_and(|f| f.contains(&step.id))
+            {
                 // A later boot of the instance: the step will not run again, and the files on
                 // disk are kubeadm's own output now, not something the plan hands it.
                 continue;
             }
-            check_step(plan, i, spec, root).map_err(|e| e.within(&format!("step {}", step.id)))?;
+            check_step(plan, i, spec, disk, now)
+                .map_err(|e| e.within(&format!("step {}", step.id)))?;
         }
     }
     Ok(())
 }
 
-fn check_step(plan: &Plan, index: usize, spec: &KubeadmSpec, root: &Path) -> Result<()> {
-    let cfg = load_config(plan, index, spec, root)?;
+fn check_step(
+    plan: &Plan,
+    index: usize,
+    spec: &KubeadmSpec,
+    disk: &View<'_>,
+    now: i64,
+) -> Result<()> {
+    let cfg = load_config(plan, index, spec, disk)?;
     check_mode(&cfg, spec)?;
-    check_pki(plan, index, spec, &cfg, root, crate::pki::now())
+    check_pki(plan, index, spec, &cfg, disk, now)
 }
 
 /// PKI checks on what the plan writes (or the disk already holds) under `certificatesDir`.
-pub fn check_pki(
+fn check_pki(
     plan: &Plan,
     index: usize,
     spec: &KubeadmSpec,
     cfg: &KubeadmConfig,
-    root: &Path,
+    disk: &View<'_>,
     now: i64,
 ) -> Result<()> {
-    use crate::pki::check;
     let dir = cfg.certificates_dir();
     let dir = dir.trim_end_matches('/');
-    let at = |p: &str| file_at(plan, index, root, p);
+    let at = |p: &str| file_at(plan, index, disk, p);
+    let cluster_ca = check_cas(cfg, dir, &at, now)?;
+    let (sa_key, sa_pub) = (format!("{dir}/sa.key"), format!("{dir}/sa.pub"));
+    if let (Some(k), Some(p)) = (at(&sa_key).bytes(), at(&sa_pub).bytes()) {
+        check::check_sa(&sa_key, k, &sa_pub, p)?;
+    }
+    if let Some(j) = &cfg.join {
+        check_join(j, spec, dir, &cluster_ca, &at, now)?;
+    }
+    let serving = format!("{dir}/apiserver.crt");
+    if let Some(b) = at(&serving).bytes() {
+        let host = cfg
+            .cluster
+            .as_ref()
+            .and_then(|c| c.spec.control_plane_endpoint.as_deref())
+            .and_then(config::split_host_port)
+            .map(|(h, _)| h);
+        check::check_serving(
+            &serving,
+            b,
+            cluster_ca.as_ref().map(|(_, c)| &c[0]),
+            host.as_deref(),
+            now,
+        )?;
+    }
+    Ok(())
+}
+
+/// The cluster's CAs (cluster, etcd, front-proxy; an external etcd's CA certificate alone):
+/// each certificate with its key. Returns the cluster CA, path and chain.
+fn check_cas<'a>(
+    cfg: &KubeadmConfig,
+    dir: &str,
+    at: &dyn Fn(&str) -> Source<'a>,
+    now: i64,
+) -> Result<ClusterCa> {
     let external_ca = cfg
         .cluster
         .as_ref()
@@ -138,86 +214,77 @@ pub fn check_pki(
             }
         }
     }
-    let (sa_key, sa_pub) = (format!("{dir}/sa.key"), format!("{dir}/sa.pub"));
-    if let (Some(k), Some(p)) = (at(&sa_key).bytes(), at(&sa_pub).bytes()) {
-        check::check_sa(&sa_key, k, &sa_pub, p)?;
-    }
-    if let Some(j) = &cfg.join {
-        // File discovery: the kubeconfig must be there when kubeadm runs (CABPK writes it
-        // with write_files; an https URL is fetched by kubeadm itself).
-        if let Some(f) = &j.spec.discovery.file
-            && f.kube_config_path.starts_with('/')
-            && at(&f.kube_config_path).bytes().is_none()
-        {
-            return Err(Error::new(
-                Stage::Kubeadm,
-                format!(
-                    "{}: document {} (JoinConfiguration): discovery.file.kubeConfigPath",
-                    spec.config_path, j.index
-                ),
-                format!(
-                    "{} is neither written by write_files before the kubeadm step nor present on disk",
-                    f.kube_config_path
-                ),
-            ));
-        }
-        let ca_path = j
-            .spec
-            .ca_cert_path
-            .clone()
-            .filter(|p| !p.is_empty())
-            .unwrap_or_else(|| format!("{dir}/ca.crt"));
-        let ca = match &cluster_ca {
-            Some((p, certs)) if *p == ca_path => Some(certs.clone()),
-            _ => match at(&ca_path).bytes() {
-                Some(b) => Some(check::check_ca(&ca_path, b, None, now)?),
-                None => None,
-            },
-        };
-        let hashes = j
-            .spec
-            .discovery
-            .bootstrap_token
-            .as_ref()
-            .and_then(|b| b.ca_cert_hashes.clone())
-            .unwrap_or_default();
-        if let Some(certs) = ca
-            && !hashes.is_empty()
-        {
-            let place = format!(
-                "{}: document {} (JoinConfiguration): discovery.bootstrapToken.caCertHashes",
+    Ok(cluster_ca)
+}
+
+/// A join's discovery: a file kubeconfig that will be there, the CA matching its pinned
+/// hashes.
+fn check_join<'a>(
+    j: &config::Doc<crate::kubeadm::api::JoinConfiguration>,
+    spec: &KubeadmSpec,
+    dir: &str,
+    cluster_ca: &ClusterCa,
+    at: &dyn Fn(&str) -> Source<'a>,
+    now: i64,
+) -> Result<()> {
+    // File discovery: the kubeconfig must be there when kubeadm runs (CABPK writes it
+    // with write_files; an https URL is fetched by kubeadm itself).
+    if let Some(f) = &j.spec.discovery.file
+        && f.kube_config_path.starts_with('/')
+        && at(&f.kube_config_path).bytes().is_none()
+    {
+        return Err(Error::new(
+            Stage::Kubeadm,
+            format!(
+                "{}: document {} (JoinConfiguration): discovery.file.kubeConfigPath",
                 spec.config_path, j.index
-            );
-            check::check_ca_pinned(&ca_path, &certs, &hashes, &place)?;
-        }
+            ),
+            format!(
+                "{} is neither written by write_files before the kubeadm step nor present on disk",
+                f.kube_config_path
+            ),
+        ));
     }
-    let serving = format!("{dir}/apiserver.crt");
-    if let Some(b) = at(&serving).bytes() {
-        let host = cfg
-            .cluster
-            .as_ref()
-            .and_then(|c| c.spec.control_plane_endpoint.as_deref())
-            .and_then(config::split_host_port)
-            .map(|(h, _)| h);
-        check::check_serving(
-            &serving,
-            b,
-            cluster_ca.as_ref().map(|(_, c)| &c[0]),
-            host.as_deref(),
-            now,
-        )?;
+    let ca_path = j
+        .spec
+        .ca_cert_path
+        .clone()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| format!("{dir}/ca.crt"));
+    let ca = match &cluster_ca {
+        Some((p, certs)) if *p == ca_path => Some(certs.clone()),
+        _ => match at(&ca_path).bytes() {
+            Some(b) => Some(check::check_ca(&ca_path, b, None, now)?),
+            None => None,
+        },
+    };
+    let hashes = j
+        .spec
+        .discovery
+        .bootstrap_token
+        .as_ref()
+        .and_then(|b| b.ca_cert_hashes.clone())
+        .unwrap_or_default();
+    if let Some(certs) = ca
+        && !hashes.is_empty()
+    {
+        let place = format!(
+            "{}: document {} (JoinConfiguration): discovery.bootstrapToken.caCertHashes",
+            spec.config_path, j.index
+        );
+        check::check_ca_pinned(&ca_path, &certs, &hashes, &place)?;
     }
     Ok(())
 }
 
 /// Parse the step's `--config` file as the kubeadm step will see it.
-pub fn load_config(
+fn load_config(
     plan: &Plan,
     index: usize,
     spec: &KubeadmSpec,
-    root: &Path,
+    disk: &View<'_>,
 ) -> Result<KubeadmConfig> {
-    let src = file_at(plan, index, root, &spec.config_path);
+    let src = file_at(plan, index, disk, &spec.config_path);
     let bytes = src.bytes().ok_or_else(|| {
         Error::new(
             Stage::Kubeadm,

@@ -1,0 +1,99 @@
+//! The plan is a pure function of what `pipeline::gather` collects: an `Inputs` built in
+//! memory (no root on disk, a clock of the test's choosing, files and journal records the
+//! test hands in) plans, and kubeadm pre-flight decides on those inputs alone.
+
+mod kubeadm_common;
+use kubeadm_common::*;
+use nodeagent::pipeline::{self, Inputs};
+use nodeagent::planner::preflight::{self, Disk};
+use nodeagent::transport::RawData;
+use std::path::PathBuf;
+
+const CA: &str = "/etc/kubernetes/pki/ca.crt";
+
+fn inputs(userdata: &str, disk: Disk, now: i64) -> Inputs {
+    let d = |t: &str| {
+        Some(nodeagent::decode::Decoded {
+            text: t.to_string(),
+            warnings: Vec::new(),
+        })
+    };
+    Inputs {
+        transport: Box::new(pipeline::Offline),
+        transport_log: Vec::new(),
+        raw: RawData {
+            metadata: d(METADATA),
+            userdata: d(userdata),
+            vendordata: None,
+        },
+        facts: Default::default(),
+        image: Default::default(),
+        users: Default::default(),
+        target: Default::default(),
+        disk,
+        now,
+        compat: false,
+        root: PathBuf::from("/nonexistent-nodeagent-planner-test"),
+    }
+}
+
+#[test]
+fn plans_from_inputs_built_in_memory() {
+    let root = PathBuf::from("/nonexistent-nodeagent-planner-test");
+    assert!(!root.exists());
+    // A worker join: the plan writes the JoinConfiguration; the cluster CA it names
+    // (caCertPath) is only "on disk", that is in the gathered `Disk`.
+    let files = vec![(
+        JOIN_PATH.to_string(),
+        worker_join_config("10.0.0.10:6443", &[]).into_bytes(),
+    )];
+    let ud = userdata(&files, JOIN_LINE).replacen("## template: jinja\n", "", 1);
+    let now = nodeagent::pki::now();
+    let ca = make_ca(-300, 86400, true);
+    let mut disk = Disk {
+        finished: Some(Default::default()),
+        ..Default::default()
+    };
+    disk.files
+        .insert(CA.into(), Some(ca.cert_pem.clone().into_bytes()));
+
+    // What else pre-flight looks up is absent: after handing that in, nothing is unread,
+    // so planning needs no read of the (missing) root.
+    let plan = pipeline::prepare(&inputs(&ud, disk.clone(), now))
+        .unwrap()
+        .plan;
+    let unread = preflight::unread(&plan, &disk, now);
+    assert!(
+        !unread.is_empty() && !unread.contains(&CA.to_string()),
+        "{unread:?}"
+    );
+    for p in unread {
+        disk.files.insert(p, None);
+    }
+    assert!(preflight::unread(&plan, &disk, now).is_empty());
+    let p = pipeline::prepare(&inputs(&ud, disk.clone(), now)).unwrap();
+    assert!(
+        p.plan.steps.iter().any(|s| s.id == "runcmd[0]:kubeadm"),
+        "{:?}",
+        p.plan.steps
+    );
+    assert_eq!(p.plan, plan);
+
+    // The clock is an input: ten days on, the same CA has expired.
+    let later = now + 10 * 86400;
+    let e = pipeline::prepare(&inputs(&ud, disk.clone(), later)).unwrap_err();
+    assert_eq!(e.place, format!("step runcmd[0]:kubeadm: {CA}"), "{e}");
+    assert!(e.message.contains("expired"), "{e}");
+
+    // So is the journal: a kubeadm step this instance finished is not checked again.
+    disk.finished = Some(["runcmd[0]:kubeadm".to_string()].into());
+    pipeline::prepare(&inputs(&ud, disk.clone(), later)).unwrap();
+
+    // And the files: a CA that is no CA is refused although nothing is on disk.
+    disk.finished = Some(Default::default());
+    let not_ca = make_ca(-300, 86400, false);
+    disk.files
+        .insert(CA.into(), Some(not_ca.cert_pem.into_bytes()));
+    let e = pipeline::prepare(&inputs(&ud, disk, now)).unwrap_err();
+    assert!(e.message.contains("not a CA"), "{e}");
+}
