@@ -26,6 +26,7 @@ pub mod decode;
 pub mod error;
 pub mod facts;
 pub mod fsio;
+pub mod handoff;
 pub mod instance;
 pub mod kubeadm;
 pub mod limits;

@@ -53,7 +53,13 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         crate::limits::RUN_DEADLINE_SECS,
     ));
     let stage = args.stage;
-    let mut inputs = match pipeline::gather(&args.data.options()) {
+    // The two units read the platform once between them (crate::handoff).
+    let gather = match stage {
+        RunStage::Local if args.only.is_none() => pipeline::gather_local,
+        RunStage::Main if args.only.is_none() => pipeline::gather_main,
+        _ => pipeline::gather,
+    };
+    let mut inputs = match gather(&args.data.options()) {
         Ok(i) => i,
         Err(e) => {
             // Undecodable data (a gzip bomb, bad base64, oversize) or an invalid image config:
