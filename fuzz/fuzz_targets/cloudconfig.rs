@@ -2,7 +2,7 @@
 //! First byte: bit 0 = compat. The rest: userdata text.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use nodeagent::{cloudconfig, config, facts, metadata, plan};
+use nodeagent::{cloudconfig, config, facts, metadata, planner};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&flags, rest)) = data.split_first() else {
@@ -19,10 +19,10 @@ fuzz_target!(|data: &[u8]| {
     let md = metadata::Metadata::default();
     let facts = facts::Facts::default();
     let image = config::ImageConfig::default();
-    let users = plan::UserDb::default();
+    let users = planner::UserDb::default();
     // A root that does not exist: pre-flight finds no certificates on disk.
     let root = std::path::Path::new("/nonexistent-nodeagent-fuzz-root");
-    let _ = plan::build(&plan::PlanInput {
+    let _ = planner::build(&planner::PlanInput {
         instance_id: "i-fuzz",
         metadata: &md,
         facts: &facts,

@@ -11,7 +11,7 @@ fuzz_target!(|data: &[u8]| {
         let facts = nodeagent::facts::Facts::default();
         if let Ok(iid) = nodeagent::instance::instance_id(&md, &facts) {
             let _ = nodeagent::instance::build(&md, &facts, "dir (guestinfo.metadata)");
-            let _ = nodeagent::plan::build_local(&iid, &md, &facts, false);
+            let _ = nodeagent::planner::build_local(&iid, &md, &facts, false);
         }
     }
 });

@@ -5,7 +5,7 @@
 #![no_main]
 use libfuzzer_sys::arbitrary::Unstructured;
 use libfuzzer_sys::fuzz_target;
-use nodeagent::{cloudconfig, config, facts, kubeadm, metadata, plan};
+use nodeagent::{cloudconfig, config, facts, kubeadm, metadata, planner};
 use nodeagent_fuzz::{cloud_config, kubeadm_yaml, target_view, yaml};
 
 fuzz_target!(|data: &[u8]| {
@@ -38,9 +38,9 @@ fuzz_target!(|data: &[u8]| {
     let md = metadata::Metadata::default();
     let facts = facts::Facts::default();
     let image = config::ImageConfig::default();
-    let users = plan::UserDb::default();
+    let users = planner::UserDb::default();
     let root = std::path::Path::new("/nonexistent-nodeagent-fuzz-root");
-    if let Ok(p) = plan::build(&plan::PlanInput {
+    if let Ok(p) = planner::build(&planner::PlanInput {
         instance_id: "i-fuzz",
         metadata: &md,
         facts: &facts,
@@ -52,7 +52,7 @@ fuzz_target!(|data: &[u8]| {
     }) {
         // The pure target checks (tools, path limits, layout arithmetic) on a made-up target.
         if let Ok(view) = target_view(&mut u) {
-            let _ = plan::target::check(&p, &view, &Default::default());
+            let _ = planner::target::check(&p, &view, &Default::default());
         }
     }
 });

@@ -1064,7 +1064,7 @@ pub fn yaml(v: &Value) -> String {
 // ---- the target root as the plan's checks see it ----------------------------------------
 
 /// A probed target with a fuzzer-chosen set of tools, NTP clients and `--root` prefix length.
-pub fn target_view(u: &mut Unstructured) -> Result<nodeagent::plan::target::TargetView> {
+pub fn target_view(u: &mut Unstructured) -> Result<nodeagent::planner::target::TargetView> {
     const TOOLS: &[&str] = &[
         "useradd",
         "usermod",
@@ -1089,7 +1089,7 @@ pub fn target_view(u: &mut Unstructured) -> Result<nodeagent::plan::target::Targ
             tools.insert((*t).to_string());
         }
     }
-    Ok(nodeagent::plan::target::TargetView {
+    Ok(nodeagent::planner::target::TargetView {
         probed: true,
         target_tools: tools.clone(),
         host_tools: tools,
@@ -1101,8 +1101,8 @@ pub fn target_view(u: &mut Unstructured) -> Result<nodeagent::plan::target::Targ
 }
 
 /// A target's user database: a few names with numeric ids, sometimes none known.
-pub fn user_db(u: &mut Unstructured) -> Result<nodeagent::plan::UserDb> {
-    let mut db = nodeagent::plan::UserDb {
+pub fn user_db(u: &mut Unstructured) -> Result<nodeagent::planner::UserDb> {
+    let mut db = nodeagent::planner::UserDb {
         known: u.ratio(3, 4)?,
         ..Default::default()
     };

@@ -254,6 +254,43 @@ fn rfc3339_ms(at: &str) -> Option<f64> {
     Some(t.unix_timestamp_nanos() as f64 / 1e6)
 }
 
+/// A journal record as `show` lists it: what happened, how long it took, its result.
+fn record_line(event: &Ev) -> (String, Option<f64>, Option<String>) {
+    match event {
+        Ev::RunStart { stage } => (format!("run-start {}", stage.as_str()), None, None),
+        Ev::Begin { step, .. } => (format!("begin {step}"), None, None),
+        Ev::Done {
+            step,
+            duration_ms,
+            result,
+            ..
+        } => (
+            format!("done {step}"),
+            Some(*duration_ms),
+            Some(result.as_str().to_string()),
+        ),
+        Ev::Failed {
+            step,
+            duration_ms,
+            error,
+            ..
+        } => (
+            format!("failed {step}"),
+            Some(*duration_ms),
+            Some(error.clone()),
+        ),
+        Ev::RunEnd {
+            stage,
+            duration_ms,
+            result,
+        } => (
+            format!("run-end {}", stage.as_str()),
+            Some(*duration_ms),
+            Some(result.as_str().to_string()),
+        ),
+    }
+}
+
 /// Pure: every boot of the instance (in the order they ran), its journal records and status
 /// events merged by time, offsets from the boot's first entry.
 pub fn show(iid: &str, records: &[Record], events: &[Event]) -> Vec<BootShow> {
@@ -263,39 +300,7 @@ pub fn show(iid: &str, records: &[Record], events: &[Event]) -> Vec<BootShow> {
         let Some(ms) = rfc3339_ms(&r.at) else {
             continue;
         };
-        let (what, duration_ms, result) = match &r.event {
-            Ev::RunStart { stage } => (format!("run-start {}", stage.as_str()), None, None),
-            Ev::Begin { step, .. } => (format!("begin {step}"), None, None),
-            Ev::Done {
-                step,
-                duration_ms,
-                result,
-                ..
-            } => (
-                format!("done {step}"),
-                Some(*duration_ms),
-                Some(result.as_str().to_string()),
-            ),
-            Ev::Failed {
-                step,
-                duration_ms,
-                error,
-                ..
-            } => (
-                format!("failed {step}"),
-                Some(*duration_ms),
-                Some(error.clone()),
-            ),
-            Ev::RunEnd {
-                stage,
-                duration_ms,
-                result,
-            } => (
-                format!("run-end {}", stage.as_str()),
-                Some(*duration_ms),
-                Some(result.as_str().to_string()),
-            ),
-        };
+        let (what, duration_ms, result) = record_line(&r.event);
         entries.push((
             r.boot.clone(),
             ms,

@@ -4,12 +4,14 @@
 //! A path inside the target is resolved component by component against DIR, as a chroot
 //! would: an absolute symlink (`/var/run -> /run`) restarts at DIR, `..` never climbs above
 //! it, so a link planted in the image can only point somewhere else inside DIR. On the host
-//! (`/`) paths are used as they are. The checks and the use that follows are separate system
-//! calls: this holds against links present in the image, not against a process racing the
-//! agent inside the root (nothing else runs there while the agent does).
+//! (`/`) paths are used as they are. For [`file`] and [`dir`] the checks and the use that
+//! follows are separate system calls: this holds against links present in the image, not
+//! against a process racing the agent inside the root (nothing else runs there while the
+//! agent does). [`read`] has no such window: the kernel resolves the path inside the root in
+//! the call that opens it (`openat2` with `RESOLVE_IN_ROOT`); the writers still go by path.
 
 use std::collections::VecDeque;
-use std::io;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 /// Most symlinks followed in one path (Linux's own limit).
@@ -25,6 +27,39 @@ pub fn file(root: &Path, rel: &str) -> io::Result<PathBuf> {
 /// Host path of the in-target directory `rel`: every component resolved inside `root`.
 pub fn dir(root: &Path, rel: &str) -> io::Result<PathBuf> {
     resolve(root, rel, true)
+}
+
+/// Contents of the in-target file `rel`, every symlink on the way (the last one too) resolved
+/// inside `root` by the kernel in the same call that opens it (`openat2(2)` with
+/// `RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS`), so a link swapped in after any check cannot lead
+/// out of the root. Opened non-blocking: a FIFO planted there cannot stall the reader. Kernels
+/// without openat2 (before 5.6, `ENOSYS`) fall back to the walk of [`dir`].
+pub fn read(root: &Path, rel: &str) -> io::Result<Vec<u8>> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+    let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK;
+    let fd = if root == Path::new("/") {
+        nix::fcntl::open(
+            &Path::new("/").join(rel.trim_start_matches('/')),
+            flags,
+            nix::sys::stat::Mode::empty(),
+        )
+    } else {
+        let dirfd = nix::fcntl::open(
+            root,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )?;
+        let how = OpenHow::new()
+            .flags(flags)
+            .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        match nix::fcntl::openat2(&dirfd, rel.trim_start_matches('/'), how) {
+            Err(nix::errno::Errno::ENOSYS) => return std::fs::read(dir(root, rel)?),
+            r => r,
+        }
+    }?;
+    let mut out = Vec::new();
+    std::fs::File::from(fd).read_to_end(&mut out)?;
+    Ok(out)
 }
 
 fn resolve(root: &Path, rel: &str, follow_last: bool) -> io::Result<PathBuf> {
@@ -75,19 +110,35 @@ fn resolve(root: &Path, rel: &str, follow_last: bool) -> io::Result<PathBuf> {
     Ok(out)
 }
 
+/// A root for tests: a temporary directory holding `dirs` and the symlinks `links`
+/// (target, link), both relative to it.
+#[cfg(test)]
+pub(crate) fn test_root(dirs: &[&str], links: &[(&str, &str)]) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    for dir in dirs {
+        std::fs::create_dir_all(d.path().join(dir)).unwrap();
+    }
+    for (target, link) in links {
+        std::os::unix::fs::symlink(target, d.path().join(link)).unwrap();
+    }
+    d
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::symlink;
 
     #[test]
     fn links_resolve_inside_the_root() {
-        let d = tempfile::tempdir().unwrap();
+        let d = test_root(
+            &["real/x"],
+            &[
+                ("/real", "abs"),
+                ("../../../../real", "up"),
+                ("/etc/passwd", "real/x/last"),
+            ],
+        );
         let r = d.path();
-        std::fs::create_dir_all(r.join("real/x")).unwrap();
-        symlink("/real", r.join("abs")).unwrap();
-        symlink("../../../../real", r.join("up")).unwrap();
-        symlink("/etc/passwd", r.join("real/x/last")).unwrap();
         assert_eq!(file(r, "/abs/x/f").unwrap(), r.join("real/x/f"));
         assert_eq!(dir(r, "up/x").unwrap(), r.join("real/x"));
         // A file's final component stays as it is; a directory's is resolved in the root.
@@ -96,11 +147,55 @@ mod tests {
         assert_eq!(file(Path::new("/"), "run/x").unwrap(), Path::new("/run/x"));
     }
 
+    /// A link planted between check and use: another thread keeps swapping `a` between a
+    /// directory inside the root and an absolute link to a directory outside it while `read`
+    /// reads `a/f`. Every read sees the inside file or fails (the link resolves inside the
+    /// root, where nothing is); none reads the outside one. Both states must have been seen,
+    /// or the race did not happen and the test says nothing.
+    #[test]
+    fn a_link_swapped_in_while_reading_never_leads_out() {
+        let d = tempfile::tempdir().unwrap();
+        let (root, outside) = (d.path().join("r"), d.path().join("out"));
+        for dir in [root.join("in"), outside.clone()] {
+            std::fs::create_dir_all(&dir).unwrap();
+        }
+        std::fs::write(root.join("in/f"), "inside").unwrap();
+        std::fs::write(outside.join("f"), "outside").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
+        std::fs::rename(root.join("in"), root.join("a")).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let swapper = {
+            let (root, stop) = (root.clone(), stop.clone());
+            std::thread::spawn(move || {
+                // RENAME_EXCHANGE: `a` is always there, the directory or the link.
+                use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+                let (a, link) = (root.join("a"), root.join("link"));
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    renameat2(AT_FDCWD, &a, AT_FDCWD, &link, RenameFlags::RENAME_EXCHANGE).unwrap();
+                }
+            })
+        };
+        let (mut inside, mut missed) = (0, 0);
+        let t = std::time::Instant::now();
+        while (inside == 0 || missed == 0) && t.elapsed() < std::time::Duration::from_secs(20)
+            || inside + missed < 2000
+        {
+            match read(&root, "/a/f") {
+                Ok(b) => {
+                    assert_eq!(b, b"inside", "read a file outside the root");
+                    inside += 1;
+                }
+                Err(_) => missed += 1,
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        swapper.join().unwrap();
+        assert!(inside > 0 && missed > 0, "no race seen: {inside} {missed}");
+    }
+
     #[test]
     fn a_symlink_loop_is_an_error() {
-        let d = tempfile::tempdir().unwrap();
-        symlink("b", d.path().join("a")).unwrap();
-        symlink("a", d.path().join("b")).unwrap();
+        let d = test_root(&[], &[("b", "a"), ("a", "b")]);
         let e = dir(d.path(), "a/x").unwrap_err();
         assert_eq!(e.to_string(), "too many symlinks");
     }

@@ -45,13 +45,7 @@ impl fmt::Debug for Decoded {
 pub fn decode_value(key: &str, raw: &[u8], encoding: Option<&[u8]>) -> Result<Option<Decoded>> {
     let place = format!("guestinfo.{key}");
     let enc_place = format!("guestinfo.{key}.encoding");
-    let text = utf8(raw).map_err(|off| {
-        Error::new(
-            Stage::Decode,
-            &place,
-            format!("value is not valid UTF-8 (invalid byte at offset {off})"),
-        )
-    })?;
+    let text = utf8(raw, &place, "value")?;
     let value = py_rstrip(text);
     if is_absent(value) {
         return Ok(None);
@@ -59,13 +53,7 @@ pub fn decode_value(key: &str, raw: &[u8], encoding: Option<&[u8]>) -> Result<Op
     let enc = match encoding {
         None => None,
         Some(e) => {
-            let e = utf8(e).map_err(|off| {
-                Error::new(
-                    Stage::Decode,
-                    &enc_place,
-                    format!("encoding is not valid UTF-8 (invalid byte at offset {off})"),
-                )
-            })?;
+            let e = utf8(e, &enc_place, "encoding")?;
             let e = py_rstrip(e);
             if is_absent(e) { None } else { Some(e) }
         }
@@ -121,13 +109,7 @@ fn decode_text(place: &str, enc_place: &str, value: &str, enc: Option<&str>) -> 
 /// A value read verbatim (NoCloud seed files): UTF-8 checked and bounded, no rstrip, no `---`.
 pub fn decode_plain(key: &str, raw: &[u8]) -> Result<Decoded> {
     let place = format!("guestinfo.{key}");
-    let text = utf8(raw).map_err(|off| {
-        Error::new(
-            Stage::Decode,
-            &place,
-            format!("value is not valid UTF-8 (invalid byte at offset {off})"),
-        )
-    })?;
+    let text = utf8(raw, &place, "value")?;
     check_plain_size(text, &place)?;
     Ok(Decoded {
         text: text.to_string(),
@@ -177,9 +159,16 @@ pub fn py_rstrip(s: &str) -> &str {
     s.trim_end_matches(py_isspace)
 }
 
-/// `Ok(text)` or `Err(offset of the first invalid byte)`.
-fn utf8(b: &[u8]) -> std::result::Result<&str, usize> {
-    std::str::from_utf8(b).map_err(|e| e.valid_up_to())
+/// `b` as text, or an error naming `what` at `place` and the offset of the first invalid byte.
+fn utf8<'a>(b: &'a [u8], place: &str, what: &str) -> Result<&'a str> {
+    std::str::from_utf8(b).map_err(|e| {
+        let off = e.valid_up_to();
+        Error::new(
+            Stage::Decode,
+            place,
+            format!("{what} is not valid UTF-8 (invalid byte at offset {off})"),
+        )
+    })
 }
 
 fn check_plain_size(value: &str, place: &str) -> Result<()> {
@@ -483,30 +472,17 @@ mod tests {
         for (i, o) in ok {
             assert_eq!(py_b64decode(i.as_bytes(), 100).as_deref(), Ok(*o), "{i:?}");
         }
-        assert_eq!(
-            py_b64decode(b"QQ", 100),
-            Err(B64Error::Padding { data_chars: 2 })
-        );
-        assert_eq!(
-            py_b64decode(b"QUI", 100),
-            Err(B64Error::Padding { data_chars: 3 })
-        );
-        assert_eq!(
-            py_b64decode(b"QQ=", 100),
-            Err(B64Error::Padding { data_chars: 2 })
-        );
-        assert_eq!(
-            py_b64decode(b"QUJDQQ=", 100),
-            Err(B64Error::Padding { data_chars: 6 })
-        );
-        assert_eq!(
-            py_b64decode(b"Q", 100),
-            Err(B64Error::Length { data_chars: 1 })
-        );
-        assert_eq!(
-            py_b64decode("QU\u{e9}JD".as_bytes(), 100),
-            Err(B64Error::NonAscii { offset: 2 })
-        );
+        let bad: &[(&str, B64Error)] = &[
+            ("QQ", B64Error::Padding { data_chars: 2 }),
+            ("QUI", B64Error::Padding { data_chars: 3 }),
+            ("QQ=", B64Error::Padding { data_chars: 2 }),
+            ("QUJDQQ=", B64Error::Padding { data_chars: 6 }),
+            ("Q", B64Error::Length { data_chars: 1 }),
+            ("QU\u{e9}JD", B64Error::NonAscii { offset: 2 }),
+        ];
+        for (i, e) in bad {
+            assert_eq!(py_b64decode(i.as_bytes(), 100), Err(e.clone()), "{i:?}");
+        }
     }
 
     #[test]

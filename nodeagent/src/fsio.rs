@@ -232,6 +232,17 @@ pub fn discard(staged: Vec<Staged>) {
     }
 }
 
+/// The first `max + 1` bytes of `path`: more than `max` says it is over the limit, without
+/// reading the rest (the file may be endless: a FIFO, /dev/zero).
+pub fn read_capped(path: &Path, max: usize) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    File::open(path)?
+        .take(max as u64 + 1)
+        .read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
 /// Replace `path` with `data` (see the module doc).
 pub fn write_atomic(path: &Path, data: &[u8], opts: &Options) -> WriteResult<()> {
     commit(vec![stage(path, data, opts)?])
@@ -289,11 +300,17 @@ mod tests {
         assert_eq!(names, ["f"]);
     }
 
+    /// A file holding `orig` in `dir`, which a followed link would overwrite.
+    fn victim(dir: &Path) -> PathBuf {
+        let v = dir.join("victim");
+        std::fs::write(&v, "orig").unwrap();
+        v
+    }
+
     #[test]
     fn a_symlink_at_the_target_is_replaced_not_followed() {
         let d = tempfile::tempdir().unwrap();
-        let victim = d.path().join("victim");
-        std::fs::write(&victim, "orig").unwrap();
+        let victim = victim(d.path());
         let p = d.path().join("link");
         std::os::unix::fs::symlink(&victim, &p).unwrap();
         write_atomic(&p, b"new", &Options::new(0o600)).unwrap();
@@ -305,8 +322,7 @@ mod tests {
     #[test]
     fn a_symlink_planted_at_the_temp_name_is_not_followed() {
         let d = tempfile::tempdir().unwrap();
-        let victim = d.path().join("victim");
-        std::fs::write(&victim, "orig").unwrap();
+        let victim = victim(d.path());
         let p = d.path().join("f");
         let tmp = temp_path(&p, false).unwrap();
         std::os::unix::fs::symlink(&victim, &tmp).unwrap();

@@ -24,157 +24,164 @@ const COMMAND_SECS: u64 = 30;
 /// Most bytes of a command's output kept in the archive (this boot's agent journal).
 const COMMAND_BYTES: usize = 16 * 1024 * 1024;
 
+/// Diagnostic commands run on a real node (`--root /`): name in the archive and argv.
+const COMMANDS: [(&str, &[&str]); 4] = [
+    (
+        "journal.txt",
+        &[
+            "journalctl",
+            "--no-pager",
+            "-o",
+            "short-precise",
+            "-b",
+            "-u",
+            "nodeagent*",
+        ],
+    ),
+    ("dmesg.txt", &["dmesg", "--ctime"]),
+    (
+        "units.txt",
+        &[
+            "systemctl",
+            "--no-pager",
+            "status",
+            "nodeagent-local.service",
+            "nodeagent.service",
+        ],
+    ),
+    (
+        "units-show.txt",
+        &[
+            "systemctl",
+            "show",
+            "-p",
+            "Id,LoadState,ActiveState,SubState,Result,ExecMainStatus,UnitFileState,ActiveEnterTimestamp,InactiveExitTimestamp",
+            "nodeagent-local.service",
+            "nodeagent.service",
+        ],
+    ),
+];
+
 /// `(name in the archive, redacted content)` of everything collected, plus the manifest.
 pub fn gather(root: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
-    let mut manifest = String::from(
-        "nodeagent collect-logs: every file below was redacted (tokens, keys, passwords, PEM bodies).\n",
-    );
-    // Every file is read at its path resolved inside the root (confine.rs): a symlink planted
-    // in the image cannot pull a host file into the archive.
-    let mut add =
-        |name: &str, rel: &str, transform: &dyn Fn(&str) -> String, manifest: &mut String| {
-            let src = root.join(rel.trim_start_matches('/'));
-            match crate::confine::dir(root, rel).and_then(std::fs::read) {
-                Ok(bytes) => {
-                    let text = String::from_utf8_lossy(&bytes);
-                    files.push((
-                        name.to_string(),
-                        redact_text(&transform(&text)).into_bytes(),
-                    ));
-                    manifest.push_str(&format!("included {name} (from {})\n", src.display()));
-                }
-                Err(e) => manifest.push_str(&format!("skipped {name}: {}: {e}\n", src.display())),
-            }
-        };
-    let same = |t: &str| t.to_string();
-    add(
-        "status.json",
-        crate::report::STATUS_JSON,
-        &same,
-        &mut manifest,
-    );
-    add("events.jsonl", crate::report::EVENTS, &same, &mut manifest);
-    add(
-        "kubeadm.log",
-        crate::kubeadm::run::OUTPUT_LOG,
-        &same,
-        &mut manifest,
-    );
-    add(
-        "nodeagent-output.log",
-        crate::outlog::PATH,
-        &same,
-        &mut manifest,
-    );
-    add(
-        "nodeagent-output.log.1",
-        &format!("{}.1", crate::outlog::PATH),
-        &same,
-        &mut manifest,
-    );
-    add(
-        "image-config.yaml",
-        crate::config::PATH,
-        &same,
-        &mut manifest,
-    );
-    let sdir = root.join(crate::state::DIR);
-    let iid = crate::confine::dir(root, &format!("{}/instance-id", crate::state::DIR))
-        .and_then(std::fs::read_to_string)
-        .ok()
-        .map(|s| s.trim_end().to_string());
-    match iid {
-        Some(iid) if !iid.is_empty() => {
-            let idir = format!(
-                "{}/instances/{}",
-                crate::state::DIR,
-                instance_dir_name(&iid)
-            );
-            add(
-                "instance/journal.jsonl",
-                &format!("{idir}/journal.jsonl"),
-                &same,
-                &mut manifest,
-            );
-            add(
-                "instance/instance-data.json",
-                &format!("{idir}/instance-data.json"),
-                &same,
-                &mut manifest,
-            );
-            add(
-                "instance/userdata-redacted.yaml",
-                &format!("{idir}/userdata.txt"),
-                &redact_userdata,
-                &mut manifest,
-            );
-            manifest
-                .push_str("not included: instance-data-sensitive.json, raw userdata (secrets)\n");
-        }
-        _ => manifest.push_str(&format!(
-            "skipped instance files: no {}/instance-id\n",
-            sdir.display()
-        )),
+    let mut b = Bundle {
+        root,
+        files: Vec::new(),
+        manifest: String::from(
+            "nodeagent collect-logs: every file below was redacted (tokens, keys, passwords, PEM bodies).\n",
+        ),
+    };
+    let rotated = format!("{}.1", crate::outlog::PATH);
+    for (name, rel) in [
+        ("status.json", crate::report::STATUS_JSON),
+        ("events.jsonl", crate::report::EVENTS),
+        ("kubeadm.log", crate::kubeadm::run::OUTPUT_LOG),
+        ("nodeagent-output.log", crate::outlog::PATH),
+        ("nodeagent-output.log.1", &rotated),
+        ("image-config.yaml", crate::config::PATH),
+    ] {
+        b.file(name, rel, &same);
     }
-    files.push((
+    b.instance_files();
+    b.files.push((
         "version.txt".into(),
         format!("nodeagent {}\n", crate::VERSION).into_bytes(),
     ));
-    manifest.push_str("included version.txt\n");
+    b.manifest.push_str("included version.txt\n");
     if root == Path::new("/") {
-        let commands: [(&str, &[&str]); 4] = [
-            (
-                "journal.txt",
-                &[
-                    "journalctl",
-                    "--no-pager",
-                    "-o",
-                    "short-precise",
-                    "-b",
-                    "-u",
-                    "nodeagent*",
-                ],
-            ),
-            ("dmesg.txt", &["dmesg", "--ctime"]),
-            (
-                "units.txt",
-                &[
-                    "systemctl",
-                    "--no-pager",
-                    "status",
-                    "nodeagent-local.service",
-                    "nodeagent.service",
-                ],
-            ),
-            (
-                "units-show.txt",
-                &[
-                    "systemctl",
-                    "show",
-                    "-p",
-                    "Id,LoadState,ActiveState,SubState,Result,ExecMainStatus,UnitFileState,ActiveEnterTimestamp,InactiveExitTimestamp",
-                    "nodeagent-local.service",
-                    "nodeagent.service",
-                ],
-            ),
-        ];
-        for (name, argv) in commands {
-            match command_output(argv) {
-                Ok(text) => {
-                    files.push((name.into(), redact_text(&text).into_bytes()));
-                    manifest.push_str(&format!("included {name} ({})\n", argv.join(" ")));
-                }
-                Err(e) => manifest.push_str(&format!("skipped {name}: {e}\n")),
-            }
+        for (name, argv) in COMMANDS {
+            b.command(name, argv);
         }
     } else {
-        manifest.push_str(
+        b.manifest.push_str(
             "skipped journal.txt, dmesg.txt, units.txt: --root is not / (the host's are not the node's)\n",
         );
     }
-    files.push(("MANIFEST.txt".into(), manifest.into_bytes()));
-    files
+    b.files
+        .push(("MANIFEST.txt".into(), b.manifest.into_bytes()));
+    b.files
+}
+
+/// A file's text as it is (before redaction).
+fn same(t: &str) -> String {
+    t.to_string()
+}
+
+/// The bundle being gathered: the files so far and the manifest saying what was left out.
+struct Bundle<'a> {
+    root: &'a Path,
+    files: Vec<(String, Vec<u8>)>,
+    manifest: String,
+}
+
+impl Bundle<'_> {
+    /// The file at `rel` under the root as `name`, transformed and redacted. Every file is
+    /// opened inside the root in one call (confine::read, openat2): a symlink planted in
+    /// the image, or swapped in while collecting, cannot pull a host file into the archive.
+    fn file(&mut self, name: &str, rel: &str, transform: &dyn Fn(&str) -> String) {
+        let src = self.root.join(rel.trim_start_matches('/'));
+        match crate::confine::read(self.root, rel) {
+            Ok(bytes) => {
+                let text = String::from_utf8_lossy(&bytes);
+                self.files.push((
+                    name.to_string(),
+                    redact_text(&transform(&text)).into_bytes(),
+                ));
+                self.manifest
+                    .push_str(&format!("included {name} (from {})\n", src.display()));
+            }
+            Err(e) => self
+                .manifest
+                .push_str(&format!("skipped {name}: {}: {e}\n", src.display())),
+        }
+    }
+
+    /// The current instance's journal, instance data and redacted userdata; never the
+    /// sensitive instance data or the raw userdata.
+    fn instance_files(&mut self) {
+        let iid = crate::confine::read(self.root, &format!("{}/instance-id", crate::state::DIR))
+            .ok()
+            .map(|s| String::from_utf8_lossy(&s).trim_end().to_string());
+        match iid {
+            Some(iid) if !iid.is_empty() => {
+                let idir = format!(
+                    "{}/instances/{}",
+                    crate::state::DIR,
+                    instance_dir_name(&iid)
+                );
+                let journal = format!("{idir}/journal.jsonl");
+                self.file("instance/journal.jsonl", &journal, &same);
+                let data = format!("{idir}/instance-data.json");
+                self.file("instance/instance-data.json", &data, &same);
+                let userdata = format!("{idir}/userdata.txt");
+                self.file(
+                    "instance/userdata-redacted.yaml",
+                    &userdata,
+                    &redact_userdata,
+                );
+                self.manifest.push_str(
+                    "not included: instance-data-sensitive.json, raw userdata (secrets)\n",
+                );
+            }
+            _ => self.manifest.push_str(&format!(
+                "skipped instance files: no {}/instance-id\n",
+                self.root.join(crate::state::DIR).display()
+            )),
+        }
+    }
+
+    /// A diagnostic command's redacted output as `name`.
+    fn command(&mut self, name: &str, argv: &[&str]) {
+        match command_output(argv) {
+            Ok(text) => {
+                self.files
+                    .push((name.into(), redact_text(&text).into_bytes()));
+                self.manifest
+                    .push_str(&format!("included {name} ({})\n", argv.join(" ")));
+            }
+            Err(e) => self.manifest.push_str(&format!("skipped {name}: {e}\n")),
+        }
+    }
 }
 
 /// Stdout (and stderr) of a diagnostic command, bounded in time and size. `systemctl status`

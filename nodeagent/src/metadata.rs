@@ -74,28 +74,18 @@ pub fn parse(text: &str, place: &str) -> Result<Metadata> {
         }
     }
 
-    md.instance_id = match tree.get("instance-id") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(Value::Number(n)) => Some(n.to_string()),
-        Some(other) => {
-            return Err(Error::new(
-                Stage::Metadata,
-                format!("{place}: instance-id"),
-                format!("expected a string, found {}", kind(other)),
-            ));
-        }
+    let not_a_string = |key: &str, other: &Value| {
+        Error::new(
+            Stage::Metadata,
+            format!("{place}: {key}"),
+            format!("expected a string, found {}", kind(other)),
+        )
     };
+    md.instance_id =
+        scalar_text(tree.get("instance-id")).map_err(|v| not_a_string("instance-id", v))?;
     md.local_hostname = match tree.get("local-hostname") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(other) => {
-            return Err(Error::new(
-                Stage::Metadata,
-                format!("{place}: local-hostname"),
-                format!("expected a string, found {}", kind(other)),
-            ));
-        }
+        Some(n @ Value::Number(_)) => return Err(not_a_string("local-hostname", n)),
+        v => scalar_text(v).map_err(|v| not_a_string("local-hostname", v))?,
     };
     if let Some(w) = tree.get("wait-on-network") {
         let Value::Object(w) = w else {
@@ -225,6 +215,17 @@ pub fn translate_bool(v: &Value) -> bool {
         ),
         Value::Number(n) => n.as_i64() == Some(1),
         _ => false,
+    }
+}
+
+/// A string or number as its text (`str()` of it, as cloud-init takes such keys); absent or
+/// null is `None`; anything else is handed back as the error.
+pub fn scalar_text(v: Option<&Value>) -> std::result::Result<Option<String>, &Value> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(Value::Number(n)) => Ok(Some(n.to_string())),
+        Some(other) => Err(other),
     }
 }
 

@@ -38,7 +38,7 @@ pub const NETPLAN_PATH: &str = "/etc/netplan/50-nodeagent.yaml";
 
 /// Render the metadata's netplan-v2 network config (`ds.meta_data.network.config`) into the
 /// files the image's renderer reads: `networkd` (.link/.network) or `netplan` (one YAML file).
-/// Pure; called by `plan::build`. Strict: malformed values are errors naming the field.
+/// Pure; called by `planner::build`. Strict: malformed values are errors naming the field.
 pub fn render(config: &Value, renderer: &str) -> Result<Vec<FileWrite>> {
     render_with(config, renderer, false).map(|r| r.files)
 }
@@ -179,10 +179,7 @@ fn parse(config: &Value, ctx: &mut Ctx) -> Result<Vec<Device>> {
     };
     for (id, dev) in eths {
         let place = format!("network.ethernets.{id}");
-        let Value::Object(d) = dev else {
-            return Err(Error::new(Stage::Metadata, &place, "must be a mapping"));
-        };
-        out.push(device(id, d, &place, ctx)?);
+        out.push(device(id, mapping(dev, &place)?, &place, ctx)?);
     }
     if let Some(v) = top.get("routes") {
         // Checked after the devices, so a device's own error is reported first.
@@ -221,40 +218,8 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
     for (k, v) in d {
         let p = format!("{place}.{k}");
         match k.as_str() {
-            "match" => {
-                let Value::Object(m) = v else {
-                    return Err(Error::new(Stage::Metadata, &p, "must be a mapping"));
-                };
-                for (mk, mv) in m {
-                    let mp = format!("{p}.{mk}");
-                    match mk.as_str() {
-                        "macaddress" => {
-                            let s = string(mv, &mp)?.to_ascii_lowercase();
-                            // Written verbatim into `[Match]` (and netplan): a newline or
-                            // space would add directives, so it is refused even in compat
-                            // mode, where other malformed MACs are only warned about.
-                            if s.contains(|c: char| c.is_whitespace() || c.is_control()) {
-                                return Err(Error::unsupported(
-                                    Stage::Metadata,
-                                    &mp,
-                                    "contains a space or control character (a newline would inject networkd directives); refused",
-                                ));
-                            }
-                            if !is_mac(&s) {
-                                ctx.bad(&mp, format!("{s:?} is not a MAC address (six hex octets, colon separated)"))?;
-                            }
-                            dev.mac = Some(s);
-                        }
-                        _ => {
-                            return Err(Error::unsupported(
-                                Stage::Metadata,
-                                &mp,
-                                "not supported (only match.macaddress)",
-                            ));
-                        }
-                    }
-                }
-            }
+            // A mapping has one `match` key, so `mac` is unset before it.
+            "match" => dev.mac = match_mac(v, &p, ctx)?,
             "set-name" => dev.name = iface_name(v, &p)?,
             "wakeonlan" => dev.wakeonlan = boolean(v, &p)?,
             "dhcp4" => dev.dhcp4 = boolean(v, &p)?,
@@ -270,39 +235,7 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
             "gateway6" => dev.gateway6 = Some(ip(v, &p, Some(true))?),
             "mtu" => dev.mtu = Some(number(v, &p, 68, 65535)?),
             "routes" => dev.routes = routes(v, &p)?,
-            "nameservers" => {
-                let Value::Object(m) = v else {
-                    return Err(Error::new(Stage::Metadata, &p, "must be a mapping"));
-                };
-                for (nk, nv) in m {
-                    let np = format!("{p}.{nk}");
-                    match nk.as_str() {
-                        "addresses" => {
-                            for (i, a) in list(nv, &np)?.iter().enumerate() {
-                                dev.dns.push(ip(a, &format!("{np}[{i}]"), None)?);
-                            }
-                        }
-                        "search" => {
-                            for (i, a) in list(nv, &np)?.iter().enumerate() {
-                                let s = string(a, &format!("{np}[{i}]"))?;
-                                if s.is_empty()
-                                    || s.contains(|c: char| c.is_whitespace() || c.is_control())
-                                {
-                                    return Err(Error::new(
-                                        Stage::Metadata,
-                                        format!("{np}[{i}]"),
-                                        format!("{s:?} is not a domain"),
-                                    ));
-                                }
-                                dev.search.push(s);
-                            }
-                        }
-                        _ => {
-                            return Err(Error::unsupported(Stage::Metadata, &np, "not supported"));
-                        }
-                    }
-                }
-            }
+            "nameservers" => nameservers(v, &p, &mut dev)?,
             "dhcp4-overrides" => dev.dhcp4_overrides = overrides(v, &p, ctx, false)?,
             "dhcp6-overrides" => dev.dhcp6_overrides = overrides(v, &p, ctx, true)?,
             _ => {
@@ -327,10 +260,73 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
     Ok(dev)
 }
 
+/// `match:` of an ethernets entry: only `macaddress` is supported.
+fn match_mac(v: &Value, p: &str, ctx: &mut Ctx) -> Result<Option<String>> {
+    let mut mac = None;
+    for (mk, mv) in mapping(v, p)? {
+        let mp = format!("{p}.{mk}");
+        if mk != "macaddress" {
+            return Err(Error::unsupported(
+                Stage::Metadata,
+                &mp,
+                "not supported (only match.macaddress)",
+            ));
+        }
+        let s = string(mv, &mp)?.to_ascii_lowercase();
+        // Written verbatim into `[Match]` (and netplan): a newline or
+        // space would add directives, so it is refused even in compat
+        // mode, where other malformed MACs are only warned about.
+        if s.contains(|c: char| c.is_whitespace() || c.is_control()) {
+            return Err(Error::unsupported(
+                Stage::Metadata,
+                &mp,
+                "contains a space or control character (a newline would inject networkd directives); refused",
+            ));
+        }
+        if !is_mac(&s) {
+            ctx.bad(
+                &mp,
+                format!("{s:?} is not a MAC address (six hex octets, colon separated)"),
+            )?;
+        }
+        mac = Some(s);
+    }
+    Ok(mac)
+}
+
+/// `nameservers:` of an ethernets entry: DNS server addresses and search domains.
+fn nameservers(v: &Value, p: &str, dev: &mut Device) -> Result<()> {
+    for (nk, nv) in mapping(v, p)? {
+        let np = format!("{p}.{nk}");
+        match nk.as_str() {
+            "addresses" => {
+                for (i, a) in list(nv, &np)?.iter().enumerate() {
+                    dev.dns.push(ip(a, &format!("{np}[{i}]"), None)?);
+                }
+            }
+            "search" => {
+                for (i, a) in list(nv, &np)?.iter().enumerate() {
+                    let s = string(a, &format!("{np}[{i}]"))?;
+                    if s.is_empty() || s.contains(|c: char| c.is_whitespace() || c.is_control()) {
+                        return Err(Error::new(
+                            Stage::Metadata,
+                            format!("{np}[{i}]"),
+                            format!("{s:?} is not a domain"),
+                        ));
+                    }
+                    dev.search.push(s);
+                }
+            }
+            _ => {
+                return Err(Error::unsupported(Stage::Metadata, &np, "not supported"));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn overrides(v: &Value, p: &str, ctx: &mut Ctx, v6: bool) -> Result<Vec<(String, String)>> {
-    let Value::Object(m) = v else {
-        return Err(Error::new(Stage::Metadata, p, "must be a mapping"));
-    };
+    let m = mapping(v, p)?;
     let mut out = Vec::new();
     for (k, val) in m {
         let kp = format!("{p}.{k}");
@@ -386,9 +382,7 @@ fn routes(v: &Value, p: &str) -> Result<Vec<Route>> {
     let mut out = Vec::new();
     for (i, r) in list(v, p)?.iter().enumerate() {
         let rp = format!("{p}[{i}]");
-        let Value::Object(m) = r else {
-            return Err(Error::new(Stage::Metadata, &rp, "must be a mapping"));
-        };
+        let m = mapping(r, &rp)?;
         let mut route = Route {
             to: String::new(),
             via: None,
@@ -418,6 +412,13 @@ fn routes(v: &Value, p: &str) -> Result<Vec<Route>> {
         out.push(route);
     }
     Ok(out)
+}
+
+fn mapping<'a>(v: &'a Value, p: &str) -> Result<&'a Map<String, Value>> {
+    match v {
+        Value::Object(m) => Ok(m),
+        _ => Err(Error::new(Stage::Metadata, p, "must be a mapping")),
+    }
 }
 
 fn list<'a>(v: &'a Value, p: &str) -> Result<&'a Vec<Value>> {

@@ -9,7 +9,8 @@ use crate::config::ImageConfig;
 use crate::error::{Error, Result, Stage};
 use crate::facts::Facts;
 use crate::metadata::{self, Metadata};
-use crate::plan::{self, Plan, PlanInput, UserDb};
+use crate::plan::Plan;
+use crate::planner::{self, PlanInput, UserDb};
 use crate::template::{self, Header};
 use crate::transport::{self, RawData, Transport};
 use serde_json::Value;
@@ -36,8 +37,8 @@ pub struct Inputs {
     pub facts: Facts,
     pub image: ImageConfig,
     pub users: UserDb,
-    /// The target's tools and NTP clients, for the plan's checks (`plan::target`).
-    pub target: plan::target::TargetView,
+    /// The target's tools and NTP clients, for the plan's checks (`planner::target`).
+    pub target: planner::target::TargetView,
     pub compat: bool,
     pub root: PathBuf,
 }
@@ -165,7 +166,8 @@ pub fn restore_saved(raw: &mut RawData, facts: &Facts, root: &Path) -> Result<Ve
     if !dir.is_dir() {
         return Ok(log);
     }
-    let saved = |iid: &str, name: &str| -> Result<Option<(PathBuf, String)>> {
+    // The instance's saved copy of `name`, logged as standing in for the blank `what`.
+    let saved = |iid: &str, name: &str, what: &str, log: &mut Vec<String>| -> Result<_> {
         let path = dir
             .join("instances")
             .join(crate::state::instance_dir_name(iid))
@@ -173,23 +175,23 @@ pub fn restore_saved(raw: &mut RawData, facts: &Facts, root: &Path) -> Result<Ve
         if !path.is_file() {
             return Ok(None);
         }
-        Ok(Some((path.clone(), read_userdata_file(&path)?)))
+        let text = read_userdata_file(&path)?;
+        log.push(format!(
+            "{what} is blank: using instance {iid}'s saved copy ({})",
+            path.display()
+        ));
+        Ok(Some(crate::decode::Decoded {
+            text,
+            warnings: Vec::new(),
+        }))
     };
     if raw.metadata.is_none()
         && let Some(iid) = std::fs::read_to_string(dir.join("instance-id"))
             .ok()
             .map(|s| s.trim_end_matches('\n').to_string())
             .filter(|s| !s.is_empty())
-        && let Some((path, text)) = saved(&iid, SAVED_METADATA)?
     {
-        log.push(format!(
-            "guestinfo.metadata is blank: using instance {iid}'s saved copy ({})",
-            path.display()
-        ));
-        raw.metadata = Some(crate::decode::Decoded {
-            text,
-            warnings: Vec::new(),
-        });
+        raw.metadata = saved(&iid, SAVED_METADATA, "guestinfo.metadata", &mut log)?;
     }
     if raw.userdata.is_none() {
         let md = match &raw.metadata {
@@ -200,17 +202,8 @@ pub fn restore_saved(raw: &mut RawData, facts: &Facts, root: &Path) -> Result<Ve
             },
             None => Metadata::default(),
         };
-        if let Ok(iid) = crate::instance::instance_id(&md, facts)
-            && let Some((path, text)) = saved(&iid, SAVED_USERDATA)?
-        {
-            log.push(format!(
-                "guestinfo.userdata is blank: using instance {iid}'s saved copy ({})",
-                path.display()
-            ));
-            raw.userdata = Some(crate::decode::Decoded {
-                text,
-                warnings: Vec::new(),
-            });
+        if let Ok(iid) = crate::instance::instance_id(&md, facts) {
+            raw.userdata = saved(&iid, SAVED_USERDATA, "guestinfo.userdata", &mut log)?;
         }
     }
     Ok(log)
@@ -303,7 +296,7 @@ pub fn instance_data(inputs: &Inputs) -> Result<Value> {
 /// The local stage only needs metadata: hostname and network, before the network is up.
 pub fn prepare_local(inputs: &Inputs) -> Result<Prepared> {
     let (md, iid, tree) = instance(inputs)?;
-    let plan = plan::build_local(&iid, &md, &inputs.facts, inputs.compat)?;
+    let plan = planner::build_local(&iid, &md, &inputs.facts, inputs.compat)?;
     check_target(&plan, inputs)?;
     let warnings = [inputs.raw.warnings(), plan.warnings.clone()].concat();
     Ok(Prepared {
@@ -352,9 +345,9 @@ pub fn prepare(inputs: &Inputs) -> Result<Prepared> {
             )
             .ok()
         });
-        plan::target::with_line(e, doc.as_ref().map(|d| (d, source)))
+        planner::target::with_line(e, doc.as_ref().map(|d| (d, source)))
     };
-    let plan = plan::build(&PlanInput {
+    let plan = planner::build(&PlanInput {
         instance_id: &iid,
         metadata: &md,
         facts: &inputs.facts,
@@ -403,11 +396,11 @@ pub fn prepare_all(inputs: &Inputs) -> std::result::Result<Prepared, Vec<Error>>
 }
 
 /// The plan against the target root: the paths and devices it names are looked up (the only
-/// reads after `gather`, through apply's resolver), then checked (pure, `plan::target`).
+/// reads after `gather`, through apply's resolver), then checked (pure, `planner::target`).
 fn check_target(plan: &Plan, inputs: &Inputs) -> Result<()> {
-    let wanted = plan::target::wanted(plan, &inputs.target);
+    let wanted = planner::target::wanted(plan, &inputs.target);
     let seen = crate::probe::observe(&inputs.root, &wanted);
-    plan::target::check(plan, &inputs.target, &seen)
+    planner::target::check(plan, &inputs.target, &seen)
 }
 
 /// Vendordata is refused, before any write, unless the user-data turns it off
@@ -472,14 +465,7 @@ pub fn render_userdata(
 /// Read a userdata file given on the command line (`validate FILE`).
 pub fn read_userdata_file(path: &Path) -> Result<String> {
     let place = path.display().to_string();
-    // Read at most one byte past the limit: the file may be endless (a FIFO, /dev/zero).
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| {
-            f.take(crate::limits::MAX_DECODED_BYTES as u64 + 1)
-                .read_to_end(&mut bytes)
-        })
+    let bytes = crate::fsio::read_capped(path, crate::limits::MAX_DECODED_BYTES)
         .map_err(|e| Error::io(Stage::Transport, &place, "cannot read", e))?;
     if bytes.len() > crate::limits::MAX_DECODED_BYTES {
         return Err(Error::new(

@@ -1,6 +1,6 @@
 //! The plan: a pure, ordered, serializable description of everything `run` will do.
 //!
-//! `plan::build` (pure) turns instance data + a validated cloud-config into a `Plan`;
+//! `planner::build` (pure) turns instance data + a validated cloud-config into a `Plan`;
 //! `apply` executes it. Nothing here touches the node. All validation that can be done
 //! without side effects happens while building the plan, so a bad input fails before
 //! the first write. Secret material (file contents, passwords, tokens) never
@@ -368,10 +368,39 @@ fn redacted_str<S: Serializer>(v: &str, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&crate::redact::redact_text(v))
 }
 
-mod build;
-pub mod target;
-pub use build::{
-    NAME_MAX, PATH_MAX, PlanInput, UserDb, build, build_local, decode_permissions, disk_growth,
-    is_volatile, normalise_path, parse_owner, partition_type, valid_account_name,
-    valid_device_path, valid_host_name,
-};
+// Rules shared by planning (`planner`) and `apply`, which checks again before it acts.
+
+/// User and group names the shadow tools accept, and nothing a shell, an option parser or
+/// /etc/group could misread (apply refuses the same set; checking here keeps bad input from
+/// causing a partial apply).
+pub fn valid_account_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 32
+        && !n.starts_with('-')
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-$".contains(&b))
+}
+
+/// A host name the kernel, /etc/hosts and Kubernetes can all take: dot-separated labels of
+/// letters, digits, `-` and `_`, 1-63 characters each, not starting with `-`, 253 in all.
+pub fn valid_host_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 253
+        && n.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && l.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+}
+
+/// Paths on tmpfs that do not survive a reboot: written every boot, and never fsynced.
+pub fn is_volatile(path: &str) -> bool {
+    path.starts_with("/run/") || path.starts_with("/var/run/")
+}
+
+/// A device the disk tools can be given: an absolute path, no whitespace or control chars.
+pub fn valid_device_path(d: &str) -> bool {
+    d.starts_with('/') && !d.contains(|c: char| c.is_whitespace() || c.is_control())
+}

@@ -1,11 +1,11 @@
-//! Reads of the target the plan checks need (`plan::target`), done on the read side of a run
+//! Reads of the target the plan checks need (`planner::target`), done on the read side of a run
 //! (`pipeline`), never by the plan itself: which tools and NTP clients the image has, and what
 //! is at each path and device the plan names. Paths are looked up through apply's resolver
 //! (`apply::Target::path`), so a symlink under `--root` is followed inside the root, exactly
 //! as apply will follow it. Nothing here writes.
 
 use crate::apply::Target;
-use crate::plan::target::{Observed, PathState, TARGET_TOOLS, TargetView, Wanted};
+use crate::planner::target::{Observed, PathState, TARGET_TOOLS, TargetView, Wanted};
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
@@ -124,7 +124,7 @@ pub fn path_state(t: &Target, abs: &str) -> PathState {
     PathState::Missing
 }
 
-/// Look up what `plan::target::check` needs.
+/// Look up what `planner::target::check` needs.
 pub fn observe(root: &Path, wanted: &Wanted) -> Observed {
     let t = Target::new(root);
     Observed {
@@ -142,13 +142,16 @@ mod tests {
 
     #[test]
     fn states_under_a_root() {
-        let d = tempfile::tempdir().unwrap();
+        let d = crate::confine::test_root(
+            &["etc/dir"],
+            &[
+                ("/etc/loop2", "etc/loop1"),
+                ("/etc/loop1", "etc/loop2"),
+                ("/etc", "link"),
+            ],
+        );
         let r = d.path();
-        std::fs::create_dir_all(r.join("etc/dir")).unwrap();
         std::fs::write(r.join("etc/file"), "x").unwrap();
-        std::os::unix::fs::symlink("/etc/loop2", r.join("etc/loop1")).unwrap();
-        std::os::unix::fs::symlink("/etc/loop1", r.join("etc/loop2")).unwrap();
-        std::os::unix::fs::symlink("/etc", r.join("link")).unwrap();
         let t = Target::new(r);
         assert_eq!(path_state(&t, "/etc/file"), PathState::File);
         assert_eq!(path_state(&t, "/etc/dir"), PathState::Dir);

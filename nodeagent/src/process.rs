@@ -131,6 +131,17 @@ fn deadline_of(limits: &Limits, program: &str) -> Result<Option<Instant>, Proces
     }
 }
 
+/// The effective deadline of one call and, for the timeout message, the bound it gives,
+/// to the millisecond.
+fn bounds(limits: &Limits, program: &str) -> Result<(Option<Instant>, Duration), ProcessError> {
+    let t0 = Instant::now();
+    let deadline = deadline_of(limits, program)?;
+    let budget = deadline.map_or(Duration::ZERO, |d| {
+        Duration::from_millis(d.saturating_duration_since(t0).as_millis() as u64)
+    });
+    Ok((deadline, budget))
+}
+
 /// The command line as it may be logged: arguments joined, then redacted (tokens, passwords,
 /// key material), and cut to `limits::COMMAND_SHOWN_CHARS`.
 fn shown(cmd: &Command) -> String {
@@ -209,12 +220,7 @@ pub fn run_streaming(
     sink: &mut dyn FnMut(Stream, &[u8]),
 ) -> Result<ExitStatus, ProcessError> {
     let program = program_name(&cmd);
-    let t0 = Instant::now();
-    let deadline = deadline_of(limits, &program)?;
-    // What the timeout message says: the bound this call had, to the millisecond.
-    let budget = deadline.map_or(Duration::ZERO, |d| {
-        Duration::from_millis(d.saturating_duration_since(t0).as_millis() as u64)
-    });
+    let (deadline, budget) = bounds(limits, &program)?;
     cmd.stdin(if stdin.is_some() {
         Stdio::piped()
     } else {
@@ -228,24 +234,7 @@ pub fn run_streaming(
         source,
     };
     let pidfd = pidfd_open(&child);
-    let mut pipes: Vec<(Stream, OwnedFd)> = Vec::new();
-    if let Some(o) = child.stdout.take() {
-        pipes.push((Stream::Stdout, OwnedFd::from(o)));
-    }
-    if let Some(e) = child.stderr.take() {
-        pipes.push((Stream::Stderr, OwnedFd::from(e)));
-    }
-    let mut input: Option<(OwnedFd, &[u8])> = child
-        .stdin
-        .take()
-        .map(|w| (OwnedFd::from(w), stdin.unwrap_or_default()));
-    for fd in pipes
-        .iter()
-        .map(|(_, f)| f)
-        .chain(input.iter().map(|(f, _)| f))
-    {
-        set_nonblocking(fd.as_raw_fd()).map_err(io_err)?;
-    }
+    let (mut pipes, mut input) = take_pipes(&mut child, stdin).map_err(io_err)?;
     let mut exited: Option<ExitStatus> = None;
     let mut drain_until: Option<Instant> = None;
     let mut buf = vec![0u8; 64 * 1024];
@@ -300,7 +289,7 @@ pub fn run_streaming(
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let ms = wait.map_or(-1, |w| w.as_millis().min(i32::MAX as u128 - 1) as i32 + 1);
+        let ms = poll_ms(wait);
         // SAFETY: `fds` is a valid array of pollfd of the given length.
         let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
         if n < 0 {
@@ -311,32 +300,8 @@ pub fn run_streaming(
             kill_group(&mut child, pidfd.as_ref(), Duration::ZERO);
             return Err(io_err(e));
         }
-        let mut closed = Vec::new();
-        for (i, (stream, fd)) in pipes.iter().enumerate() {
-            let revents = fds.get(i).map_or(0, |p| p.revents);
-            if revents == 0 {
-                continue;
-            }
-            match read_some(fd.as_raw_fd(), &mut buf) {
-                Ok(0) => closed.push(i),
-                Ok(n) => sink(*stream, buf.get(..n).unwrap_or_default()),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => closed.push(i),
-            }
-        }
-        for i in closed.into_iter().rev() {
-            pipes.remove(i);
-        }
-        if let Some((f, rest)) = &mut input {
-            match write_some(f.as_raw_fd(), rest) {
-                Ok(n) => *rest = rest.get(n..).unwrap_or_default(),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // EPIPE: the program does not read its input; not our failure.
-                Err(_) => input = None,
-            }
-        }
+        read_ready(&mut pipes, &fds, &mut buf, sink);
+        feed(&mut input);
     }
     match exited {
         Some(s) => Ok(s),
@@ -344,16 +309,105 @@ pub fn run_streaming(
     }
 }
 
+/// Start `cmd` chrooted into `root` with `/` as its working directory, as cloud-init would
+/// run it on that node: under `--root DIR --exec` userdata commands and kubeadm see DIR's
+/// `/etc`, `/bin/sh` and PATH, never the host's. The program name is looked up after the
+/// chroot (an absolute one inside DIR, a bare one on PATH inside DIR).
+pub fn chroot_into(cmd: &mut Command, root: &std::path::Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = std::ffi::CString::new(root.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "root path contains NUL"))?;
+    // SAFETY: only chroot(2) and chdir(2), async-signal-safe, between fork and exec; the path
+    // was made before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::chroot(dir.as_ptr()) != 0 || libc::chdir(c"/".as_ptr()) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Ok(())
+}
+
+/// The child's output pipes and its input (with what is still to be written), all made
+/// non-blocking for the poll loop.
+#[allow(clippy::type_complexity)]
+fn take_pipes<'a>(
+    child: &mut Child,
+    stdin: Option<&'a [u8]>,
+) -> io::Result<(Vec<(Stream, OwnedFd)>, Option<(OwnedFd, &'a [u8])>)> {
+    let mut pipes: Vec<(Stream, OwnedFd)> = Vec::new();
+    if let Some(o) = child.stdout.take() {
+        pipes.push((Stream::Stdout, OwnedFd::from(o)));
+    }
+    if let Some(e) = child.stderr.take() {
+        pipes.push((Stream::Stderr, OwnedFd::from(e)));
+    }
+    let input = child
+        .stdin
+        .take()
+        .map(|w| (OwnedFd::from(w), stdin.unwrap_or_default()));
+    for fd in pipes
+        .iter()
+        .map(|(_, f)| f)
+        .chain(input.iter().map(|(f, _)| f))
+    {
+        set_nonblocking(fd.as_raw_fd())?;
+    }
+    Ok((pipes, input))
+}
+
+/// Hand what the pipes that `poll` marked ready hold to `sink`; drop the pipes that closed.
+/// `fds` starts with one entry per pipe, in order.
+fn read_ready(
+    pipes: &mut Vec<(Stream, OwnedFd)>,
+    fds: &[libc::pollfd],
+    buf: &mut [u8],
+    sink: &mut dyn FnMut(Stream, &[u8]),
+) {
+    let mut closed = Vec::new();
+    for (i, (stream, fd)) in pipes.iter().enumerate() {
+        let revents = fds.get(i).map_or(0, |p| p.revents);
+        if revents == 0 {
+            continue;
+        }
+        match read_some(fd.as_raw_fd(), buf) {
+            Ok(0) => closed.push(i),
+            Ok(n) => sink(*stream, buf.get(..n).unwrap_or_default()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => closed.push(i),
+        }
+    }
+    for i in closed.into_iter().rev() {
+        pipes.remove(i);
+    }
+}
+
+/// Write what the input pipe takes now; drop the input once the program stops reading it.
+fn feed(input: &mut Option<(OwnedFd, &[u8])>) {
+    if let Some((f, rest)) = input {
+        match write_some(f.as_raw_fd(), rest) {
+            Ok(n) => *rest = rest.get(n..).unwrap_or_default(),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // EPIPE: the program does not read its input; not our failure.
+            Err(_) => *input = None,
+        }
+    }
+}
+
+/// `poll`'s timeout for a wait: rounded up to the next millisecond, -1 for none.
+fn poll_ms(wait: Option<Duration>) -> i32 {
+    wait.map_or(-1, |w| w.as_millis().min(i32::MAX as u128 - 1) as i32 + 1)
+}
+
 /// Run `cmd` with the stdio the caller set up (the supervisor's output file), bounded by
 /// `limits.deadline` and the run deadline; the group is killed when it passes.
 pub fn run_inherited(mut cmd: Command, limits: &Limits) -> Result<ExitStatus, ProcessError> {
     let program = program_name(&cmd);
-    let t0 = Instant::now();
-    let deadline = deadline_of(limits, &program)?;
-    // What the timeout message says: the bound this call had, to the millisecond.
-    let budget = deadline.map_or(Duration::ZERO, |d| {
-        Duration::from_millis(d.saturating_duration_since(t0).as_millis() as u64)
-    });
+    let (deadline, budget) = bounds(limits, &program)?;
     let mut child = spawn(&mut cmd, &program)?;
     let pidfd = pidfd_open(&child);
     let exited = match deadline {
@@ -403,7 +457,7 @@ fn exits_by(child: &mut Child, pidfd: Option<&OwnedFd>, deadline: Instant) -> bo
         match pidfd {
             Some(fd) => {
                 let mut p = [pollfd(fd.as_raw_fd(), libc::POLLIN)];
-                let ms = left.as_millis().min(i32::MAX as u128 - 1) as i32 + 1;
+                let ms = poll_ms(Some(left));
                 // SAFETY: one valid pollfd.
                 match unsafe { libc::poll(p.as_mut_ptr(), 1, ms) } {
                     n if n > 0 => return true,
@@ -484,14 +538,14 @@ mod tests {
         c
     }
 
+    /// `script` run with a generous deadline and no input.
+    fn sh_output(script: &str) -> Output {
+        run(sh(script), &Limits::new(Duration::from_secs(20)), None).unwrap()
+    }
+
     #[test]
     fn output_and_status_are_returned() {
-        let out = run(
-            sh("echo out; echo err >&2; exit 3"),
-            &Limits::new(Duration::from_secs(20)),
-            None,
-        )
-        .unwrap();
+        let out = sh_output("echo out; echo err >&2; exit 3");
         assert_eq!(out.stdout, b"out\n");
         assert_eq!(out.stderr, b"err\n");
         assert_eq!(out.status.code(), Some(3));
@@ -566,12 +620,7 @@ mod tests {
     #[test]
     fn a_daemon_holding_the_pipe_does_not_hold_the_caller() {
         let t = Instant::now();
-        let out = run(
-            sh("(sleep 30 &) ; echo started"),
-            &Limits::new(Duration::from_secs(20)),
-            None,
-        )
-        .unwrap();
+        let out = sh_output("(sleep 30 &) ; echo started");
         assert_eq!(out.stdout, b"started\n");
         assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
     }

@@ -245,6 +245,11 @@ fn authorization_at(line: &str, lower: &[u8], i: usize) -> Option<(usize, usize)
     while matches!(bytes.get(j), Some(b' ' | b'\t' | b'"' | b'\'')) {
         j += 1;
     }
+    // Already redacted (a log line redacted again by collect-logs): keep what follows it,
+    // such as the log fields after a quoted command's output.
+    if line.get(j..)?.starts_with(REDACTED) {
+        return Some((j, j + REDACTED.len()));
+    }
     let end = line
         .get(j..)?
         .find(['"', '\''])
@@ -465,6 +470,10 @@ mod tests {
         ] {
             assert!(red.contains(kept), "{kept:?} lost: {red}");
         }
+        // Redacting again changes nothing (collect-logs redacts logs that were redacted
+        // when written; the fields after a header's value must survive).
+        let logged = format!("{} step=runcmd[0] phase=\"failed\"", redact_text(&line));
+        assert_eq!(redact_text(&logged), logged);
         // Hashes, paths and ordinary assignments are not key material.
         let plain = "caCertHashes=sha256:0123abcd HOME=/root PATH=/usr/bin:/bin mode=0644";
         assert_eq!(redact_text(plain), plain);
@@ -502,13 +511,19 @@ mod tests {
     const TOKEN: &str = "abcdef.0123456789abcdef";
     const CERT_KEY: &str = "9f2c6e1d7a4b3c5d8e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d";
 
+    /// `s` redacted, checked to hold neither TOKEN nor CERT_KEY.
+    fn without_secrets(s: &str) -> String {
+        let r = redact_text(s);
+        assert!(!r.contains(TOKEN) && !r.contains(CERT_KEY), "{r}");
+        r
+    }
+
     #[test]
     fn flags_with_space_and_equals() {
         let s = format!(
             "kubeadm join 1.2.3.4:6443 --token {TOKEN} --certificate-key={CERT_KEY} --discovery-token-ca-cert-hash sha256:abc"
         );
-        let r = redact_text(&s);
-        assert!(!r.contains(TOKEN) && !r.contains(CERT_KEY), "{r}");
+        let r = without_secrets(&s);
         assert!(
             r.contains("--discovery-token-ca-cert-hash sha256:abc"),
             "{r}"
@@ -580,8 +595,7 @@ mod tests {
         let s = format!(
             "[bootstrap-token] Using token {TOKEN}\n[upload-certs] Using certificate key:\n{CERT_KEY}\nnext"
         );
-        let r = redact_text(&s);
-        assert!(!r.contains(TOKEN) && !r.contains(CERT_KEY), "{r}");
+        let r = without_secrets(&s);
         assert!(r.ends_with("\nnext"));
         // Not a token: wrong lengths, upper case.
         for s in [

@@ -211,14 +211,7 @@ impl Status {
             ),
         };
         message = redact_text(&message).replace(['\n', '\r'], " ");
-        if message.len() > MAX_CONDITION_MESSAGE {
-            let mut cut = MAX_CONDITION_MESSAGE;
-            while !message.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            message.truncate(cut);
-            message.push('…');
-        }
+        cut_bytes(&mut message, MAX_CONDITION_MESSAGE);
         format!("{ok},{reason},{message}")
     }
 
@@ -242,6 +235,18 @@ impl Status {
 const STATUS_FIELD_CHARS: usize = 160;
 /// Passes that cut the error until the compact status fits; then only the phase is sent.
 const STATUS_FIT_PASSES: usize = 12;
+
+/// `s` cut to at most `max` bytes at a character boundary, with `…` after it when cut.
+pub(crate) fn cut_bytes(s: &mut String, max: usize) {
+    if s.len() > max {
+        let mut cut = max;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push('…');
+    }
+}
 
 /// `s` cut to `max` characters, with `…` when cut.
 fn cut_chars(s: &str, max: usize) -> String {
@@ -712,8 +717,10 @@ mod tests {
     use std::cell::RefCell;
     use std::collections::BTreeMap;
 
+    /// A platform channel in memory: every value set, per key. With `.1` every set fails
+    /// once recorded (a dead channel: a hung `info-set` after its timeout).
     #[derive(Default)]
-    struct Mem(RefCell<BTreeMap<String, Vec<Vec<u8>>>>);
+    struct Mem(RefCell<BTreeMap<String, Vec<Vec<u8>>>>, bool);
     impl Transport for Mem {
         fn name(&self) -> &'static str {
             "mem"
@@ -727,41 +734,28 @@ mod tests {
                 .entry(k.to_string())
                 .or_default()
                 .push(v.to_vec());
+            if self.1 {
+                return Err(crate::error::Error::new(
+                    crate::error::Stage::Report,
+                    k,
+                    "timed out",
+                ));
+            }
             Ok(())
-        }
-    }
-
-    /// A platform channel that fails every call (a hung `info-set` after its timeout).
-    #[derive(Default)]
-    struct Dead(RefCell<usize>);
-    impl Transport for Dead {
-        fn name(&self) -> &'static str {
-            "dead"
-        }
-        fn get(&self, _k: &str) -> crate::error::Result<Option<Vec<u8>>> {
-            Ok(None)
-        }
-        fn set(&self, k: &str, _v: &[u8]) -> crate::error::Result<()> {
-            *self.0.borrow_mut() += 1;
-            Err(crate::error::Error::new(
-                crate::error::Stage::Report,
-                k,
-                "timed out",
-            ))
         }
     }
 
     #[test]
     fn a_dead_platform_channel_is_tried_once_for_progress_and_once_at_the_end() {
         let dir = tempfile::tempdir().unwrap();
-        let t = Dead::default();
+        let t = Mem(RefCell::default(), true);
         let mut r = Reporter::new(Some(&t), dir.path(), "i-1");
         r.phase(Phase::Reading, None);
         for i in 0..50 {
             r.phase(Phase::Applying, Some(&format!("step{i}")));
         }
         r.done();
-        assert_eq!(*t.0.borrow(), 2);
+        assert_eq!(t.0.borrow().values().map(Vec::len).sum::<usize>(), 2);
         // The local status file still follows every phase.
         let st = read_status(dir.path()).unwrap();
         assert_eq!(st.phase, Phase::Done);
@@ -950,7 +944,7 @@ mod tests {
 
     #[test]
     fn local_addresses_come_from_the_facts() {
-        let t = Mem(RefCell::new(BTreeMap::new()));
+        let t = Mem::default();
         let facts = crate::facts::Facts {
             local_ipv4: Some("10.0.0.7".into()),
             ..Default::default()

@@ -291,21 +291,20 @@ impl State {
         }
         let prev = self.current_instance_id();
         if prev.as_deref() != Some(iid) {
-            if let Some(p) = prev.as_deref().filter(|p| !p.is_empty()) {
+            // One id on one line, root-only.
+            let write_id = |name: &str, id: &str| {
                 replace(
-                    &self.dir.join("previous-instance-id"),
-                    format!("{p}\n").as_bytes(),
+                    &self.dir.join(name),
+                    format!("{id}\n").as_bytes(),
                     0o600,
                     false,
-                )?;
+                )
+            };
+            if let Some(p) = prev.as_deref().filter(|p| !p.is_empty()) {
+                write_id("previous-instance-id", p)?;
             }
             ensure_private_dir(&self.instance_dir(iid), 0o700)?;
-            replace(
-                &self.dir.join("instance-id"),
-                format!("{iid}\n").as_bytes(),
-                0o600,
-                false,
-            )?;
+            write_id("instance-id", iid)?;
         }
         let idir = self.instance_dir(iid);
         ensure_private_dir(&idir, 0o700)?;

@@ -215,6 +215,20 @@ fn err_at(mark: &Marker, msg: impl Into<String>) -> Error {
     )
 }
 
+/// `Ok` while `count` is at most `max`; past it a `too-large` error at `mark`, its message
+/// made from `max`.
+fn within(
+    count: usize,
+    max: usize,
+    mark: &Marker,
+    message: impl FnOnce(usize) -> String,
+) -> Result<()> {
+    if count > max {
+        return Err(err_at(mark, message(max)).with_kind(crate::error::ErrorKind::TooLarge));
+    }
+    Ok(())
+}
+
 /// Memory one node stands for: the struct and the text it holds (not its children).
 fn node_bytes(node: &Node) -> usize {
     std::mem::size_of::<Node>()
@@ -282,25 +296,17 @@ impl Builder {
                 self.push_value(node, anchor, &mark)?;
             }
             Event::SequenceStart(anchor, tag) => {
-                check_collection_tag(tag.as_ref(), "seq", &mark)?;
-                self.open(
-                    Frame::Seq {
-                        node: at(Value::Seq(Vec::new())),
-                        anchor,
-                    },
-                    &mark,
-                )?;
+                let node = at(Value::Seq(Vec::new()));
+                self.open(Frame::Seq { node, anchor }, tag.as_ref(), &mark)?;
             }
             Event::MappingStart(anchor, tag) => {
-                check_collection_tag(tag.as_ref(), "map", &mark)?;
-                self.open(
-                    Frame::Map {
-                        node: at(Value::Map(Vec::new())),
-                        anchor,
-                        pending_key: None,
-                    },
-                    &mark,
-                )?;
+                let node = at(Value::Map(Vec::new()));
+                let frame = Frame::Map {
+                    node,
+                    anchor,
+                    pending_key: None,
+                };
+                self.open(frame, tag.as_ref(), &mark)?;
             }
             Event::SequenceEnd | Event::MappingEnd => {
                 let (node, anchor) = match self.stack.pop() {
@@ -317,29 +323,18 @@ impl Builder {
                     .cloned()
                     .ok_or_else(|| err_at(&mark, "alias to an unknown anchor"))?;
                 self.alias_expansions += 1;
-                if self.alias_expansions > limits::MAX_YAML_ALIAS_EXPANSIONS {
-                    return Err(err_at(
-                        &mark,
-                        format!(
-                            "more than {} alias expansions (alias bomb?)",
-                            limits::MAX_YAML_ALIAS_EXPANSIONS
-                        ),
-                    )
-                    .with_kind(crate::error::ErrorKind::TooLarge));
-                }
+                within(
+                    self.alias_expansions,
+                    limits::MAX_YAML_ALIAS_EXPANSIONS,
+                    &mark,
+                    |max| format!("more than {max} alias expansions (alias bomb?)"),
+                )?;
                 // The copy's own node is counted when it is pushed; its subtree here.
                 self.add_bytes(size.1.saturating_sub(node_bytes(&node)), &mark)?;
                 self.nodes += size.0;
-                if self.nodes > limits::MAX_YAML_NODES {
-                    return Err(err_at(
-                        &mark,
-                        format!(
-                            "document expands to more than {} nodes",
-                            limits::MAX_YAML_NODES
-                        ),
-                    )
-                    .with_kind(crate::error::ErrorKind::TooLarge));
-                }
+                within(self.nodes, limits::MAX_YAML_NODES, &mark, |max| {
+                    format!("document expands to more than {max} nodes")
+                })?;
                 self.push_value(node, 0, &mark)?;
             }
             _ => {}
@@ -347,14 +342,16 @@ impl Builder {
         Ok(())
     }
 
-    fn open(&mut self, frame: Frame, mark: &Marker) -> Result<()> {
-        if self.stack.len() >= limits::MAX_YAML_DEPTH {
-            return Err(err_at(
-                mark,
-                format!("nesting deeper than {} levels", limits::MAX_YAML_DEPTH),
-            )
-            .with_kind(crate::error::ErrorKind::TooLarge));
-        }
+    /// Start a collection: its tag checked against its kind, its depth bounded.
+    fn open(&mut self, frame: Frame, tag: Option<&Tag>, mark: &Marker) -> Result<()> {
+        let kind = match frame {
+            Frame::Seq { .. } => "seq",
+            Frame::Map { .. } => "map",
+        };
+        check_collection_tag(tag, kind, mark)?;
+        within(self.stack.len() + 1, limits::MAX_YAML_DEPTH, mark, |max| {
+            format!("nesting deeper than {max} levels")
+        })?;
         self.stack.push(frame);
         Ok(())
     }
@@ -363,30 +360,21 @@ impl Builder {
     /// aliases to a large anchor stay under the node and alias counts but not under this.
     fn add_bytes(&mut self, n: usize, mark: &Marker) -> Result<()> {
         self.bytes = self.bytes.saturating_add(n);
-        if self.bytes > limits::MAX_YAML_EXPANDED_BYTES {
-            return Err(err_at(
-                mark,
-                format!(
-                    "document expands to more than {} MiB in memory (MAX_YAML_EXPANDED_BYTES; aliases count as copies)",
-                    limits::MAX_YAML_EXPANDED_BYTES >> 20
-                ),
+        within(self.bytes, limits::MAX_YAML_EXPANDED_BYTES, mark, |max| {
+            format!(
+                "document expands to more than {} MiB in memory (MAX_YAML_EXPANDED_BYTES; aliases count as copies)",
+                max >> 20
             )
-            .with_kind(crate::error::ErrorKind::TooLarge));
-        }
-        Ok(())
+        })
     }
 
     fn push_value(&mut self, node: Node, anchor: usize, mark: &Marker) -> Result<()> {
         self.add_bytes(node_bytes(&node), mark)?;
         if !matches!(node.value, Value::Seq(_) | Value::Map(_)) {
             self.nodes += 1;
-            if self.nodes > limits::MAX_YAML_NODES {
-                return Err(err_at(
-                    mark,
-                    format!("document has more than {} nodes", limits::MAX_YAML_NODES),
-                )
-                .with_kind(crate::error::ErrorKind::TooLarge));
-            }
+            within(self.nodes, limits::MAX_YAML_NODES, mark, |max| {
+                format!("document has more than {max} nodes")
+            })?;
         } else {
             self.nodes += 1;
         }

@@ -269,6 +269,10 @@ fn exec_run_with_relative_root_redacts_userdata_after_success() {
     let (d, r) = (t.path().join("d"), t.path().join("r"));
     std::fs::create_dir_all(&d).unwrap();
     std::fs::create_dir_all(&r).unwrap();
+    // The runcmd item runs chrooted into r.
+    if !prereq::exec_root(&r, &[]) {
+        return;
+    }
     let md =
         std::fs::read_to_string(Path::new(CORPUS).join("capv/metadata-golden-head/dhcp4.yaml"))
             .unwrap();
@@ -279,7 +283,7 @@ fn exec_run_with_relative_root_redacts_userdata_after_success() {
     .unwrap();
     std::fs::write(
         d.join("guestinfo.userdata"),
-        "#cloud-config\nwrite_files:\n- path: /etc/x\n  content: hi\nruncmd:\n- echo ran >> \"$NODEAGENT_ROOT/ran\"\n",
+        "#cloud-config\nwrite_files:\n- path: /etc/x\n  content: hi\nruncmd:\n- echo ran >> \"/ran\"\n",
     )
     .unwrap();
     let run = || {

@@ -98,7 +98,7 @@ fn crash_plan(v: Variant) -> Plan {
                 .unwrap(),
             }),
         ),
-        sh("bootcmd[0]", "echo bootcmd >> \"$NODEAGENT_ROOT/var/cmd-record\"", Frequency::PerBoot),
+        sh("bootcmd[0]", "echo bootcmd >> \"/var/cmd-record\"", Frequency::PerBoot),
     ];
     if v == Variant::Kubeadm {
         for (name, content, mode) in crash_pki() {
@@ -182,7 +182,7 @@ fn crash_plan(v: Variant) -> Plan {
     for i in 0..4 {
         steps.push(sh(
             &format!("runcmd[{i}]"),
-            &format!("echo runcmd{i} start >> \"$NODEAGENT_ROOT/var/cmd-record\"; sleep 0.02; echo runcmd{i} end >> \"$NODEAGENT_ROOT/var/cmd-record\""),
+            &format!("echo runcmd{i} start >> \"/var/cmd-record\"; sleep 0.02; echo runcmd{i} end >> \"/var/cmd-record\""),
             Frequency::PerInstance,
         ));
     }
@@ -209,28 +209,46 @@ const KUBEADM_CONFIG: &str = "---\napiServer: {}\napiVersion: kubeadm.k8s.io/v1b
 
 /// `kubeadm` on the agent's PATH: records `start PID` and `end PID RC` in `$KUBEADM_STARTS`,
 /// and `overlap PID` when another kubeadm holds the flock on `$KUBEADM_STARTS.lock` (still
-/// running; the lock dies with it), then runs the stand-in, slowed so that kills land in it,
-/// on the agent's root (`KUBEADM_STANDIN_ROOT`: the stand-in acts on the node's files, never
-/// the host's `/etc`).
+/// running; the lock dies with it), then runs the stand-in, slowed so that kills land in it.
+/// kubeadm runs chrooted into the root, as on the node: `dir` is bind-mounted into the root
+/// at its own path (under `tmp/`, not compared), so the wrapper, the stand-in's copy and the
+/// records keep their host paths inside the chroot; the stand-in acts on `/` there (the
+/// root's files, never the host's `/etc`) with the root's own libraries.
 fn kubeadm_wrapper(dir: &Path, root: &Path) -> std::path::PathBuf {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
+    let standin = dir.join("kubeadm-standin");
+    if !standin.exists() {
+        std::fs::copy(kubeadm_common::standin(), &standin).unwrap();
+    }
     let script = format!(
         "#!/bin/sh\n\
          exec 8>>\"$KUBEADM_STARTS.lock\"\n\
          flock -n 8 || echo \"overlap $$\" >> \"$KUBEADM_STARTS\"\n\
          echo \"start $$ $1\" >> \"$KUBEADM_STARTS\"\n\
-         KUBEADM_STANDIN_SLEEP=0.2 KUBEADM_STANDIN_ROOT=\"{}\" {} \"$@\"\n\
+         KUBEADM_STANDIN_SLEEP=0.2 KUBEADM_STANDIN_ROOT=/ {} \"$@\"\n\
          rc=$?\n\
          echo \"end $$ $rc\" >> \"$KUBEADM_STARTS\"\n\
          exit $rc\n",
-        root.display(),
-        kubeadm_common::standin().display()
+        standin.display()
     );
     let p = bin.join("kubeadm");
     std::fs::write(&p, script).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let inside = root.join(dir.strip_prefix("/").unwrap());
+    assert!(inside.starts_with(root.join("tmp")), "{}", inside.display());
+    if !inside.exists() {
+        std::fs::create_dir_all(&inside).unwrap();
+        // Detached with the overlay (`umount -l` takes its submounts).
+        let ok = Command::new("mount")
+            .arg("--bind")
+            .arg(dir)
+            .arg(&inside)
+            .status()
+            .unwrap();
+        assert!(ok.success(), "bind mount of {}", dir.display());
+    }
     bin
 }
 
@@ -464,8 +482,9 @@ fn kill_tree(sid: u32) {
 }
 
 fn skip(p: &str) -> bool {
-    // var/cmd-record is compared by `record_counts`.
+    // var/cmd-record is compared by `record_counts`; tmp/ holds the kubeadm wrapper's mount.
     p == "var/cmd-record"
+        || p.starts_with("tmp/")
         || p.starts_with("var/lib/nodeagent")
         || p.starts_with("run/nodeagent")
         || p.starts_with("var/log/nodeagent")

@@ -60,7 +60,7 @@ fn full_plan() -> Plan {
             ),
             sh(
                 "bootcmd[0]",
-                "echo bootcmd >> \"$NODEAGENT_ROOT/record\"",
+                "echo bootcmd >> \"/record\"",
                 Frequency::PerBoot,
             ),
             wf(file(
@@ -85,7 +85,7 @@ fn full_plan() -> Plan {
             wf(appended),
             sh(
                 "runcmd[0]",
-                "echo runcmd0 >> \"$NODEAGENT_ROOT/record\"",
+                "echo runcmd0 >> \"/record\"",
                 Frequency::PerInstance,
             ),
             step(
@@ -97,7 +97,7 @@ fn full_plan() -> Plan {
                     run: Run::Argv(vec![
                         "sh".into(),
                         "-c".into(),
-                        "echo \"runcmd1 $0\" >> \"$NODEAGENT_ROOT/record\"".into(),
+                        "echo \"runcmd1 $0\" >> \"/record\"".into(),
                         "arg".into(),
                     ]),
                     timeout_secs: 30,
@@ -109,7 +109,9 @@ fn full_plan() -> Plan {
 
 #[test]
 fn full_plan_contents_owners_modes_and_journal() {
-    let d = tempfile::tempdir().unwrap();
+    let Some(d) = exec_dir() else {
+        return;
+    };
     let r = d.path();
     passwd(r);
     std::fs::write(r.join("etc/motd"), "first\n").unwrap();
@@ -202,7 +204,9 @@ fn full_plan_contents_owners_modes_and_journal() {
 
 #[test]
 fn same_instance_skips_per_instance_runs_per_boot_and_new_instance_runs_all() {
-    let d = tempfile::tempdir().unwrap();
+    let Some(d) = exec_dir() else {
+        return;
+    };
     let r = d.path();
     passwd(r);
     let p = full_plan();
@@ -234,7 +238,9 @@ fn same_instance_skips_per_instance_runs_per_boot_and_new_instance_runs_all() {
 
 #[test]
 fn failing_step_stops_the_run_and_names_itself() {
-    let d = tempfile::tempdir().unwrap();
+    let Some(d) = exec_dir() else {
+        return;
+    };
     let r = d.path();
     let p = plan(
         "vm-1",
@@ -303,13 +309,15 @@ fn only_last_runcmd_counts_with_or_without_compat() {
             sh("runcmd[0]", "exit 1", Frequency::PerInstance),
             sh(
                 "runcmd[1]",
-                "echo ok >> \"$NODEAGENT_ROOT/record\"",
+                "echo ok >> \"/record\"",
                 Frequency::PerInstance,
             ),
         ],
     );
     for compat in [true, false] {
-        let d = tempfile::tempdir().unwrap();
+        let Some(d) = exec_dir() else {
+            return;
+        };
         let s = run(d.path(), &p, true, compat, "b").unwrap();
         assert_eq!(s.warnings.len(), 1, "{:?}", s.warnings);
         assert_eq!(record(d.path()), "ok\n");
@@ -322,7 +330,9 @@ fn only_last_runcmd_counts_with_or_without_compat() {
             sh("runcmd[1]", "exit 4", Frequency::PerInstance),
         ],
     );
-    let d = tempfile::tempdir().unwrap();
+    let Some(d) = exec_dir() else {
+        return;
+    };
     assert!(
         run(d.path(), &p, true, false, "b")
             .unwrap_err()
@@ -340,7 +350,9 @@ fn command_timeout_and_skip_without_exec() {
     if let Action::Command(c) = &mut p.steps[0].action {
         c.timeout_secs = 1;
     }
-    let d = tempfile::tempdir().unwrap();
+    let Some(d) = exec_dir() else {
+        return;
+    };
     let t = std::time::Instant::now();
     let e = run(d.path(), &p, true, false, "b").unwrap_err();
     assert_eq!(e.kind(), nodeagent::error::ErrorKind::Timeout, "{e}");
@@ -352,11 +364,13 @@ fn command_timeout_and_skip_without_exec() {
         "vm-1",
         vec![sh(
             "runcmd[0]",
-            "echo x >> \"$NODEAGENT_ROOT/record\"",
+            "echo x >> \"/record\"",
             Frequency::PerInstance,
         )],
     );
-    let d = tempfile::tempdir().unwrap();
+    let Some(d) = exec_dir() else {
+        return;
+    };
     run(d.path(), &p, false, false, "b").unwrap();
     assert_eq!(record(d.path()), "");
     let recs = journal(d.path(), "vm-1");
@@ -379,11 +393,13 @@ fn finished_command_of_a_killed_run_is_adopted_not_rerun() {
         "vm-1",
         vec![sh(
             "runcmd[0]",
-            "echo ran >> \"$NODEAGENT_ROOT/record\"",
+            "echo ran >> \"/record\"",
             Frequency::PerInstance,
         )],
     );
-    let d = tempfile::tempdir().unwrap();
+    let Some(d) = exec_dir() else {
+        return;
+    };
     let r = d.path();
     run(r, &p, true, false, "b").unwrap();
     let st = nodeagent::state::State::open(r).unwrap();
@@ -425,7 +441,9 @@ fn kubeadm_finished_before_a_kill_is_adopted_via_the_sentinel() {
             }),
         )],
     );
-    let d = tempfile::tempdir().unwrap();
+    let Some(d) = exec_dir() else {
+        return;
+    };
     let r = d.path();
     // A previous agent journaled `begin` for the step in this boot, kubeadm wrote CAPI's
     // sentinel, and the agent was killed before `done`.

@@ -181,3 +181,42 @@ fn unknown_group_owner_names_the_file() {
         "{e}"
     );
 }
+
+/// A shadow tool killed while holding the user database leaves `DB.lock` with its pid as
+/// shadow writes it ("PID\0"); until that pid is reaped, shadow's own check (`kill(pid, 0)`)
+/// takes the lock for a live one and refuses ("lock /etc/passwd.lock already used by PID").
+/// The agent recognises the dead holder and the run goes through (the kubeadm crash test's
+/// stuck iterations: the killed tools were zombies nobody had reaped yet).
+#[test]
+fn a_lock_left_by_a_killed_tool_not_yet_reaped_is_recovered() {
+    let Some(fs) = rootfs() else {
+        return;
+    };
+    let ov = Overlay::new(&fs);
+    let r = &ov.root;
+    // A dead, unreaped process: our own child, not waited for yet.
+    let mut zombie = std::process::Command::new("true").spawn().unwrap();
+    let pid = zombie.id();
+    let stat = format!("/proc/{pid}/stat");
+    let t = std::time::Instant::now();
+    while !std::fs::read_to_string(&stat)
+        .unwrap()
+        .rsplit_once(") ")
+        .unwrap()
+        .1
+        .starts_with('Z')
+    {
+        assert!(t.elapsed() < std::time::Duration::from_secs(10));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    for db in ["passwd", "shadow", "group", "gshadow"] {
+        std::fs::write(r.join(format!("etc/{db}.lock")), format!("{pid}\0")).unwrap();
+    }
+    let s = run(r, &users_plan("ALL=(ALL) NOPASSWD:ALL"), false, false, "b");
+    zombie.wait().unwrap();
+    let s = s.unwrap();
+    assert_eq!(s.ran.len(), 3);
+    let passwd = std::fs::read_to_string(r.join("etc/passwd")).unwrap();
+    line(&passwd, "capv");
+    assert!(!r.join("etc/passwd.lock").exists());
+}

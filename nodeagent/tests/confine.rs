@@ -4,6 +4,8 @@
 //! absolute host path (a directory beside DIR holding a canary) and runs the real binary;
 //! that directory must be byte-identical afterwards.
 
+mod prereq;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -200,6 +202,9 @@ fn the_command_output_log_stays_inside_the_root() {
     )
     .unwrap();
     c.plant("var/log", "");
+    if !prereq::exec_root(&c.root, &[]) {
+        return;
+    }
     let before = snapshot(&c.outside);
     let transport = format!("dir:{}", c.data.display());
     let out = c.run(&["run", "--exec", "--transport", &transport]);
@@ -221,4 +226,33 @@ fn clean_seed_removes_nothing_outside_the_root() {
     let out = c.run(&["clean", "--seed"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(snapshot(&c.outside), before, "the outside dir changed");
+}
+
+/// Under `--root DIR --exec` a userdata command runs chrooted into DIR, as cloud-init would on
+/// that node: it reads DIR's `/etc` (the file write_files put there), writes into DIR's `/etc`,
+/// starts in `/`, and the host's `/etc` never sees its write.
+#[test]
+fn commands_under_root_exec_run_chrooted_into_the_root() {
+    let c = case();
+    if !prereq::exec_root(&c.root, &[]) {
+        return;
+    }
+    let probe = format!("nodeagent-chroot-probe-{}", std::process::id());
+    std::fs::write(
+        c.data.join("guestinfo.userdata"),
+        format!(
+            "#cloud-config\nwrite_files:\n- path: /etc/hello\n  content: hi\nruncmd:\n\
+             - read v < /etc/hello; echo \"$v seen from $(pwd)\" > /etc/{probe}\n"
+        ),
+    )
+    .unwrap();
+    let transport = format!("dir:{}", c.data.display());
+    let out = c.run(&["run", "--exec", "--transport", &transport]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let seen = std::fs::read_to_string(c.root.join("etc").join(&probe)).unwrap();
+    assert_eq!(seen, "hi seen from /\n");
+    assert!(
+        !Path::new("/etc").join(&probe).exists(),
+        "wrote the host's /etc"
+    );
 }

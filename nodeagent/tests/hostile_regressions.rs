@@ -173,7 +173,7 @@ fn raw_nul_byte_is_refused_not_truncated() {
     assert!(!r.join("etc/zz").exists());
 }
 
-// ---- plan/build.rs: no bound on the total decoded write_files content ----
+// ---- planner.rs: no bound on the total decoded write_files content ----
 // Each entry may gunzip to MAX_GUNZIP_BYTES (64 MiB) and MAX_WRITE_FILES allows 10,000, so
 // a 16 MiB userdata of ~200 gzip bombs decodes to ~12 GiB in memory. Measured: 40 entries
 // of 60 MiB (a 3.2 MB userdata) held 1.5 GB RSS and ran past 120 s. Wanted: a total bound
@@ -198,7 +198,7 @@ fn total_decoded_write_files_content_is_bounded() {
     assert!(!r.join("tmp/f0").exists());
 }
 
-// ---- plan/build.rs check_owners vs apply: numeric owners ----
+// ---- planner.rs check_owners vs apply: numeric owners ----
 // check_owners lets an all-digit owner through ("12345:12345"), but apply resolves it by
 // name and fails at that step ("unknown user \"12345\" in the target's /etc/passwd"), after
 // the earlier steps already wrote /etc/hostname and write_files[0]: a partial apply from
@@ -219,7 +219,7 @@ fn numeric_owner_is_refused_by_the_plan_or_applied() {
     }
 }
 
-// ---- plan/build.rs vs apply/users.rs: user and group names ----
+// ---- planner.rs vs apply/users.rs: user and group names ----
 // apply::users::valid_name refuses names with ':' or a leading '-' (no option or
 // /etc/group injection reaches the shadow tools: good), but the plan lets them through, so
 // the run fails at that step after write_files[0] and /etc/hostname were written.
@@ -242,7 +242,7 @@ fn option_like_user_name_is_refused_by_the_plan() {
     assert_first_write_not_applied(&r);
 }
 
-// ---- plan/build.rs vs apply/hostname.rs: host names ----
+// ---- planner.rs vs apply/hostname.rs: host names ----
 // A metadata local-hostname that apply refuses ("a b;rm -rf /" is not a valid host name)
 // passes the plan; the run begins the instance (state, journal) and fails at the first step.
 // Nothing is injected (apply validates), but bad input should be refused before any write.

@@ -4,7 +4,7 @@
 mod kubeadm_common;
 mod prereq;
 use kubeadm_common::*;
-use nodeagent::kubeadm::preflight;
+use nodeagent::planner::preflight::check as preflight;
 
 fn root() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()

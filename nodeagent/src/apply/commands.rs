@@ -1,8 +1,9 @@
 //! bootcmd/runcmd items and the system tools other steps call.
 //!
 //! A string item runs as `/bin/sh -c ITEM`, a list item as argv. Without `--exec` a command is
-//! recorded as `skipped` (and runs on a later `--exec` run). Under `--root DIR` commands run on
-//! the host with the working directory DIR and `NODEAGENT_ROOT=DIR` in their environment.
+//! recorded as `skipped` (and runs on a later `--exec` run). Under `--root DIR` commands run
+//! chrooted into DIR (working directory `/`), as cloud-init would run them on that node: the
+//! root must hold `/bin/sh` and the programs the commands call.
 //!
 //! ## Exactly once, even when the agent is killed
 //! cloud-init writes its semaphore *before* running a module, so a crash mid-module means the
@@ -157,15 +158,22 @@ fn flock(f: &File, nonblocking: bool) -> std::io::Result<bool> {
     }
 }
 
+/// How the agent's own lock and output files are opened: created 0600, never through a
+/// symlink at the file itself, closed on exec (the caller adds the access mode).
+fn private_file() -> OpenOptions {
+    let mut o = OpenOptions::new();
+    o.create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    o
+}
+
 /// Open and take a step's lock, waiting while the supervisor of a run that was killed still
 /// holds it (its program is still running; the supervisor's own timeout bounds the wait).
 pub(super) fn lock_step(path: &Path, place: &str) -> Result<File> {
-    let lock = OpenOptions::new()
+    let lock = private_file()
         .read(true)
         .write(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
         .map_err(|e| Error::io(Stage::Apply, place, "lock", e))?;
     if !flock(&lock, true).map_err(|e| Error::io(Stage::Apply, place, "lock", e))? {
@@ -196,67 +204,14 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
     reap_orphan_group(&fl.rc);
     super::begin(ctx, step, None)?;
 
-    let timeout = if c.timeout_secs > 0 {
-        c.timeout_secs
-    } else {
-        ctx.opts.config.command_timeout_secs
-    };
-    // Never past the run's total deadline, and never "no timeout" (0) under a run deadline.
-    let timeout = match process::run_time_left() {
-        Some(left) if timeout == 0 || left.as_secs() < timeout => left.as_secs().max(1),
-        _ => timeout,
-    };
-    let argv: Vec<String> = match &c.run {
-        Run::Shell(s) => vec!["/bin/sh".into(), "-c".into(), s.clone()],
-        Run::Argv(a) => a.clone(),
-    };
-    if argv.is_empty() {
-        return Err(Error::new(Stage::Apply, place, "empty command"));
-    }
-    let out = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&fl.out)
-        .map_err(|e| Error::io(Stage::Apply, place, "output file", e))?;
-    let out2 = out
-        .try_clone()
-        .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
-    let mut cmd = Command::new(&ctx.opts.supervisor);
-    cmd.arg0("nodeagent")
-        .arg(super::supervise::ARG)
-        .arg(&fl.rc)
-        .arg(timeout.to_string())
-        .args(&argv)
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(out2)
-        .current_dir(&ctx.target().root);
-    if !ctx.target().is_host() {
-        cmd.env("NODEAGENT_ROOT", &ctx.target().root);
-    }
-    let lock_fd = lock.as_raw_fd();
-    // SAFETY: only async-signal-safe calls (setpgid, fcntl) between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            libc::setpgid(0, 0);
-            // The supervisor holds the lock as fd 9 (dup2 clears close-on-exec), so a restarted
-            // agent sees the command still running.
-            if lock_fd == 9 {
-                let flags = libc::fcntl(9, libc::F_GETFD);
-                libc::fcntl(9, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
-            } else if libc::dup2(lock_fd, 9) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    let timeout = command_timeout(ctx, c);
+    let mut cmd = supervisor_command(ctx, place, &fl, c, timeout)?;
+    // Its own process group comes from process::run_inherited.
+    crate::supervise::pass_lock(&mut cmd, lock.as_raw_fd());
     tracing::info!(step = %step.id, command = %shown(&c.run), "command start");
     // The supervisor enforces `timeout` itself (and keeps doing so if the agent dies); this
     // bound is the backstop should the supervisor itself hang.
-    let backstop = Duration::from_secs(timeout) + super::supervise::KILL_AFTER + SUPERVISOR_SLACK;
+    let backstop = Duration::from_secs(timeout) + crate::supervise::KILL_AFTER + SUPERVISOR_SLACK;
     let status =
         process::run_inherited(cmd, &process::Limits::new(backstop)).map_err(|e| match e {
             process::ProcessError::Spawn { source, .. } => Error::io(
@@ -273,7 +228,66 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
     if rc == 0 {
         return Ok(Outcome::Ok);
     }
-    let why = if rc == super::supervise::TIMED_OUT {
+    Err(failure(place, c, rc, timeout, &tail))
+}
+
+/// The command's timeout in seconds: its own, else the configured default; never past the
+/// run's total deadline, and never "no timeout" (0) under a run deadline.
+fn command_timeout(ctx: &Ctx<'_>, c: &CommandSpec) -> u64 {
+    let timeout = if c.timeout_secs > 0 {
+        c.timeout_secs
+    } else {
+        ctx.opts.config.command_timeout_secs
+    };
+    match process::run_time_left() {
+        Some(left) if timeout == 0 || left.as_secs() < timeout => left.as_secs().max(1),
+        _ => timeout,
+    }
+}
+
+/// `nodeagent __supervise RC TIMEOUT ARGV...` for the command, its output into the step's
+/// output file, run in the target root.
+fn supervisor_command(
+    ctx: &Ctx<'_>,
+    place: &str,
+    fl: &Files,
+    c: &CommandSpec,
+    timeout: u64,
+) -> Result<Command> {
+    let argv: Vec<String> = match &c.run {
+        Run::Shell(s) => vec!["/bin/sh".into(), "-c".into(), s.clone()],
+        Run::Argv(a) => a.clone(),
+    };
+    if argv.is_empty() {
+        return Err(Error::new(Stage::Apply, place, "empty command"));
+    }
+    let out = private_file()
+        .write(true)
+        .truncate(true)
+        .open(&fl.out)
+        .map_err(|e| Error::io(Stage::Apply, place, "output file", e))?;
+    let out2 = out
+        .try_clone()
+        .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
+    let mut cmd = Command::new(&ctx.opts.supervisor);
+    cmd.arg0("nodeagent").arg(crate::supervise::ARG);
+    if !ctx.target().is_host() {
+        // As cloud-init on that node: the command sees the root's /etc, /bin/sh and PATH.
+        cmd.arg(crate::supervise::CHROOT).arg(&ctx.target().root);
+    }
+    cmd.arg(&fl.rc)
+        .arg(timeout.to_string())
+        .args(&argv)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(out2)
+        .current_dir("/");
+    Ok(cmd)
+}
+
+/// The error of a command that ended with status `rc`: why, and its last output line.
+fn failure(place: &str, c: &CommandSpec, rc: i32, timeout: u64, tail: &[String]) -> Error {
+    let why = if rc == crate::supervise::TIMED_OUT {
         format!("timed out after {timeout} s")
     } else {
         format!("exit status {rc}")
@@ -282,17 +296,17 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
         .last()
         .map(|l| format!(" (last output: {l})"))
         .unwrap_or_default();
-    let kind = if rc == super::supervise::TIMED_OUT {
+    let kind = if rc == crate::supervise::TIMED_OUT {
         ErrorKind::Timeout
     } else {
         ErrorKind::CommandFailed
     };
-    Err(Error::of(
+    Error::of(
         kind,
         Stage::Apply,
         place,
         format!("command `{}` failed: {why}{last}", shown(&c.run)),
-    ))
+    )
 }
 
 /// Longest wait for an orphaned command's process group to die after SIGKILL.
@@ -373,12 +387,9 @@ pub fn hold_run_lock(state_dir: &Path) -> Result<bool> {
     }
     crate::state::ensure_private_dir(state_dir, 0o700)?;
     let p = state_dir.join("run.lock");
-    let f = OpenOptions::new()
+    let f = private_file()
         .read(true)
         .write(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&p)
         .map_err(|e| Error::io(Stage::Apply, "run.lock", "", e))?;
     if !flock(&f, true).map_err(|e| Error::io(Stage::Apply, "run.lock", "", e))? {

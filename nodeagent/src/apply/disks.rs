@@ -10,7 +10,7 @@ use super::{Ctx, Outcome, commands, files};
 use crate::error::{Error, Result, Stage};
 use crate::plan::{DiskSetupSpec, FileWrite, FsSetupSpec, MountsSpec};
 
-/// The plan's rule (plan/build/storage.rs), checked again here as a last guard.
+/// The plan's rule (plan.rs), checked again here as a last guard.
 fn check_device(d: &str, place: &str) -> Result<()> {
     if crate::plan::valid_device_path(d) {
         Ok(())

@@ -96,31 +96,34 @@ fn owner_ids(
     db: &UserDb,
     existing: Option<&std::fs::Metadata>,
 ) -> Result<(u32, u32)> {
-    let uid = match &f.owner.user {
-        Some(u) => db.uid(u).ok_or_else(|| {
-            Error::new(
-                Stage::Apply,
-                &f.path,
-                format!("owner: unknown user {u:?} in the target's /etc/passwd"),
-            )
-        })?,
-        None => existing
-            .map(|m| m.uid())
-            .unwrap_or_else(|| nix::unistd::geteuid().as_raw()),
-    };
-    let gid = match &f.owner.group {
-        Some(g) => db.gid(g).ok_or_else(|| {
-            Error::new(
-                Stage::Apply,
-                &f.path,
-                format!("owner: unknown group {g:?} in the target's /etc/group"),
-            )
-        })?,
-        None => existing
-            .map(|m| m.gid())
-            .unwrap_or_else(|| nix::unistd::getegid().as_raw()),
-    };
+    let uid = owner_id(f, f.owner.user.as_deref(), |u| db.uid(u), "user", "passwd")
+        .transpose()?
+        .or(existing.map(|m| m.uid()))
+        .unwrap_or_else(|| nix::unistd::geteuid().as_raw());
+    let gid = owner_id(f, f.owner.group.as_deref(), |g| db.gid(g), "group", "group")
+        .transpose()?
+        .or(existing.map(|m| m.gid()))
+        .unwrap_or_else(|| nix::unistd::getegid().as_raw());
     Ok((uid, gid))
+}
+
+/// The id of the named owner `name` (a `what`) in the target's `/etc/<table>`: `None` when no
+/// owner is named, an error when the name is unknown.
+fn owner_id(
+    f: &FileWrite,
+    name: Option<&str>,
+    lookup: impl Fn(&str) -> Option<u32>,
+    what: &str,
+    table: &str,
+) -> Option<Result<u32>> {
+    let name = name?;
+    Some(lookup(name).ok_or_else(|| {
+        Error::new(
+            Stage::Apply,
+            &f.path,
+            format!("owner: unknown {what} {name:?} in the target's /etc/{table}"),
+        )
+    }))
 }
 
 fn chown(path: &Path, uid: u32, gid: u32, place: &str) -> Result<()> {
@@ -283,6 +286,20 @@ mod tests {
     use super::*;
     use crate::plan::{Content, Owner};
 
+    /// `dir/name` written with `content`.
+    fn file_in(dir: &Path, name: &str, content: &str) -> std::path::PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, content).unwrap();
+        p
+    }
+
+    fn appending(path: &str, content: &[u8], mode: Option<u32>) -> FileWrite {
+        FileWrite {
+            append: true,
+            ..fw(path, content, mode)
+        }
+    }
+
     fn fw(path: &str, content: &[u8], mode: Option<u32>) -> FileWrite {
         FileWrite {
             path: path.into(),
@@ -327,12 +344,10 @@ mod tests {
     fn symlink_at_final_path_is_replaced_not_followed() {
         let d = tempfile::tempdir().unwrap();
         let t = Target::new(d.path());
-        let victim = d.path().join("victim");
-        std::fs::write(&victim, "orig").unwrap();
+        let victim = file_in(d.path(), "victim", "orig");
         std::fs::create_dir(d.path().join("etc")).unwrap();
         std::os::unix::fs::symlink(&victim, d.path().join("etc/link")).unwrap();
-        let mut f = fw("/etc/link", b"new", Some(0o644));
-        f.append = true;
+        let f = appending("/etc/link", b"new", Some(0o644));
         assert!(appended(&t, &f).unwrap_err().message.contains("symlink"));
         write_bytes(&t, &f, b"new", &UserDb::default()).unwrap();
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "orig");
@@ -361,16 +376,14 @@ mod tests {
             nix::sys::stat::Mode::from_bits_truncate(0o600),
         )
         .unwrap();
-        let mut f = fw("/etc/fifo", b"x", None);
-        f.append = true;
+        let f = appending("/etc/fifo", b"x", None);
         let start = std::time::Instant::now();
         let e = appended(&t, &f).unwrap_err();
         assert!(e.message.contains("not a regular file"), "{e}");
         assert_eq!(e.place, "/etc/fifo");
         assert!(start.elapsed() < std::time::Duration::from_secs(5));
         let dev = Target::new(Path::new("/"));
-        let mut z = fw("/dev/zero", b"x", None);
-        z.append = true;
+        let z = appending("/dev/zero", b"x", None);
         assert!(
             appended(&dev, &z)
                 .unwrap_err()
@@ -383,11 +396,9 @@ mod tests {
     fn append_and_mode_none_keeps_existing_mode() {
         let d = tempfile::tempdir().unwrap();
         let t = Target::new(d.path());
-        let p = d.path().join("f");
-        std::fs::write(&p, "a\n").unwrap();
+        let p = file_in(d.path(), "f", "a\n");
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
-        let mut f = fw("/f", b"b\n", None);
-        f.append = true;
+        let f = appending("/f", b"b\n", None);
         let full = appended(&t, &f).unwrap();
         write_bytes(&t, &f, &full, &UserDb::default()).unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "a\nb\n");

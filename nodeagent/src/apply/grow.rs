@@ -545,12 +545,16 @@ mod tests {
         }
     }
 
+    /// `growpart_with` on a fake host in `root` whose growpart is `growpart_sh`.
+    fn grow(root: &Path, growpart_sh: &str, g: &GrowpartSpec) -> (Vec<String>, Vec<String>) {
+        growpart_with(&fake(root, MOUNTINFO, growpart_sh, "exit 0"), g)
+    }
+
     #[test]
     fn grows_the_root_partition_found_through_mountinfo_and_sysfs() {
         let d = tempfile::tempdir().unwrap();
         let body = GROWPART_OK.replace("$DEV", &d.path().join("dev/vda1").display().to_string());
-        let host = fake(d.path(), MOUNTINFO, &body, "exit 0");
-        let (log, warnings) = growpart_with(&host, &spec());
+        let (log, warnings) = grow(d.path(), &body, &spec());
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(
             calls(d.path()),
@@ -570,8 +574,7 @@ mod tests {
     fn nothing_to_grow_is_not_a_warning_and_does_not_write() {
         let d = tempfile::tempdir().unwrap();
         let body = "[ \"$1\" = --help ] && { echo '--update'; exit 0; }\n[ \"$1\" = --dry-run ] && { echo 'NOCHANGE: partition 1 could only be grown by 0'; exit 1; }\nexit 0";
-        let host = fake(d.path(), MOUNTINFO, body, "exit 0");
-        let (log, warnings) = growpart_with(&host, &spec());
+        let (log, warnings) = grow(d.path(), body, &spec());
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(calls(d.path()).len(), 2, "no growpart without --dry-run");
         assert!(
@@ -660,8 +663,7 @@ mod tests {
     fn failures_are_warnings_naming_the_device_and_the_tool() {
         let d = tempfile::tempdir().unwrap();
         let body = "[ \"$1\" = --help ] && { echo '--update'; exit 0; }\n[ \"$1\" = --dry-run ] && exit 0\necho 'FAILED: sfdisk: bad' >&2; exit 2";
-        let host = fake(d.path(), MOUNTINFO, body, "exit 0");
-        let (_, warnings) = growpart_with(&host, &spec());
+        let (_, warnings) = grow(d.path(), body, &spec());
         assert_eq!(warnings.len(), 1);
         assert!(
             warnings[0].contains("'/': failed to resize: disk=/dev/vda, ptnum=1")
@@ -674,11 +676,10 @@ mod tests {
     fn a_hanging_tool_is_killed_at_its_deadline() {
         let d = tempfile::tempdir().unwrap();
         let body = "[ \"$1\" = --help ] && { echo '--update'; exit 0; }\nexec sleep 30";
-        let host = fake(d.path(), MOUNTINFO, body, "exit 0");
         let mut g = spec();
         g.timeout_secs = 1;
         let t = std::time::Instant::now();
-        let (_, warnings) = growpart_with(&host, &g);
+        let (_, warnings) = grow(d.path(), body, &g);
         assert!(t.elapsed() < Duration::from_secs(10));
         assert!(warnings[0].contains("timed out after 1 s"), "{warnings:?}");
     }

@@ -17,12 +17,11 @@ pub mod files;
 pub mod grow;
 pub mod hostname;
 pub mod ntp;
-pub mod supervise;
 pub mod users;
 
 use crate::config::ImageConfig;
 use crate::error::{Error, Result, Stage};
-use crate::plan::{Action, Frequency, Plan, RunStage, Step};
+use crate::plan::{Action, FileWrite, Frequency, KubeadmSpec, Plan, RunStage, Step, UserSpec};
 use crate::report::{Phase, Reporter};
 use crate::state::{DoneResult, Event, Journal, RunResult};
 use std::collections::HashMap;
@@ -432,25 +431,7 @@ fn apply_locked(
         }
         let started = Instant::now();
         let (res, batch_len) = if batchable(&ctx, step) {
-            let mut batch: Vec<&Step> = vec![step];
-            let mut seen = vec![match &step.action {
-                Action::WriteFile(f) => f.path.as_str(),
-                _ => "",
-            }];
-            while let Some(&j) = order.get(pos + batch.len()) {
-                let s = steps[j];
-                let Action::WriteFile(f) = &s.action else {
-                    break;
-                };
-                if batch.len() >= MAX_BATCH
-                    || !batchable(&ctx, s)
-                    || seen.contains(&f.path.as_str())
-                {
-                    break;
-                }
-                seen.push(f.path.as_str());
-                batch.push(s);
-            }
+            let batch = batch_at(&ctx, &steps, &order, pos);
             let (ok, failure) = file_batch(&mut ctx, &batch);
             let ms = started.elapsed().as_secs_f64() * 1000.0 / batch.len() as f64;
             for s in &batch[..ok] {
@@ -491,13 +472,7 @@ fn apply_locked(
                     CarryOn::No => {
                         return Err(fail(&mut ctx, reporter, stage, run_started, step, e, ms));
                     }
-                    CarryOn::Warn => {
-                        let msg = format!("step {}: {} ({})", step.id, e, carry_on_reason(step));
-                        tracing::warn!(step = %step.id, "{msg}");
-                        summary.warnings.push(crate::redact::redact_text(&msg));
-                        record_done(&mut ctx, step, ms, DoneResult::FailedIgnored, true)?;
-                        summary.ran.push(step.id.clone());
-                    }
+                    CarryOn::Warn => carried_on(&mut ctx, summary, step, &e, ms)?,
                     CarryOn::FailAtEnd => {
                         // The later runcmd items run first, as in cloud-init's one script;
                         // the run still ends `failed` with this step's error.
@@ -521,6 +496,46 @@ fn apply_locked(
         result: RunResult::Ok,
     });
     ctx.journal.append(r, true)?;
+    Ok(())
+}
+
+/// The plain file writes that run as one batch from `order[pos]` (itself one): the following
+/// ones up to MAX_BATCH, stopping at another kind of step or a second write of the same path.
+fn batch_at<'s>(ctx: &Ctx<'_>, steps: &[&'s Step], order: &[usize], pos: usize) -> Vec<&'s Step> {
+    let step = steps[order[pos]];
+    let mut batch: Vec<&Step> = vec![step];
+    let mut seen = vec![match &step.action {
+        Action::WriteFile(f) => f.path.as_str(),
+        _ => "",
+    }];
+    while let Some(&j) = order.get(pos + batch.len()) {
+        let s = steps[j];
+        let Action::WriteFile(f) = &s.action else {
+            break;
+        };
+        if batch.len() >= MAX_BATCH || !batchable(ctx, s) || seen.contains(&f.path.as_str()) {
+            break;
+        }
+        seen.push(f.path.as_str());
+        batch.push(s);
+    }
+    batch
+}
+
+/// A failed step the run carries on after (`CarryOn::Warn`): warned, journaled
+/// `failed-ignored`, counted as run.
+fn carried_on(
+    ctx: &mut Ctx<'_>,
+    summary: &mut Summary,
+    step: &Step,
+    e: &Error,
+    ms: f64,
+) -> Result<()> {
+    let msg = format!("step {}: {} ({})", step.id, e, carry_on_reason(step));
+    tracing::warn!(step = %step.id, "{msg}");
+    summary.warnings.push(crate::redact::redact_text(&msg));
+    record_done(ctx, step, ms, DoneResult::FailedIgnored, true)?;
+    summary.ran.push(step.id.clone());
     Ok(())
 }
 
@@ -609,35 +624,14 @@ fn begin(ctx: &mut Ctx<'_>, step: &Step, expect: Option<String>) -> Result<()> {
 
 fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Result<Outcome> {
     match &step.action {
-        Action::WriteFile(f) if f.append => {
-            let t = ctx.target().clone();
-            // Applied by a run that was killed before recording it? Its `begin` holds the hash
-            // the file has once the append is done.
-            let boot = ctx.journal.boot.clone();
-            let prior = ctx
-                .journal
-                .last_begin(&step.id)
-                .filter(|r| step.frequency == Frequency::PerInstance || r.boot == boot)
-                .and_then(|r| r.event.expect().map(str::to_string));
-            if prior.is_some() && files::current_hash(&t, &f.path)? == prior {
-                return Ok(Outcome::Adopted);
-            }
-            let full = files::appended(&t, f)?;
-            let expect = files::sha256_hex(&full);
-            begin(ctx, step, Some(expect))?;
-            let db = ctx.db()?.clone();
-            files::write_bytes(&t, f, &full, &db)?;
-            Ok(Outcome::Ok)
-        }
-        Action::WriteFile(f) => {
-            begin(ctx, step, None)?;
+        Action::WriteFile(f) if f.append => append_file(ctx, step, f),
+        Action::WriteFile(f) => begun(ctx, step, |ctx| {
             let t = ctx.target().clone();
             let db = ctx.db()?.clone();
             files::write_bytes(&t, f, &f.content.0, &db)?;
             Ok(Outcome::Ok)
-        }
-        Action::Network(n) => {
-            begin(ctx, step, None)?;
+        }),
+        Action::Network(n) => begun(ctx, step, |ctx| {
             let t = ctx.target().clone();
             let db = ctx.db()?.clone();
             files::write_all(&t, &n.files.iter().collect::<Vec<_>>(), &db)?;
@@ -645,118 +639,138 @@ fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Resu
                 commands::run_tool(&t, &["netplan", "generate"], None)?;
             }
             Ok(Outcome::Ok)
-        }
-        Action::Hostname(h) => {
-            begin(ctx, step, None)?;
-            hostname::apply(ctx, h)
-        }
-        Action::Group(g) => {
-            begin(ctx, step, None)?;
+        }),
+        Action::Hostname(h) => begun(ctx, step, |ctx| hostname::apply(ctx, h)),
+        Action::Group(g) => begun(ctx, step, |ctx| {
             let r = users::group(ctx, g);
             ctx.invalidate_db();
             r
-        }
-        Action::User(u) => {
-            // A begin that says this step was creating the user marks a `useradd` a kill may
-            // have cut short: `users::user` repairs what it left (`users::NEW_USER`).
-            let prior = ctx
-                .journal
-                .last_begin(&step.id)
-                .and_then(|r| r.event.expect().map(str::to_string))
-                .filter(|e| e.starts_with(users::NEW_USER));
-            let db = ctx.db()?;
-            let expect = match prior {
-                Some(p) => Some(p),
-                None if !db.users.contains_key(&u.name) => Some(format!(
-                    "{} group-existed={}",
-                    users::NEW_USER,
-                    db.groups.contains_key(&u.name)
-                )),
-                None => None,
-            };
-            begin(ctx, step, expect.clone())?;
-            let r = users::user(ctx, u, expect.as_deref());
-            ctx.invalidate_db();
-            r
-        }
-        Action::Ntp(n) => {
-            begin(ctx, step, None)?;
-            ntp::apply(ctx, n)
-        }
-        Action::DiskSetup(d) => {
-            begin(ctx, step, None)?;
-            disks::disk_setup(ctx, d)
-        }
-        Action::FsSetup(f) => {
-            begin(ctx, step, None)?;
-            disks::fs_setup(ctx, f)
-        }
-        Action::Mounts(m) => {
-            begin(ctx, step, None)?;
-            disks::mounts(ctx, m)
-        }
-        Action::Growpart(g) => {
-            begin(ctx, step, None)?;
-            grow::growpart(ctx, g)
-        }
-        Action::ResizeFs(r) => {
-            begin(ctx, step, None)?;
-            grow::resizefs(ctx, r)
-        }
+        }),
+        Action::User(u) => user_step(ctx, step, u),
+        Action::Ntp(n) => begun(ctx, step, |ctx| ntp::apply(ctx, n)),
+        Action::DiskSetup(d) => begun(ctx, step, |ctx| disks::disk_setup(ctx, d)),
+        Action::FsSetup(f) => begun(ctx, step, |ctx| disks::fs_setup(ctx, f)),
+        Action::Mounts(m) => begun(ctx, step, |ctx| disks::mounts(ctx, m)),
+        Action::Growpart(g) => begun(ctx, step, |ctx| grow::growpart(ctx, g)),
+        Action::ResizeFs(r) => begun(ctx, step, |ctx| grow::resizefs(ctx, r)),
         Action::Command(c) => commands::execute(ctx, step, c),
-        Action::Kubeadm(k) => {
-            if !ctx.opts.exec {
-                tracing::info!(step = %step.id, "kubeadm skipped (no --exec)");
-                return Ok(Outcome::Skipped);
-            }
-            // Killed after kubeadm succeeded but before `done` was journaled: CAPI's sentinel
-            // (in /run, so from this boot) written after a `begin` of ours says it finished.
-            let sentinel = ctx.target().path(SENTINEL)?;
-            let begun_this_boot = ctx
-                .journal
-                .last_begin(&step.id)
-                .is_some_and(|r| r.boot == ctx.journal.boot);
-            if k.sentinel && begun_this_boot && sentinel.exists() {
-                tracing::info!(step = %step.id, "kubeadm had finished before the previous run was killed (sentinel present); not run again");
-                return Ok(Outcome::Adopted);
-            }
-            // Exactly once, as commands (commands.rs): the step's lock is held by the
-            // supervisor of a kubeadm a killed agent started; wait for it, then adopt its
-            // success instead of starting kubeadm a second time.
-            let fl = commands::files_for(ctx, step)?;
-            let lock = commands::lock_step(&fl.lock, &step.id)?;
-            let root = ctx.target().root.clone();
-            if commands::read_rc(&fl.rc) == Some(0) {
-                if k.sentinel && !sentinel.exists() {
-                    crate::kubeadm::run::write_sentinel(&root)
-                        .map_err(|e| Error::new(Stage::Kubeadm, SENTINEL, e.to_string()))?;
-                }
-                tracing::info!(step = %step.id, "kubeadm had finished before the previous run was killed; not run again");
-                return Ok(Outcome::Adopted);
-            }
-            let _ = std::fs::remove_file(&fl.rc);
-            // A supervisor killed alone took kubeadm with it; kill what kubeadm left running.
-            commands::reap_orphan_group(&fl.rc);
-            begin(ctx, step, None)?;
-            reporter.phase(Phase::Kubeadm, Some(&step.id));
-            // What `kubeadm reset -f` deletes between join attempts, written again from the plan.
-            let restore_files = crate::kubeadm::reset::restore_set(ctx.plan, k);
-            let t = ctx.target().clone();
-            let db = ctx.db()?.clone();
-            let restore = || files::write_all(&t, &restore_files, &db);
-            let sup = crate::kubeadm::run::Supervise {
-                exe: ctx.opts.supervisor.clone(),
-                rc: fl.rc.clone(),
-                lock_fd: std::os::fd::AsRawFd::as_raw_fd(&lock),
-            };
-            let settings = &ctx.opts.config.kubeadm;
-            crate::kubeadm::run::supervised(sup, || {
-                crate::kubeadm::execute(k, settings, &root, reporter, &restore)
-            })?;
-            drop(lock);
-            Ok(Outcome::Ok)
-        }
+        Action::Kubeadm(k) => kubeadm_step(ctx, step, k, reporter),
     }
+}
+
+/// Journal the step's `begin` (nothing expected of it), then apply it.
+fn begun(
+    ctx: &mut Ctx<'_>,
+    step: &Step,
+    apply: impl FnOnce(&mut Ctx<'_>) -> Result<Outcome>,
+) -> Result<Outcome> {
+    begin(ctx, step, None)?;
+    apply(ctx)
+}
+
+/// An appended file: adopted when a run killed before recording it had already appended (its
+/// `begin` holds the hash the file has once the append is done), else appended.
+fn append_file(ctx: &mut Ctx<'_>, step: &Step, f: &FileWrite) -> Result<Outcome> {
+    let t = ctx.target().clone();
+    let boot = ctx.journal.boot.clone();
+    let prior = ctx
+        .journal
+        .last_begin(&step.id)
+        .filter(|r| step.frequency == Frequency::PerInstance || r.boot == boot)
+        .and_then(|r| r.event.expect().map(str::to_string));
+    if prior.is_some() && files::current_hash(&t, &f.path)? == prior {
+        return Ok(Outcome::Adopted);
+    }
+    let full = files::appended(&t, f)?;
+    let expect = files::sha256_hex(&full);
+    begin(ctx, step, Some(expect))?;
+    let db = ctx.db()?.clone();
+    files::write_bytes(&t, f, &full, &db)?;
+    Ok(Outcome::Ok)
+}
+
+/// A user: a `begin` that says this step was creating the user marks a `useradd` a kill may
+/// have cut short, which `users::user` repairs (`users::NEW_USER`).
+fn user_step(ctx: &mut Ctx<'_>, step: &Step, u: &UserSpec) -> Result<Outcome> {
+    let prior = ctx
+        .journal
+        .last_begin(&step.id)
+        .and_then(|r| r.event.expect().map(str::to_string))
+        .filter(|e| e.starts_with(users::NEW_USER));
+    let db = ctx.db()?;
+    let expect = match prior {
+        Some(p) => Some(p),
+        None if !db.users.contains_key(&u.name) => Some(format!(
+            "{} group-existed={}",
+            users::NEW_USER,
+            db.groups.contains_key(&u.name)
+        )),
+        None => None,
+    };
+    begin(ctx, step, expect.clone())?;
+    let r = users::user(ctx, u, expect.as_deref());
+    ctx.invalidate_db();
+    r
+}
+
+/// kubeadm, exactly once: adopted when a killed run's kubeadm had finished, else run under
+/// the supervisor with the step's lock.
+fn kubeadm_step(
+    ctx: &mut Ctx<'_>,
+    step: &Step,
+    k: &KubeadmSpec,
+    reporter: &mut Reporter<'_>,
+) -> Result<Outcome> {
+    if !ctx.opts.exec {
+        tracing::info!(step = %step.id, "kubeadm skipped (no --exec)");
+        return Ok(Outcome::Skipped);
+    }
+    // Killed after kubeadm succeeded but before `done` was journaled: CAPI's sentinel
+    // (in /run, so from this boot) written after a `begin` of ours says it finished.
+    let sentinel = ctx.target().path(SENTINEL)?;
+    let begun_this_boot = ctx
+        .journal
+        .last_begin(&step.id)
+        .is_some_and(|r| r.boot == ctx.journal.boot);
+    if k.sentinel && begun_this_boot && sentinel.exists() {
+        tracing::info!(step = %step.id, "kubeadm had finished before the previous run was killed (sentinel present); not run again");
+        return Ok(Outcome::Adopted);
+    }
+    // Exactly once, as commands (commands.rs): the step's lock is held by the
+    // supervisor of a kubeadm a killed agent started; wait for it, then adopt its
+    // success instead of starting kubeadm a second time.
+    let fl = commands::files_for(ctx, step)?;
+    let lock = commands::lock_step(&fl.lock, &step.id)?;
+    let root = ctx.target().root.clone();
+    if commands::read_rc(&fl.rc) == Some(0) {
+        if k.sentinel && !sentinel.exists() {
+            crate::kubeadm::run::write_sentinel(&root)
+                .map_err(|e| Error::new(Stage::Kubeadm, SENTINEL, e.to_string()))?;
+        }
+        tracing::info!(step = %step.id, "kubeadm had finished before the previous run was killed; not run again");
+        return Ok(Outcome::Adopted);
+    }
+    let _ = std::fs::remove_file(&fl.rc);
+    // A supervisor killed alone took kubeadm with it; kill what kubeadm left running.
+    commands::reap_orphan_group(&fl.rc);
+    begin(ctx, step, None)?;
+    reporter.phase(Phase::Kubeadm, Some(&step.id));
+    // What `kubeadm reset -f` deletes between join attempts, written again from the plan.
+    let restore_files = crate::kubeadm::reset::restore_set(ctx.plan, k);
+    let t = ctx.target().clone();
+    let db = ctx.db()?.clone();
+    let restore = || files::write_all(&t, &restore_files, &db);
+    let sup = crate::kubeadm::run::Supervise {
+        exe: ctx.opts.supervisor.clone(),
+        rc: fl.rc.clone(),
+        lock_fd: std::os::fd::AsRawFd::as_raw_fd(&lock),
+    };
+    let settings = &ctx.opts.config.kubeadm;
+    crate::kubeadm::run::supervised(sup, || {
+        crate::kubeadm::execute(k, settings, &root, reporter, &restore)
+    })?;
+    drop(lock);
+    Ok(Outcome::Ok)
 }
 
 #[cfg(test)]

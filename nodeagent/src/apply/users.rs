@@ -235,7 +235,7 @@ fn clean_shadow_leftovers(t: &super::Target) -> Result<()> {
         let pid = if suffix == "lock" {
             std::fs::read_to_string(e.path())
                 .ok()
-                .and_then(|s| s.trim().parse::<i32>().ok())
+                .and_then(|s| lock_pid(&s))
         } else if !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()) {
             suffix.parse::<i32>().ok()
         } else {
@@ -250,6 +250,14 @@ fn clean_shadow_leftovers(t: &super::Target) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The pid in a shadow lock file. shadow writes it with its terminating NUL (`do_lock_file`
+/// writes `strlen + 1` bytes) and reads up to it; a parse of the whole text never succeeded,
+/// so every killed tool's lock was left to shadow, which refuses it while the pid exists
+/// (a zombie not yet reaped: the rerun failed, "lock ... already used by PID").
+fn lock_pid(text: &str) -> Option<i32> {
+    text.split('\0').next()?.trim().parse().ok()
 }
 
 /// Everything `useradd` makes for this user is there (after a kill it may not be).
@@ -605,6 +613,13 @@ mod tests {
             Some(SystemTime::now() + Duration::from_secs(3600))
         ));
         assert!(!super::started_after(me, None));
+    }
+
+    #[test]
+    fn the_pid_of_a_shadow_lock_is_read_up_to_its_nul() {
+        assert_eq!(super::lock_pid("7696\0"), Some(7696));
+        assert_eq!(super::lock_pid("7696"), Some(7696));
+        assert_eq!(super::lock_pid("x\0"), None);
     }
 
     use super::*;

@@ -68,19 +68,16 @@ pub enum Command {
 
 pub fn main() -> i32 {
     // The command supervisor is entered before clap: it runs once per command, so it pays
-    // for no parsing or logging set-up (apply/supervise.rs).
+    // for no parsing or logging set-up (supervise.rs).
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args
-        .get(1)
-        .is_some_and(|a| a == crate::apply::supervise::ARG)
-    {
-        return crate::apply::supervise::main(&args[2..]);
+    if args.get(1).is_some_and(|a| a == crate::supervise::ARG) {
+        return crate::supervise::main(&args[2..]);
     }
     if args
         .get(1)
-        .is_some_and(|a| a == crate::apply::supervise::ARG_PIPED)
+        .is_some_and(|a| a == crate::supervise::ARG_PIPED)
     {
-        return crate::apply::supervise::main_piped(&args[2..]);
+        return crate::supervise::main_piped(&args[2..]);
     }
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,

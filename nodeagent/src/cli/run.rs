@@ -53,42 +53,20 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         crate::limits::RUN_DEADLINE_SECS,
     ));
     let stage = args.stage;
-    // The two units read the platform once between them (crate::handoff).
-    let gather = match stage {
-        RunStage::Local if args.only.is_none() => pipeline::gather_local,
-        RunStage::Main if args.only.is_none() => pipeline::gather_main,
-        _ => pipeline::gather,
-    };
-    let mut inputs = match gather(&args.data.options()) {
-        Ok(i) => i,
-        Err(e) => {
-            // Undecodable data (a gzip bomb, bad base64, oversize) or an invalid image config:
-            // status.json, the events journal and the platform (when a transport can be
-            // opened, with the default detection order if the config is what failed) all
-            // hear why. (`single` leaves the status and the platform alone.)
-            if args.only.is_none() {
-                let transport = pipeline::fallback_transport(&args.data.options());
-                let mut reporter = Reporter::new(transport.as_deref(), &target.root, "");
-                reporter.failed(
-                    "read",
-                    e.kind(),
-                    &crate::redact::redact_text(&e.to_string()),
-                    &[],
-                );
-            }
-            return Err(e);
-        }
-    };
+    let publish = args.only.is_none();
+    let mut inputs = gather(args, &target)?;
     // The main unit waits for the network before host facts feed the templates; `--stage
     // all` waits after its local half (below), once the network configuration is written.
-    let net_warning = if stage == RunStage::Main && args.data.facts.is_none() && args.only.is_none()
-    {
+    let net_warning = if stage == RunStage::Main && args.data.facts.is_none() && publish {
         let (facts, warning) = wait_on_network(&inputs, &target);
         inputs.facts = facts;
         warning
     } else {
         None
     };
+    if stage == RunStage::All {
+        return run_all(args, &mut inputs, target);
+    }
     // From here a panic on this thread also reaches the platform (report::install_panic_hook).
     let _panic_channel = report::arm_panic_channel(inputs.transport.as_ref());
     // A document the main stage will refuse is refused by the local stage too, so that a
@@ -111,31 +89,70 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     } else {
         pipeline::prepare(&inputs)
     };
-    let prepared = match prepared {
-        Ok(p) => p,
-        Err(e) => return Err(report_bad_input(&inputs, &target, e, args.only.is_none())),
+    let prepared = prepared.map_err(|e| report_bad_input(&inputs, &target, e, publish))?;
+    let earlier = Earlier {
+        ran: 0,
+        skipped: 0,
+        already: 0,
+        warnings: net_warning.into_iter().collect(),
     };
-    if stage != RunStage::All {
-        let earlier = Earlier {
-            ran: 0,
-            skipped: 0,
-            already: 0,
-            warnings: net_warning.into_iter().collect(),
-        };
-        return execute(args, &inputs, &prepared, stage, target, Some(earlier)).map(|e| e.code);
-    }
-    // `--stage all` runs the two units' work in one process, in their order: cloud-init sets
-    // the hostname in init-local, and the network stage gathers host facts after that, so
-    // `{{ ds.meta_data.hostname }}` and friends see the new name. The whole plan was
-    // validated above with the first facts: bad input still stops before any write.
-    let local = pipeline::prepare_local(&inputs)
-        .map_err(|e| report_bad_input(&inputs, &target, e, args.only.is_none()))?;
-    let mut earlier =
-        execute(args, &inputs, &local, RunStage::Local, target.clone(), None)?.earlier;
+    let job = Job {
+        args,
+        inputs: &inputs,
+        prepared: &prepared,
+        stage,
+    };
+    execute(&job, target, Some(earlier)).map(|e| e.code)
+}
+
+/// Read the data the run works on. Undecodable data (a gzip bomb, bad base64, oversize) or
+/// an invalid image config: status.json, the events journal and the platform (when a
+/// transport can be opened, with the default detection order if the config is what failed)
+/// all hear why. (`single` leaves the status and the platform alone.)
+fn gather(args: &Args, target: &Target) -> Result<pipeline::Inputs> {
+    // The two units read the platform once between them (crate::handoff).
+    let gather = match args.stage {
+        RunStage::Local if args.only.is_none() => pipeline::gather_local,
+        RunStage::Main if args.only.is_none() => pipeline::gather_main,
+        _ => pipeline::gather,
+    };
+    gather(&args.data.options()).inspect_err(|e| {
+        if args.only.is_none() {
+            let transport = pipeline::fallback_transport(&args.data.options());
+            let mut reporter = Reporter::new(transport.as_deref(), &target.root, "");
+            reporter.failed(
+                "read",
+                e.kind(),
+                &crate::redact::redact_text(&e.to_string()),
+                &[],
+            );
+        }
+    })
+}
+
+/// `--stage all` runs the two units' work in one process, in their order: cloud-init sets
+/// the hostname in init-local, and the network stage gathers host facts after that, so
+/// `{{ ds.meta_data.hostname }}` and friends see the new name. The whole plan is validated
+/// first with the first facts: bad input still stops before any write.
+fn run_all(args: &Args, inputs: &mut pipeline::Inputs, target: Target) -> Result<i32> {
+    let publish = args.only.is_none();
+    // From here a panic on this thread also reaches the platform (report::install_panic_hook).
+    let _panic_channel = report::arm_panic_channel(inputs.transport.as_ref());
+    let prepared =
+        pipeline::prepare(inputs).map_err(|e| report_bad_input(inputs, &target, e, publish))?;
+    let local = pipeline::prepare_local(inputs)
+        .map_err(|e| report_bad_input(inputs, &target, e, publish))?;
+    let job = Job {
+        args,
+        inputs,
+        prepared: &local,
+        stage: RunStage::Local,
+    };
+    let mut earlier = execute(&job, target.clone(), None)?.earlier;
     let prepared = if args.data.facts.is_none() {
         let first = std::mem::replace(&mut inputs.facts, crate::facts::Facts::detect(&inputs.root));
-        if args.only.is_none() {
-            let (facts, warning) = wait_on_network(&inputs, &target);
+        if publish {
+            let (facts, warning) = wait_on_network(inputs, &target);
             inputs.facts = facts;
             earlier.warnings.extend(warning);
         }
@@ -144,22 +161,19 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
             // not set on this host): the plan made from the first facts stands.
             prepared
         } else {
-            pipeline::prepare(&inputs)
-                .map_err(|e| report_bad_input(&inputs, &target, e, args.only.is_none()))?
+            pipeline::prepare(inputs).map_err(|e| report_bad_input(inputs, &target, e, publish))?
         }
     } else {
         // `--facts FILE` stands for the host as it is; it is not detected again.
         prepared
     };
-    execute(
+    let job = Job {
         args,
-        &inputs,
-        &prepared,
-        RunStage::Main,
-        target,
-        Some(earlier),
-    )
-    .map(|e| e.code)
+        inputs,
+        prepared: &prepared,
+        stage: RunStage::Main,
+    };
+    execute(&job, target, Some(earlier)).map(|e| e.code)
 }
 
 /// What the local half of `--stage all` hands to the main half, which reports for both.
@@ -168,6 +182,31 @@ struct Earlier {
     skipped: usize,
     already: usize,
     warnings: Vec<String>,
+}
+
+impl Earlier {
+    /// This stage's summary added to the earlier half's counts; the earlier warnings first,
+    /// then this stage's new ones.
+    fn combine(summary: apply::Summary, earlier: Option<Earlier>) -> Earlier {
+        let mut all = Earlier {
+            ran: summary.ran.len(),
+            skipped: summary.skipped.len(),
+            already: summary.already.len(),
+            warnings: summary.warnings,
+        };
+        if let Some(e) = earlier {
+            all.ran += e.ran;
+            all.skipped += e.skipped;
+            all.already += e.already;
+            let mine = std::mem::replace(&mut all.warnings, e.warnings);
+            for w in mine {
+                if !all.warnings.contains(&w) {
+                    all.warnings.push(w);
+                }
+            }
+        }
+        all
+    }
 }
 
 /// Bad input changes nothing on disk, but the platform still hears why. The metadata may be
@@ -192,32 +231,32 @@ fn report_bad_input(
     e
 }
 
+/// One stage of a prepared plan to apply.
+struct Job<'a> {
+    args: &'a Args,
+    inputs: &'a pipeline::Inputs,
+    prepared: &'a pipeline::Prepared,
+    stage: RunStage,
+}
+
 /// Apply one stage of a prepared plan: state, journal, reports. With `earlier` (the local
 /// half of `--stage all`), its counts and warnings are reported together with this stage's.
-fn execute(
-    args: &Args,
-    inputs: &pipeline::Inputs,
-    prepared: &pipeline::Prepared,
-    stage: RunStage,
-    target: Target,
-    earlier: Option<Earlier>,
-) -> Result<Executed> {
+fn execute(job: &Job, target: Target, earlier: Option<Earlier>) -> Result<Executed> {
     // One run at a time from here on: instance data, journal and apply (apply/commands.rs).
     apply::commands::hold_run_lock(&crate::state::state_dir(&target.root)?)?;
-    let res = execute_locked(args, inputs, prepared, stage, target, earlier);
+    let res = execute_locked(job, target, earlier);
     apply::commands::release_run_lock();
     res
 }
 
-fn execute_locked(
-    args: &Args,
-    inputs: &pipeline::Inputs,
-    prepared: &pipeline::Prepared,
-    stage: RunStage,
-    target: Target,
-    earlier: Option<Earlier>,
-) -> Result<Executed> {
-    // kubeadm pre-flight already ran inside plan::build, before anything was written.
+fn execute_locked(job: &Job, target: Target, earlier: Option<Earlier>) -> Result<Executed> {
+    let Job {
+        args,
+        inputs,
+        prepared,
+        stage,
+    } = *job;
+    // kubeadm pre-flight already ran inside planner::build, before anything was written.
     let selected;
     let plan = match &args.only {
         Some(sel) => {
@@ -268,105 +307,95 @@ fn execute_locked(
     }
     let mut plan_run = plan.clone();
     plan_run.warnings = prepared.warnings.clone();
-    let mut summary = apply::apply(&plan_run, &opts, &mut journal, &mut reporter)?;
+    let summary = apply::apply(&plan_run, &opts, &mut journal, &mut reporter)?;
     if stage == RunStage::Local && args.stage == RunStage::All {
         // The main half reports for both.
         return Ok(Executed {
             code: exit::OK,
-            earlier: Earlier {
-                ran: summary.ran.len(),
-                skipped: summary.skipped.len(),
-                already: summary.already.len(),
-                warnings: summary.warnings,
-            },
+            earlier: Earlier::combine(summary, None),
         });
     }
-    let (mut ran, mut skipped, mut already) = (
-        summary.ran.len(),
-        summary.skipped.len(),
-        summary.already.len(),
-    );
-    if let Some(e) = earlier {
-        ran += e.ran;
-        skipped += e.skipped;
-        already += e.already;
-        let mine = std::mem::take(&mut summary.warnings);
-        summary.warnings = e.warnings;
-        for w in mine {
-            if !summary.warnings.contains(&w) {
-                summary.warnings.push(w);
-            }
-        }
-    }
-    for w in &summary.warnings {
+    let mut all = Earlier::combine(summary, earlier);
+    for w in &all.warnings {
         eprintln!("warning: {}", crate::redact::redact_text(w));
         reporter.warning(w);
     }
     let outcome = crate::apply::RunCounts {
-        ran,
-        skipped,
-        already,
+        ran: all.ran,
+        skipped: all.skipped,
+        already: all.already,
     };
     eprintln!("nodeagent run: {} (instance {iid})", outcome.summary());
     if stage != RunStage::Local {
-        // After success: the image config's `redact_userdata` and the metadata's `redact:`
-        // keys are overwritten with `---` (cloud-init does the latter right after reading; the
-        // main stage here reads the platform again, so both wait for success). Only with
-        // --exec (always on a real node): a --root dry run leaves the platform's data alone.
+        // Only with --exec (always on a real node): a --root dry run leaves the platform's
+        // data alone.
         if opts.exec && scratch.is_none() {
-            let keys =
-                report::keys_to_redact(opts.config.redact_userdata, &prepared.metadata.redact);
-            // Later boots read the saved copies once the platform's are blanked: make them
-            // durable before blanking.
-            if !keys.is_empty() {
-                for (name, data) in [
-                    (pipeline::SAVED_USERDATA, prepared.userdata.as_ref()),
-                    (
-                        pipeline::SAVED_METADATA,
-                        inputs.raw.metadata.as_ref().map(|d| &d.text),
-                    ),
-                ] {
-                    if let Some(text) = data {
-                        state.save(iid, name, text.as_bytes(), 0o600)?;
-                    }
-                }
-            }
-            // A secret left readable on the platform is a degraded run (exit 2), with why.
-            for (failed, why) in report::redact_guestinfo(inputs.transport.as_ref(), &keys) {
-                let key = failed.strip_prefix("guestinfo.").unwrap_or(&failed);
-                let w = format!("guestinfo.{key} could not be redacted: {why}");
-                eprintln!("warning: {}", crate::redact::redact_text(&w));
+            for w in redact_platform(&state, iid, job, opts.config.redact_userdata)? {
                 reporter.warning(&w);
-                summary.warnings.push(w);
+                all.warnings.push(w);
             }
         }
         reporter.done_noting(outcome.nothing_executed().as_deref());
     }
-    let code = if summary.warnings.is_empty() {
+    let code = if all.warnings.is_empty() {
         exit::OK
     } else {
         exit::DEGRADED
     };
     if args.json {
-        super::common::print_json(&serde_json::json!({
-            "instance_id": iid,
-            "stage": args.stage.as_str(),
-            "ran": ran,
-            "skipped": skipped,
-            "already": already,
-            "warnings": summary.warnings.iter().map(|w| crate::redact::redact_text(w)).collect::<Vec<_>>(),
-            "exit": code,
-        }));
+        print_json(args, iid, &all, code);
     }
-    Ok(Executed {
-        code,
-        earlier: Earlier {
-            ran,
-            skipped,
-            already,
-            warnings: summary.warnings,
-        },
-    })
+    Ok(Executed { code, earlier: all })
+}
+
+/// `--json`: the run's outcome on stdout, warnings redacted.
+fn print_json(args: &Args, iid: &str, all: &Earlier, code: i32) {
+    super::common::print_json(&serde_json::json!({
+        "instance_id": iid,
+        "stage": args.stage.as_str(),
+        "ran": all.ran,
+        "skipped": all.skipped,
+        "already": all.already,
+        "warnings": all.warnings.iter().map(|w| crate::redact::redact_text(w)).collect::<Vec<_>>(),
+        "exit": code,
+    }));
+}
+
+/// After success: the image config's `redact_userdata` and the metadata's `redact:` keys are
+/// overwritten with `---` (cloud-init does the latter right after reading; the main stage
+/// here reads the platform again, so both wait for success). Returns a warning for each key
+/// left readable: a secret left on the platform is a degraded run (exit 2), with why.
+fn redact_platform(
+    state: &State,
+    iid: &str,
+    job: &Job,
+    redact_userdata: bool,
+) -> Result<Vec<String>> {
+    let (inputs, prepared) = (job.inputs, job.prepared);
+    let keys = report::keys_to_redact(redact_userdata, &prepared.metadata.redact);
+    // Later boots read the saved copies once the platform's are blanked: make them durable
+    // before blanking.
+    if !keys.is_empty() {
+        for (name, data) in [
+            (pipeline::SAVED_USERDATA, prepared.userdata.as_ref()),
+            (
+                pipeline::SAVED_METADATA,
+                inputs.raw.metadata.as_ref().map(|d| &d.text),
+            ),
+        ] {
+            if let Some(text) = data {
+                state.save(iid, name, text.as_bytes(), 0o600)?;
+            }
+        }
+    }
+    let mut warnings = Vec::new();
+    for (failed, why) in report::redact_guestinfo(inputs.transport.as_ref(), &keys) {
+        let key = failed.strip_prefix("guestinfo.").unwrap_or(&failed);
+        let w = format!("guestinfo.{key} could not be redacted: {why}");
+        eprintln!("warning: {}", crate::redact::redact_text(&w));
+        warnings.push(w);
+    }
+    Ok(warnings)
 }
 
 /// Instance data, the rendered userdata and the saved platform copies of this run.

@@ -232,16 +232,9 @@ pub fn errors(text: &str, source: &str, compat: bool) -> Vec<Error> {
 fn from_node_all(root: &Node, source: &str, compat: bool) -> (Parsed, Vec<Error>) {
     let mut warnings = Vec::new();
     let mut errors = Vec::new();
+    let parsed = |config, warnings| Parsed { config, warnings };
     let entries = match &root.value {
-        Value::Null => {
-            return (
-                Parsed {
-                    config: CloudConfig::default(),
-                    warnings,
-                },
-                errors,
-            );
-        }
+        Value::Null => return (parsed(CloudConfig::default(), warnings), errors),
         Value::Map(entries) => entries,
         _ => {
             errors.push(Error::new(
@@ -249,15 +242,36 @@ fn from_node_all(root: &Node, source: &str, compat: bool) -> (Parsed, Vec<Error>
                 format!("{source} {}", root.place()),
                 "cloud-config must be a mapping of module keys",
             ));
-            return (
-                Parsed {
-                    config: CloudConfig::default(),
-                    warnings,
-                },
-                errors,
-            );
+            return (parsed(CloudConfig::default(), warnings), errors);
         }
     };
+    check_keys(entries, source, compat, &mut warnings, &mut errors);
+    let cfg = typed_fields(root, source, &mut errors);
+    if cfg.write_files.len() > crate::limits::MAX_WRITE_FILES {
+        errors.push(Error::too_large(
+            Stage::CloudConfig,
+            format!("{source} write_files"),
+            format!(
+                "{} entries; the limit is {}",
+                cfg.write_files.len(),
+                crate::limits::MAX_WRITE_FILES
+            ),
+        ));
+    }
+    if let Err(e) = check_permissions(root, source, compat, &mut warnings) {
+        errors.push(e);
+    }
+    (parsed(cfg, warnings), errors)
+}
+
+/// Unknown and unsupported module keys: errors, or warnings with `--compat`.
+fn check_keys(
+    entries: &[(Node, Node)],
+    source: &str,
+    compat: bool,
+    warnings: &mut Vec<String>,
+    errors: &mut Vec<Error>,
+) {
     for (k, _) in entries {
         let key = k.key_text();
         let (kind, problem) = if SUPPORTED.contains(&key.as_str()) {
@@ -289,6 +303,11 @@ fn from_node_all(root: &Node, source: &str, compat: bool) -> (Parsed, Vec<Error>
             ));
         }
     }
+}
+
+/// The keys nodeagent implements, each read into its type (an error per key that does not
+/// fit; the key is then left at its default).
+fn typed_fields(root: &Node, source: &str, errors: &mut Vec<Error>) -> CloudConfig {
     let mut cfg = CloudConfig::default();
     macro_rules! field {
         ($name:ident) => {
@@ -326,27 +345,7 @@ fn from_node_all(root: &Node, source: &str, compat: bool) -> (Parsed, Vec<Error>
     field!(growpart);
     field!(resize_rootfs);
     field!(vendor_data);
-    if cfg.write_files.len() > crate::limits::MAX_WRITE_FILES {
-        errors.push(Error::too_large(
-            Stage::CloudConfig,
-            format!("{source} write_files"),
-            format!(
-                "{} entries; the limit is {}",
-                cfg.write_files.len(),
-                crate::limits::MAX_WRITE_FILES
-            ),
-        ));
-    }
-    if let Err(e) = check_permissions(root, source, compat, &mut warnings) {
-        errors.push(e);
-    }
-    (
-        Parsed {
-            config: cfg,
-            warnings,
-        },
-        errors,
-    )
+    cfg
 }
 
 /// `content: !!binary ...` is raw bytes, not text: keep them as such.

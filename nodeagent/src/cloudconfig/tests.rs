@@ -1,5 +1,10 @@
 use super::*;
 
+/// The error `parse` gives for `text` as userdata, without --compat.
+fn strict_err(text: &str) -> Error {
+    parse(text, "userdata", false).unwrap_err()
+}
+
 const CABPK: &str = "#cloud-config\nwrite_files:\n-   path: /etc/kubernetes/pki/ca.crt\n    owner: root:root\n    permissions: '0640'\n    content: |\n      hello\n      \n-   path: /run/x\n    permissions: 0644\n    append: yes\n    content: \"x\"\nruncmd:\n  - 'kubeadm init --config /run/kubeadm/kubeadm.yaml  && echo success > /run/cluster-api/bootstrap-success.complete'\n  - [echo, 1, true]\n  -\nusers:\n  - name: capv\n    sudo: ALL=(ALL) NOPASSWD:ALL\n    ssh_authorized_keys:\n      - ssh-ed25519 AAAA key\n";
 
 #[test]
@@ -36,12 +41,7 @@ fn cabpk_shapes_parse() {
 
 #[test]
 fn unknown_and_unsupported_keys_name_the_line() {
-    let err = parse(
-        "#cloud-config\nruncmd: []\npackages: [curl]\n",
-        "userdata",
-        false,
-    )
-    .unwrap_err();
+    let err = strict_err("#cloud-config\nruncmd: []\npackages: [curl]\n");
     assert_eq!(err.place, "userdata line 3 column 1");
     assert_eq!(err.kind(), crate::error::ErrorKind::Unsupported, "{err}");
     assert!(err.message.contains("'packages'"), "{err}");
@@ -53,31 +53,16 @@ fn unknown_and_unsupported_keys_name_the_line() {
 
 #[test]
 fn wrong_types_name_field_path_and_line() {
-    let err = parse(
-        "#cloud-config\nwrite_files:\n- path: /a\n  owner: 5\n",
-        "userdata",
-        false,
-    )
-    .unwrap_err();
+    let err = strict_err("#cloud-config\nwrite_files:\n- path: /a\n  owner: 5\n");
     assert!(err.place.contains("line 4"), "{err}");
     assert!(err.place.contains("write_files[0].owner"), "{err}");
-    let err = parse(
-        "#cloud-config\nwrite_files:\n- path: /a\n  mode: '0600'\n",
-        "userdata",
-        false,
-    )
-    .unwrap_err();
+    let err = strict_err("#cloud-config\nwrite_files:\n- path: /a\n  mode: '0600'\n");
     assert!(err.message.contains("unknown field `mode`"), "{err}");
 }
 
 #[test]
 fn decimal_permissions_are_flagged() {
-    let err = parse(
-        "#cloud-config\nwrite_files:\n- path: /a\n  permissions: 644\n",
-        "userdata",
-        false,
-    )
-    .unwrap_err();
+    let err = strict_err("#cloud-config\nwrite_files:\n- path: /a\n  permissions: 644\n");
     assert!(err.message.contains("decimal integer"), "{err}");
     assert!(
         parse(

@@ -239,22 +239,27 @@ impl Check<'_> {
         )
     }
     fn only_v1beta4<T>(&self, v: &Option<T>, path: &str) -> Result<()> {
-        if v.is_some() && self.version == ApiVersion::V1beta3 {
-            return Err(self.fail(
-                path,
-                "unknown field in kubeadm.k8s.io/v1beta3 (it exists only in v1beta4)",
-            ));
-        }
-        Ok(())
+        self.only_in(ApiVersion::V1beta4, v, path)
     }
     fn only_v1beta3<T>(&self, v: &Option<T>, path: &str) -> Result<()> {
-        if v.is_some() && self.version == ApiVersion::V1beta4 {
-            return Err(self.fail(
-                path,
-                "unknown field in kubeadm.k8s.io/v1beta4 (removed after v1beta3; see `timeouts`)",
-            ));
+        self.only_in(ApiVersion::V1beta3, v, path)
+    }
+    /// A field set that only `version` has.
+    fn only_in<T>(&self, version: ApiVersion, v: &Option<T>, path: &str) -> Result<()> {
+        if v.is_none() || self.version == version {
+            return Ok(());
         }
-        Ok(())
+        Err(self.fail(
+            path,
+            match version {
+                ApiVersion::V1beta4 => {
+                    "unknown field in kubeadm.k8s.io/v1beta3 (it exists only in v1beta4)"
+                }
+                ApiVersion::V1beta3 => {
+                    "unknown field in kubeadm.k8s.io/v1beta4 (removed after v1beta3; see `timeouts`)"
+                }
+            },
+        ))
     }
     fn args(&self, a: &Option<Args>, path: &str) -> Result<()> {
         match (a, self.version) {
@@ -274,6 +279,11 @@ impl Check<'_> {
             }
             _ => Ok(()),
         }
+    }
+    /// A duration field that only `version` has.
+    fn duration_only_in(&self, version: ApiVersion, d: &Option<String>, path: &str) -> Result<()> {
+        self.only_in(version, d, path)?;
+        self.duration(d, path)
     }
     fn node_registration(&self, n: &Option<NodeRegistration>) -> Result<()> {
         let Some(n) = n else { return Ok(()) };
@@ -386,11 +396,8 @@ fn validate_cluster(c: &Check<'_>, s: &ClusterConfiguration) -> Result<()> {
     if let Some(a) = &s.api_server {
         c.args(&a.extra_args, "apiServer.extraArgs")?;
         c.only_v1beta4(&a.extra_envs, "apiServer.extraEnvs")?;
-        c.only_v1beta3(
-            &a.timeout_for_control_plane,
-            "apiServer.timeoutForControlPlane",
-        )?;
-        c.duration(
+        c.duration_only_in(
+            ApiVersion::V1beta3,
             &a.timeout_for_control_plane,
             "apiServer.timeoutForControlPlane",
         )?;
@@ -419,16 +426,15 @@ fn validate_cluster(c: &Check<'_>, s: &ClusterConfiguration) -> Result<()> {
     }
     c.only_v1beta4(&s.proxy, "proxy")?;
     c.only_v1beta4(&s.encryption_algorithm, "encryptionAlgorithm")?;
-    c.only_v1beta4(&s.certificate_validity_period, "certificateValidityPeriod")?;
-    c.only_v1beta4(
-        &s.ca_certificate_validity_period,
-        "caCertificateValidityPeriod",
-    )?;
-    c.duration(&s.certificate_validity_period, "certificateValidityPeriod")?;
-    c.duration(
-        &s.ca_certificate_validity_period,
-        "caCertificateValidityPeriod",
-    )?;
+    for (v, path) in [
+        (&s.certificate_validity_period, "certificateValidityPeriod"),
+        (
+            &s.ca_certificate_validity_period,
+            "caCertificateValidityPeriod",
+        ),
+    ] {
+        c.duration_only_in(ApiVersion::V1beta4, v, path)?;
+    }
     Ok(())
 }
 

@@ -3,7 +3,6 @@
 //! - `api`: the kubeadm configuration documents as typed structs;
 //! - `config`: their strict parser and kubeadm's validation rules;
 //! - `detect`: recognising CABPK's kubeadm runcmd line;
-//! - `preflight`: config + PKI checks on a built plan, before any write;
 //! - `endpoint`: bounded TCP wait with backoff and jitter;
 //! - `reset`: what `kubeadm reset -f` deletes and what to write again before a retry;
 //! - `run`: kubeadm invocation, retries, output capture, sentinel.
@@ -12,24 +11,17 @@ pub mod api;
 pub mod config;
 pub mod detect;
 pub mod endpoint;
-pub mod preflight;
 pub mod reset;
 pub mod run;
 
 use crate::error::Result;
-use crate::plan::{KubeadmSpec, Plan};
+use crate::plan::KubeadmSpec;
 
 /// Recognise Cluster API's kubeadm line in a `runcmd` string item
 /// (`kubeadm init|join --config FILE [--v N] [&& echo success > SENTINEL]`).
-/// Called by `plan::build`; `None` leaves the item an ordinary command.
+/// Called by `planner::build`; `None` leaves the item an ordinary command.
 pub fn recognise(runcmd_item: &str) -> Option<KubeadmSpec> {
     detect::recognise(runcmd_item)
-}
-
-/// Pre-flight checks on a built plan (kubeadm config typed parse, PKI checks), before any write.
-/// `root` is the `--root` directory for certificates already on disk.
-pub fn preflight(plan: &Plan, root: &std::path::Path) -> Result<()> {
-    preflight::check(plan, root)
 }
 
 /// Execute the kubeadm step: wait for the endpoint (join), run kubeadm (from PATH) with a

@@ -5,7 +5,6 @@
 
 use super::detect::SENTINEL;
 use super::endpoint;
-use super::preflight::under_root;
 use crate::config::KubeadmSettings;
 use crate::error::{Error, ErrorKind, Result, Stage};
 use crate::plan::{KubeadmMode, KubeadmSpec};
@@ -35,6 +34,10 @@ const RESET_TIMEOUT: Duration = Duration::from_secs(crate::limits::KUBEADM_RESET
 pub struct Runner {
     pub program: PathBuf,
     pub env: Vec<(String, String)>,
+    /// Under `--root DIR` (a root other than `/`), run kubeadm chrooted into DIR, as on that
+    /// node: `program` and `--config` are paths inside DIR. Off only in tests that drive the
+    /// stand-in from outside the root (`KUBEADM_STANDIN_ROOT`).
+    pub chroot: bool,
 }
 
 impl Default for Runner {
@@ -42,7 +45,15 @@ impl Default for Runner {
         Runner {
             program: PathBuf::from("kubeadm"),
             env: Vec::new(),
+            chroot: true,
         }
+    }
+}
+
+impl Runner {
+    /// The directory kubeadm is chrooted into: the root, unless it is `/` or `chroot` is off.
+    fn chroot_dir<'a>(&self, root: &'a Path) -> Option<&'a Path> {
+        (self.chroot && root != Path::new("/")).then_some(root)
     }
 }
 
@@ -107,7 +118,7 @@ pub fn execute_restoring(
     restore: &dyn Fn() -> Result<()>,
 ) -> Result<()> {
     let in_root = |path: &str| {
-        under_root(root, path).map_err(|e| Error::new(Stage::Kubeadm, path, e.to_string()))
+        crate::confine::dir(root, path).map_err(|e| Error::new(Stage::Kubeadm, path, e.to_string()))
     };
     let sentinel = in_root(SENTINEL)?;
     if sentinel.exists() {
@@ -118,6 +129,11 @@ pub fn execute_restoring(
         return Ok(());
     }
     let config_file = in_root(&spec.config_path)?.display().to_string();
+    // Chrooted, kubeadm finds its config at the path inside the root.
+    let config_arg = match runner.chroot_dir(root) {
+        Some(_) => spec.config_path.clone(),
+        None => config_file.clone(),
+    };
     let mut args = vec![
         match spec.mode {
             KubeadmMode::Init => "init",
@@ -125,156 +141,41 @@ pub fn execute_restoring(
         }
         .to_string(),
         "--config".into(),
-        config_file.clone(),
+        config_arg,
     ];
     args.extend(spec.extra_args.iter().cloned());
-    let mut log = OutputLog::open(root);
-    // The plan's step id when the run loop announced it, else `kubeadm`.
-    let step_name = reporter
-        .status()
-        .step
-        .clone()
-        .unwrap_or_else(|| STEP.to_string());
-    let step = step_name.as_str();
-    let fail = |reporter: &mut Reporter<'_>, kind: ErrorKind, reason: String, tail: &[String]| {
-        reporter.failed(step, kind, &reason, tail);
-        Err(Error::of(
-            kind,
+    let mut run = StepRun {
+        settings,
+        runner,
+        args,
+        log: OutputLog::open(root),
+        // The plan's step id when the run loop announced it, else `kubeadm`.
+        step: reporter
+            .status()
+            .step
+            .clone()
+            .unwrap_or_else(|| STEP.to_string()),
+        reporter,
+    };
+    let done = match spec.mode {
+        KubeadmMode::Init => run.init(),
+        KubeadmMode::Join => run.join(
+            || {
+                spec.endpoint
+                    .clone()
+                    .or_else(|| join_endpoint(root, &config_file))
+            },
+            restore,
+        ),
+    };
+    if let Err(f) = done {
+        run.reporter.failed(&run.step, f.kind, &f.reason, &f.tail);
+        return Err(Error::of(
+            f.kind,
             Stage::Kubeadm,
             STEP,
-            crate::redact::redact_text(&reason),
-        ))
-    };
-    match spec.mode {
-        KubeadmMode::Init => {
-            reporter.phase(Phase::Kubeadm, Some(step));
-            reporter.detail_until("kubeadm init", settings.timeout_secs.max(1));
-            let out = run_kubeadm(
-                runner,
-                &args,
-                Duration::from_secs(settings.timeout_secs.max(1)),
-                &mut log,
-            );
-            if !out.success {
-                return fail(
-                    reporter,
-                    out.kind,
-                    format!("kubeadm init failed: {}", out.reason),
-                    &out.tail,
-                );
-            }
-        }
-        KubeadmMode::Join => {
-            let start = Instant::now();
-            let deadline = start + Duration::from_secs(settings.join_deadline_secs.max(1));
-            let endpoint = spec
-                .endpoint
-                .clone()
-                .or_else(|| join_endpoint(root, &config_file));
-            let attempts = settings.join_attempts.max(1);
-            let mut last: Option<Outcome> = None;
-            let mut tried = 0;
-            for attempt in 1..=attempts {
-                if let Some(ep) = &endpoint {
-                    reporter.phase(Phase::Waiting, Some(step));
-                    let wait_deadline = (Instant::now()
-                        + Duration::from_secs(settings.endpoint_wait_secs))
-                    .min(deadline);
-                    reporter.detail_until(
-                        &format!("waiting for the control-plane endpoint {ep}"),
-                        wait_deadline
-                            .saturating_duration_since(Instant::now())
-                            .as_secs(),
-                    );
-                    let r = endpoint::wait_for(
-                        ep,
-                        wait_deadline,
-                        settings.backoff_initial_secs,
-                        settings.backoff_max_secs,
-                        |n, e| {
-                            tracing::info!(
-                                "control-plane endpoint {ep} not reachable yet (probe {n}): {e}"
-                            );
-                        },
-                    );
-                    if let Err(e) = r {
-                        let waited = start.elapsed().as_secs();
-                        let tail = last.map(|o| o.tail).unwrap_or_default();
-                        return fail(
-                            reporter,
-                            ErrorKind::Timeout,
-                            format!(
-                                "control-plane endpoint {ep} not reachable after {waited}s: {e}"
-                            ),
-                            &tail,
-                        );
-                    }
-                }
-                reporter.phase(Phase::Kubeadm, Some(step));
-                let left = deadline.saturating_duration_since(Instant::now());
-                reporter.detail_until(
-                    &format!("kubeadm join, attempt {attempt} of {attempts}"),
-                    settings.timeout_secs.max(1).min(left.as_secs()),
-                );
-                let out = run_kubeadm(
-                    runner,
-                    &args,
-                    Duration::from_secs(settings.timeout_secs.max(1)).min(left),
-                    &mut log,
-                );
-                tried = attempt;
-                if out.success {
-                    last = None;
-                    break;
-                }
-                tracing::warn!(
-                    "kubeadm join attempt {attempt} of {attempts} failed: {}",
-                    out.reason
-                );
-                last = Some(out);
-                if attempt == attempts || Instant::now() >= deadline {
-                    break;
-                }
-                // A failed join leaves files (kubelet.conf, manifests) that make the next one fail.
-                let left = deadline.saturating_duration_since(Instant::now());
-                let reset = run_kubeadm(
-                    runner,
-                    &["reset".into(), "-f".into()],
-                    RESET_TIMEOUT.min(left),
-                    &mut log,
-                );
-                if !reset.success {
-                    tracing::warn!("kubeadm reset -f failed: {}", reset.reason);
-                }
-                if let Err(e) = restore() {
-                    let tail = last.map(|o| o.tail).unwrap_or_default();
-                    return fail(
-                        reporter,
-                        ErrorKind::Io,
-                        format!("cannot restore the bootstrap files after kubeadm reset: {e}"),
-                        &tail,
-                    );
-                }
-                let pause = endpoint::backoff(
-                    attempt - 1,
-                    settings.backoff_initial_secs,
-                    settings.backoff_max_secs,
-                );
-                std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
-            }
-            if let Some(out) = last {
-                return fail(
-                    reporter,
-                    out.kind,
-                    format!(
-                        "kubeadm join failed after {tried} attempt(s) in {}s: {}",
-                        start.elapsed().as_secs(),
-                        out.reason
-                    ),
-                    &out.tail,
-                );
-            }
-        }
+            crate::redact::redact_text(&f.reason),
+        ));
     }
     write_sentinel(root).map_err(|e| {
         Error::new(
@@ -284,6 +185,173 @@ pub fn execute_restoring(
         )
     })?;
     Ok(())
+}
+
+/// Why the kubeadm step failed: what its status report and its error are made of.
+struct Failed {
+    kind: ErrorKind,
+    reason: String,
+    /// Last lines of kubeadm's output, redacted.
+    tail: Vec<String>,
+}
+
+/// One kubeadm step: its invocations share the runner, the arguments, the output log and
+/// the status reporter.
+struct StepRun<'a, 'r> {
+    settings: &'a KubeadmSettings,
+    runner: &'a Runner,
+    args: Vec<String>,
+    log: OutputLog,
+    step: String,
+    reporter: &'a mut Reporter<'r>,
+}
+
+impl StepRun<'_, '_> {
+    /// `kubeadm init`, once, bounded by the step timeout.
+    fn init(&mut self) -> std::result::Result<(), Failed> {
+        let timeout = self.settings.timeout_secs.max(1);
+        self.reporter.phase(Phase::Kubeadm, Some(&self.step));
+        self.reporter.detail_until("kubeadm init", timeout);
+        let out = run_kubeadm(
+            self.runner,
+            &self.args,
+            Duration::from_secs(timeout),
+            &mut self.log,
+        );
+        if out.success {
+            return Ok(());
+        }
+        Err(Failed {
+            kind: out.kind,
+            reason: format!("kubeadm init failed: {}", out.reason),
+            tail: out.tail,
+        })
+    }
+
+    /// `kubeadm join`, up to `join_attempts` times within the join deadline: each attempt
+    /// after the control-plane endpoint (from `endpoint`) answers, a `kubeadm reset -f` and
+    /// `restore` between attempts, with backoff.
+    fn join(
+        &mut self,
+        endpoint: impl FnOnce() -> Option<String>,
+        restore: &dyn Fn() -> Result<()>,
+    ) -> std::result::Result<(), Failed> {
+        let settings = self.settings;
+        let start = Instant::now();
+        let deadline = start + Duration::from_secs(settings.join_deadline_secs.max(1));
+        let endpoint = endpoint();
+        let attempts = settings.join_attempts.max(1);
+        let mut last: Option<Outcome> = None;
+        let mut tried = 0;
+        for attempt in 1..=attempts {
+            if let Some(ep) = &endpoint
+                && let Err(e) = self.wait_for_endpoint(ep, deadline)
+            {
+                let waited = start.elapsed().as_secs();
+                return Err(Failed {
+                    kind: ErrorKind::Timeout,
+                    reason: format!(
+                        "control-plane endpoint {ep} not reachable after {waited}s: {e}"
+                    ),
+                    tail: last.map(|o| o.tail).unwrap_or_default(),
+                });
+            }
+            self.reporter.phase(Phase::Kubeadm, Some(&self.step));
+            let left = deadline.saturating_duration_since(Instant::now());
+            self.reporter.detail_until(
+                &format!("kubeadm join, attempt {attempt} of {attempts}"),
+                settings.timeout_secs.max(1).min(left.as_secs()),
+            );
+            let out = run_kubeadm(
+                self.runner,
+                &self.args,
+                Duration::from_secs(settings.timeout_secs.max(1)).min(left),
+                &mut self.log,
+            );
+            tried = attempt;
+            if out.success {
+                last = None;
+                break;
+            }
+            tracing::warn!(
+                "kubeadm join attempt {attempt} of {attempts} failed: {}",
+                out.reason
+            );
+            last = Some(out);
+            if attempt == attempts || Instant::now() >= deadline {
+                break;
+            }
+            if let Err(e) = self.reset(deadline, restore) {
+                return Err(Failed {
+                    kind: ErrorKind::Io,
+                    reason: format!("cannot restore the bootstrap files after kubeadm reset: {e}"),
+                    tail: last.map(|o| o.tail).unwrap_or_default(),
+                });
+            }
+            let pause = endpoint::backoff(
+                attempt - 1,
+                settings.backoff_initial_secs,
+                settings.backoff_max_secs,
+            );
+            std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
+        }
+        match last {
+            None => Ok(()),
+            Some(out) => Err(Failed {
+                kind: out.kind,
+                reason: format!(
+                    "kubeadm join failed after {tried} attempt(s) in {}s: {}",
+                    start.elapsed().as_secs(),
+                    out.reason
+                ),
+                tail: out.tail,
+            }),
+        }
+    }
+
+    /// Wait for the control-plane endpoint, at most `endpoint_wait_secs` and never past the
+    /// join deadline.
+    fn wait_for_endpoint(
+        &mut self,
+        ep: &str,
+        deadline: Instant,
+    ) -> std::result::Result<u32, String> {
+        let settings = self.settings;
+        self.reporter.phase(Phase::Waiting, Some(&self.step));
+        let wait_deadline =
+            (Instant::now() + Duration::from_secs(settings.endpoint_wait_secs)).min(deadline);
+        self.reporter.detail_until(
+            &format!("waiting for the control-plane endpoint {ep}"),
+            wait_deadline
+                .saturating_duration_since(Instant::now())
+                .as_secs(),
+        );
+        endpoint::wait_for(
+            ep,
+            wait_deadline,
+            settings.backoff_initial_secs,
+            settings.backoff_max_secs,
+            |n, e| {
+                tracing::info!("control-plane endpoint {ep} not reachable yet (probe {n}): {e}");
+            },
+        )
+    }
+
+    /// Between join attempts: a failed join leaves files (kubelet.conf, manifests) that make
+    /// the next one fail, so `kubeadm reset -f`, then `restore` the bootstrap files it deleted.
+    fn reset(&mut self, deadline: Instant, restore: &dyn Fn() -> Result<()>) -> Result<()> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let reset = run_kubeadm(
+            self.runner,
+            &["reset".into(), "-f".into()],
+            RESET_TIMEOUT.min(left),
+            &mut self.log,
+        );
+        if !reset.success {
+            tracing::warn!("kubeadm reset -f failed: {}", reset.reason);
+        }
+        restore()
+    }
 }
 
 /// `/run/cluster-api/bootstrap-success.complete` with `success`, as CABPK's `echo success >` would.
@@ -311,8 +379,10 @@ pub fn join_endpoint(root: &Path, config_file: &str) -> Option<String> {
     if !path.starts_with('/') {
         return None; // https URL: fetched by kubeadm itself
     }
-    let kc: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(under_root(root, &path).ok()?).ok()?).ok()?;
+    let kc: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(crate::confine::dir(root, &path).ok()?).ok()?,
+    )
+    .ok()?;
     let server = kc["clusters"][0]["cluster"]["server"].as_str()?;
     let hostport = server.strip_prefix("https://")?.split('/').next()?;
     match super::config::split_host_port(hostport)? {
@@ -394,34 +464,38 @@ pub fn run_kubeadm(
     // Supervised, kubeadm's own deadline is the supervisor's (it kills kubeadm's group and
     // records the timeout); the agent's bound on the supervisor is that plus the kill grace,
     // so it only fires if the supervisor itself hangs. Both are cut to the run's deadline.
-    let margin = crate::apply::supervise::KILL_AFTER + SUPERVISOR_SLACK;
+    let margin = crate::supervise::KILL_AFTER + SUPERVISOR_SLACK;
     let own = match process::run_time_left() {
         Some(left) if sup.is_some() => timeout.min(left.saturating_sub(margin)),
         Some(left) => timeout.min(left),
         None => timeout,
     };
+    let chroot = runner.chroot_dir(&log.root);
     let (mut cmd, limits) = match &sup {
-        None => (Command::new(&runner.program), process::Limits::new(timeout)),
+        None => {
+            let mut c = Command::new(&runner.program);
+            if let Some(dir) = chroot
+                && let Err(e) = process::chroot_into(&mut c, dir)
+            {
+                return Outcome {
+                    success: false,
+                    reason: format!("cannot run kubeadm in {}: {e}", dir.display()),
+                    kind: ErrorKind::CommandFailed,
+                    tail: Vec::new(),
+                };
+            }
+            (c, process::Limits::new(timeout))
+        }
         Some((exe, rc, lock_fd)) => {
             let mut c = Command::new(exe);
-            c.arg0("nodeagent")
-                .arg(crate::apply::supervise::ARG_PIPED)
-                .arg(rc)
+            c.arg0("nodeagent").arg(crate::supervise::ARG_PIPED);
+            if let Some(dir) = chroot {
+                c.arg(crate::supervise::CHROOT).arg(dir);
+            }
+            c.arg(rc)
                 .arg(own.as_secs().max(1).to_string())
                 .arg(&runner.program);
-            let fd = *lock_fd;
-            // SAFETY: only async-signal-safe calls (fcntl, dup2) between fork and exec.
-            unsafe {
-                c.pre_exec(move || {
-                    if fd == 9 {
-                        let flags = libc::fcntl(9, libc::F_GETFD);
-                        libc::fcntl(9, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
-                    } else if libc::dup2(fd, 9) < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
+            crate::supervise::pass_lock(&mut c, *lock_fd);
             (
                 c,
                 process::Limits::new(own.max(Duration::from_secs(1)) + margin),
@@ -445,10 +519,31 @@ pub fn run_kubeadm(
     for splitter in &mut lines {
         splitter.finish(&mut |l| keep(l, log));
     }
-    let (success, kind, reason) = match result {
+    let (success, kind, reason) = judge(result, sup.is_some(), own);
+    log.line(&format!(
+        "# {} {}",
+        args.first().map(String::as_str).unwrap_or(""),
+        if success { "succeeded" } else { &reason }
+    ));
+    Outcome {
+        success,
+        kind,
+        reason,
+        tail: tail.into(),
+    }
+}
+
+/// Whether one invocation succeeded and, if not, what kind of failure and why. `own` is
+/// kubeadm's deadline when `supervised` (the supervisor reports its timeout as an exit status).
+fn judge(
+    result: std::result::Result<std::process::ExitStatus, process::ProcessError>,
+    supervised: bool,
+    own: Duration,
+) -> (bool, ErrorKind, String) {
+    match result {
         Ok(s) if s.success() => (true, ErrorKind::CommandFailed, String::new()),
         // The supervisor stopped kubeadm at its deadline (as coreutils `timeout` says it).
-        Ok(s) if sup.is_some() && s.code() == Some(crate::apply::supervise::TIMED_OUT) => (
+        Ok(s) if supervised && s.code() == Some(crate::supervise::TIMED_OUT) => (
             false,
             ErrorKind::Timeout,
             format!(
@@ -463,17 +558,6 @@ pub fn run_kubeadm(
             format!("timed out after {}", process::show_duration(after)),
         ),
         Err(e) => (false, ErrorKind::CommandFailed, e.to_string()),
-    };
-    log.line(&format!(
-        "# {} {}",
-        args.first().map(String::as_str).unwrap_or(""),
-        if success { "succeeded" } else { &reason }
-    ));
-    Outcome {
-        success,
-        kind,
-        reason,
-        tail: tail.into(),
     }
 }
 
@@ -530,14 +614,7 @@ impl LineSplitter {
     fn flush(&mut self, emit: &mut dyn FnMut(String)) {
         let text = String::from_utf8_lossy(&self.buf);
         let mut line = self.redactor.line(text.trim_end_matches('\r'));
-        if line.len() > MAX_LINE {
-            let mut cut = MAX_LINE;
-            while !line.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            line.truncate(cut);
-            line.push('…');
-        }
+        crate::report::cut_bytes(&mut line, MAX_LINE);
         self.buf.clear();
         emit(line);
     }

@@ -314,22 +314,11 @@ pub fn indent6(text: &str) -> String {
 
 /// Go's `%q` for runcmd items (printable ASCII kept, the rest escaped).
 pub fn go_quote(v: &str) -> String {
-    let mut out = String::from("\"");
-    for c in v.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+    super::goyaml::double_quoted(v, |c| match c {
+        '\r' => Some("\\r".into()),
+        c if (c as u32) < 0x20 || c as u32 == 0x7f => Some(format!("\\x{:02x}", c as u32)),
+        _ => None,
+    })
 }
 
 fn file_entry(path: &str, owner: &str, permissions: &str, content: &str) -> String {

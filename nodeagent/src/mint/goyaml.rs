@@ -137,20 +137,8 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
                 }
             }
         }
-        let mut ai = i;
-        while ai < ar.len() && ar[ai].is_ascii_digit() {
-            an = an
-                .saturating_mul(10)
-                .saturating_add(ar[ai] as i64 - '0' as i64);
-            ai += 1;
-        }
-        let mut bi = i;
-        while bi < br.len() && br[bi].is_ascii_digit() {
-            bn = bn
-                .saturating_mul(10)
-                .saturating_add(br[bi] as i64 - '0' as i64);
-            bi += 1;
-        }
+        let (an, ai) = digit_run(&ar, i, an);
+        let (bn, bi) = digit_run(&br, i, bn);
         if an != bn {
             return an.cmp(&bn);
         }
@@ -160,6 +148,16 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
         return ar[i].cmp(&br[i]);
     }
     ar.len().cmp(&br.len())
+}
+
+/// The digit run of `r` from `from`, accumulated onto `n` (saturating), and where it ends.
+fn digit_run(r: &[char], from: usize, mut n: i64) -> (i64, usize) {
+    let mut end = from;
+    while let Some(d) = r.get(end).and_then(|c| c.to_digit(10)) {
+        n = n.saturating_mul(10).saturating_add(i64::from(d));
+        end += 1;
+    }
+    (n, end)
 }
 
 /// Would a plain scalar with this text resolve to something other than a string (YAML 1.1)?
@@ -257,15 +255,25 @@ pub fn scalar(v: &str) -> String {
     if !resolves_to_non_string(v) && !v.chars().any(|c| c.is_control()) {
         return format!("'{}'", v.replace('\'', "''"));
     }
+    double_quoted(v, |c| {
+        c.is_control().then(|| format!("\\x{:02X}", c as u32))
+    })
+}
+
+/// `"v"` with `"`, `\`, newline and tab backslash-escaped as Go writes them; `other` gives
+/// the escape of any further character that needs one.
+pub fn double_quoted(v: &str, other: impl Fn(char) -> Option<String>) -> String {
     let mut out = String::from("\"");
-    for ch in v.chars() {
-        match ch {
+    for c in v.chars() {
+        match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
             '\n' => out.push_str("\\n"),
             '\t' => out.push_str("\\t"),
-            c if c.is_control() => out.push_str(&format!("\\x{:02X}", c as u32)),
-            c => out.push(c),
+            c => match other(c) {
+                Some(escape) => out.push_str(&escape),
+                None => out.push(c),
+            },
         }
     }
     out.push('"');
@@ -308,16 +316,20 @@ mod tests {
 
     #[test]
     fn scalars_quote_like_go() {
-        assert_eq!(scalar("{{ local_hostname }}"), "'{{ local_hostname }}'");
-        assert_eq!(scalar("true"), "\"true\"");
-        assert_eq!(scalar("6443"), "\"6443\"");
-        assert_eq!(scalar("1.30"), "\"1.30\"");
-        assert_eq!(scalar("10:30"), "\"10:30\"");
-        assert_eq!(scalar(""), "\"\"");
-        assert_eq!(scalar("127.0.0.1:6443"), "127.0.0.1:6443");
-        assert_eq!(scalar("v1.30.2"), "v1.30.2");
-        assert_eq!(scalar("sha256:ab"), "sha256:ab");
-        assert_eq!(scalar("a: b"), "'a: b'");
+        for (text, want) in [
+            ("{{ local_hostname }}", "'{{ local_hostname }}'"),
+            ("true", "\"true\""),
+            ("6443", "\"6443\""),
+            ("1.30", "\"1.30\""),
+            ("10:30", "\"10:30\""),
+            ("", "\"\""),
+            ("127.0.0.1:6443", "127.0.0.1:6443"),
+            ("v1.30.2", "v1.30.2"),
+            ("sha256:ab", "sha256:ab"),
+            ("a: b", "'a: b'"),
+        ] {
+            assert_eq!(scalar(text), want, "{text:?}");
+        }
     }
 
     #[test]

@@ -1,14 +1,17 @@
 //! nodeagent mint: cluster PKI, CAPI Secrets, tokens, hashes, bootstrap bundles.
 //!
 //! Pure builders (values in, strings out) live in `pki`, `secrets`, `token`, `kubeconfig`,
-//! `bootstrap`, `metadata` and `emit`; only `fsio` and the CLI touch the disk.
+//! `bootstrap`, `metadata` and `emit`; only `fsio` and `commands` (each subcommand's work,
+//! given its flags) touch the disk.
 
 pub mod bootstrap;
+pub mod commands;
 pub mod der;
 pub mod emit;
 pub mod fleet;
 pub mod fsio;
 pub mod goyaml;
+pub mod hash;
 pub mod kubeconfig;
 pub mod metadata;
 pub mod pki;

@@ -2,7 +2,7 @@
 
 pub mod audit;
 pub mod check;
-pub mod hash;
+pub use crate::mint::hash;
 pub mod inspect;
 pub mod prove;
 

@@ -265,15 +265,11 @@ pub(crate) fn read_file_capped(path: &Path, place: &str) -> Result<Option<Vec<u8
             format!("cannot read {}: {e}", path.display()),
         )
     };
-    let f = match std::fs::File::open(path) {
-        Ok(f) => f,
+    let buf = match crate::fsio::read_capped(path, MAX_RAW_VALUE_BYTES) {
+        Ok(buf) => buf,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_err(e)),
     };
-    let mut buf = Vec::new();
-    f.take(MAX_RAW_VALUE_BYTES as u64 + 1)
-        .read_to_end(&mut buf)
-        .map_err(io_err)?;
     if buf.len() > MAX_RAW_VALUE_BYTES {
         return Err(Error::new(
             Stage::Transport,

@@ -221,3 +221,13 @@ impl Drop for Overlay {
             .status();
     }
 }
+
+/// Programs the tests' commands call besides the shell's builtins.
+pub const EXEC_TOOLS: &[&str] = &["/bin/sleep", "/bin/cat"];
+
+/// A fresh root that `--exec` commands can run in: they run chrooted into it, as cloud-init
+/// would on that node (prereq::exec_root). `None` (the caller skips, saying why) when not root.
+pub fn exec_dir() -> Option<tempfile::TempDir> {
+    let d = tempfile::tempdir().unwrap();
+    prereq::exec_root(d.path(), EXEC_TOOLS).then_some(d)
+}

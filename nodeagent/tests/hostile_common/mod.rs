@@ -70,3 +70,98 @@ pub fn wait_measured(mut child: Child, start: Instant, limit: Duration) -> (Outp
     };
     (output, killed, rss)
 }
+
+/// What a run left in the places a secret could leak to (issue 13), as one text: the
+/// per-instance journals, the status files under `run/nodeagent`, every log under `var/log`
+/// (events, kubeadm, command output), the keys the run published through the `dir:`
+/// transport stand-in (`data/guestinfo.nodeagent.*`: what vSphere would show), and every
+/// file of the `nodeagent collect-logs --root` archive made afterwards. The agent's own
+/// stderr/stdout are the caller's. Panics when collect-logs fails (it must always work).
+pub fn leak_sinks(root: &std::path::Path, data: &std::path::Path) -> String {
+    use std::path::Path;
+    fn files_under(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            match std::fs::symlink_metadata(&p) {
+                Ok(m) if m.is_dir() => files_under(&p, out),
+                Ok(m) if m.is_file() => out.push(p),
+                _ => {}
+            }
+        }
+    }
+    let mut paths = Vec::new();
+    for d in ["run/nodeagent", "var/log"] {
+        files_under(&root.join(d), &mut paths);
+    }
+    let mut state = Vec::new();
+    files_under(&root.join("var/lib/nodeagent/instances"), &mut state);
+    paths.extend(state.into_iter().filter(|p| p.ends_with("journal.jsonl")));
+    for e in std::fs::read_dir(data).unwrap().flatten() {
+        if e.file_name()
+            .to_string_lossy()
+            .starts_with("guestinfo.nodeagent")
+        {
+            paths.push(e.path());
+        }
+    }
+    let mut all = String::new();
+    for p in &paths {
+        all.push_str(&format!("== {}\n", p.display()));
+        all.push_str(&String::from_utf8_lossy(
+            &std::fs::read(p).unwrap_or_default(),
+        ));
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let archive = tmp.path().join("logs.tar.gz");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nodeagent"))
+        .arg("collect-logs")
+        .arg("--root")
+        .arg(root)
+        .arg("--output")
+        .arg(&archive)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "collect-logs: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let gz = flate2::read::GzDecoder::new(std::fs::File::open(&archive).unwrap());
+    let mut tar = tar::Archive::new(gz);
+    for entry in tar.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let name = entry.path().unwrap().display().to_string();
+        let mut text = Vec::new();
+        entry.read_to_end(&mut text).unwrap();
+        all.push_str(&format!("== collect-logs:{name}\n"));
+        all.push_str(&String::from_utf8_lossy(&text));
+    }
+    all
+}
+
+/// Assert that none of `secrets` is in `stderr` or any sink of [`leak_sinks`], and that the
+/// sinks hold nothing the redactor would still change (no token, password, key material or
+/// `NAME=secret` left in them); the failure names the secret and shows the text.
+pub fn assert_no_secret(
+    root: &std::path::Path,
+    data: &std::path::Path,
+    stderr: &str,
+    secrets: &[&str],
+) {
+    let everything = format!("== stderr\n{stderr}\n{}", leak_sinks(root, data));
+    for s in secrets {
+        assert!(!everything.contains(s), "{s} leaked:\n{everything}");
+    }
+    let redacted = nodeagent::redact::redact_text(&everything);
+    if redacted != everything {
+        let (a, b): (Vec<_>, Vec<_>) = everything
+            .lines()
+            .zip(redacted.lines())
+            .filter(|(a, b)| a != b)
+            .unzip();
+        panic!("the redactor still finds secrets in what the run left:\n{a:#?}\nredacted: {b:#?}");
+    }
+}

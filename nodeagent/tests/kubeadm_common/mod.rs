@@ -5,6 +5,11 @@
 use nodeagent::plan::{Action, Content, FileWrite, Frequency, Owner, Plan, RunStage, Step};
 use std::path::{Path, PathBuf};
 
+// Test crates that also include apply_common (which holds its own copy) load it twice.
+#[allow(clippy::duplicate_mod)]
+#[path = "../prereq/mod.rs"]
+mod prereq;
+
 /// CABPK's control-plane init userdata in the shared corpus beside the repository (tests
 /// reading it first check `prereq::corpus_present()`).
 pub const CORPUS_INIT: &str = concat!(
@@ -303,11 +308,33 @@ impl Node {
             ),
         ];
         e.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        // The library tests drive the stand-in from outside the root; `nodeagent run --root
+        // --exec` runs kubeadm chrooted (see `chrooted_env`).
         let runner = nodeagent::kubeadm::run::Runner {
             program: standin(),
             env: e,
+            chroot: false,
         };
         Node { dir, log, runner }
+    }
+    /// For `nodeagent run --root R --exec`, which runs kubeadm chrooted into R as on that
+    /// node: the stand-in installed in R as `/usr/bin/kubeadm` (with its libraries), and its
+    /// environment with the root `/` and the log `/standin.jsonl` (`self.log` seen from
+    /// inside). `None` (the caller skips, saying why) when chroot is not permitted.
+    pub fn chrooted_env(&self) -> Option<Vec<(String, String)>> {
+        if !prereq::exec_root(self.root(), &[]) {
+            return None;
+        }
+        prereq::install(self.root(), "/usr/bin/kubeadm", &standin());
+        let mut env = self.runner.env.clone();
+        for (k, v) in &mut env {
+            match k.as_str() {
+                "KUBEADM_STANDIN_LOG" => *v = "/standin.jsonl".into(),
+                "KUBEADM_STANDIN_ROOT" => *v = "/".into(),
+                _ => {}
+            }
+        }
+        Some(env)
     }
     pub fn root(&self) -> &Path {
         self.dir.path()
@@ -428,27 +455,22 @@ impl E2e {
     pub fn data(&self) -> &Path {
         self.tmp.path()
     }
-    /// `nodeagent run --exec` with the stand-in first on PATH: (exit code, stderr).
-    pub fn run(&self) -> (i32, String) {
-        let bin = standin_path_dir(self.tmp.path());
-        let path = format!(
-            "{}:{}",
-            bin.display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
+    /// `nodeagent run --root R --exec` with the stand-in as R's kubeadm (run chrooted into R):
+    /// (exit code, stderr); `None` when chroot is not permitted (the caller skips).
+    pub fn run(&self) -> Option<(i32, String)> {
+        let env = self.node.chrooted_env()?;
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_nodeagent"))
             .args(["run", "--exec", "--transport"])
             .arg(format!("dir:{}", self.data().display()))
             .arg("--root")
             .arg(self.node.root())
-            .env("PATH", path)
-            .envs(self.node.runner.env.iter().cloned())
+            .envs(env)
             .output()
             .unwrap();
-        (
+        Some((
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        ))
     }
     pub fn guestinfo_status(&self) -> serde_json::Value {
         serde_json::from_slice(

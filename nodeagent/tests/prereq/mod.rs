@@ -96,3 +96,50 @@ fn missing(switch: &str, why: &str) {
     }
     eprintln!("SKIP {}: {why}", test_name());
 }
+
+/// Make `root` a root that commands can be chrooted into (`--root DIR --exec` runs them
+/// chrooted, as cloud-init would on that node): `/bin/sh` and each of `programs` (`/bin/sleep`,
+/// or a `(path in root, host file)` pair via [`install`]) copied from the host with the shared
+/// libraries `ldd` lists. False (the caller skips, saying why) when not root: chroot(2) needs it.
+pub fn exec_root(root: &Path, programs: &[&str]) -> bool {
+    if !is_root() {
+        missing(
+            "NODEAGENT_PRIVILEGED_TESTS",
+            "needs root (commands under --root --exec run chrooted)",
+        );
+        return false;
+    }
+    for p in std::iter::once("/bin/sh").chain(programs.iter().copied()) {
+        install(root, p, Path::new(p));
+    }
+    true
+}
+
+/// Copy the host executable `host` to `at` (absolute, inside `root`), with its libraries.
+pub fn install(root: &Path, at: &str, host: &Path) {
+    copy_in(root, at, host);
+    let ldd = std::process::Command::new("ldd")
+        .arg(host)
+        .output()
+        .unwrap();
+    for line in String::from_utf8_lossy(&ldd.stdout).lines() {
+        // `libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x…)` or `/lib64/ld-linux….so.2 (0x…)`
+        let lib = line
+            .split("=>")
+            .last()
+            .and_then(|r| r.split_whitespace().next())
+            .filter(|l| l.starts_with('/'));
+        if let Some(lib) = lib {
+            copy_in(root, lib, Path::new(lib));
+        }
+    }
+}
+
+fn copy_in(root: &Path, at: &str, host: &Path) {
+    let dest = root.join(at.trim_start_matches('/'));
+    if dest.exists() {
+        return;
+    }
+    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+    std::fs::copy(host, &dest).unwrap_or_else(|e| panic!("copy {}: {e}", host.display()));
+}

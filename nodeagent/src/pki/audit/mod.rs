@@ -203,6 +203,16 @@ struct WantSan {
     why: &'static str,
 }
 
+/// What the audit found wrong so far: problems (exit 1) and warnings (exit 2).
+#[derive(Default)]
+struct Findings {
+    problems: Vec<Problem>,
+    warnings: Vec<Problem>,
+}
+
+/// One of kubeadm's CAs: row name, file, and the certificate when it could be read.
+type CaRow = (&'static str, &'static str, Option<Loaded>);
+
 /// The audit. Errors only when the PKI directory cannot be read at all; everything else is
 /// a problem in the report.
 pub fn audit(input: &Input) -> Result<Report> {
@@ -215,15 +225,11 @@ pub fn audit(input: &Input) -> Result<Report> {
         )
     };
     std::fs::read_dir(input.pki_dir).map_err(unreadable_dir)?;
-    let mut problems = Vec::new();
-    let mut warnings = Vec::new();
-    let config = match find_config(input.root, input.kubeadm_config) {
-        Ok(c) => c,
-        Err(p) => {
-            problems.push(p);
-            None
-        }
-    };
+    let mut found = Findings::default();
+    let config = find_config(input.root, input.kubeadm_config).unwrap_or_else(|p| {
+        found.problems.push(p);
+        None
+    });
     let external_etcd = config
         .as_ref()
         .and_then(|(_, c)| c.cluster.as_ref())
@@ -232,17 +238,7 @@ pub fn audit(input: &Input) -> Result<Report> {
     let listed = |name: &str| !(external_etcd && ETCD_ROWS.contains(&name));
 
     // CAs first: every leaf's signer is looked for among them.
-    let mut cas: Vec<(&str, &str, Option<Loaded>)> = Vec::new();
-    for (name, file) in CAS.iter().filter(|(n, _)| listed(n)) {
-        let loaded = match load_pair(&input.pki_dir.join(file)) {
-            Ok(l) => l,
-            Err(e) => {
-                problems.push(unreadable(name, file, e));
-                None
-            }
-        };
-        cas.push((name, file, loaded));
-    }
+    let cas = load_cas(input.pki_dir, &listed, &mut found.problems);
     let mut candidates: Vec<Candidate> = cas
         .iter()
         .filter_map(|(n, _, l)| {
@@ -252,19 +248,69 @@ pub fn audit(input: &Input) -> Result<Report> {
             })
         })
         .collect();
-    // Other files of the PKI directory: further CAs to identify signers by, or certificates
-    // kubeadm does not list.
+    let others =
+        load_others(input.pki_dir, &mut candidates, &mut found.problems).map_err(unreadable_dir)?;
+    let ctx = Ctx {
+        input,
+        candidates: &candidates,
+        config: config.as_ref().map(|(_, c)| c),
+    };
+    let certificates = ctx.certificate_table(&cas, &listed, &mut found);
+    let certificate_authorities = cas
+        .iter()
+        .map(|(name, file, loaded)| match loaded {
+            None => missing_entry(name, file, None),
+            Some(l) => {
+                let mut e = ctx.check(name, file, l, None, &mut found);
+                e.externally_managed = matches!(l.key, KeyState::Missing);
+                e
+            }
+        })
+        .collect();
+    let other = ctx.other_entries(&cas, others, &mut found);
+    Ok(Report {
+        pki_dir: input.pki_dir.display().to_string(),
+        kubeconfig_dir: input.kubeconfig_dir.display().to_string(),
+        kubeadm_config: config.map(|(p, _)| p),
+        certificates,
+        certificate_authorities,
+        other,
+        problems: found.problems,
+        warnings: found.warnings,
+    })
+}
+
+/// kubeadm's CAs that are listed, each loaded (a read failure is a problem and `None`).
+fn load_cas(pki: &Path, listed: &dyn Fn(&str) -> bool, problems: &mut Vec<Problem>) -> Vec<CaRow> {
+    let mut cas = Vec::new();
+    for (name, file) in CAS.iter().filter(|(n, _)| listed(n)) {
+        let loaded = load_pair(&pki.join(file)).unwrap_or_else(|e| {
+            problems.push(unreadable(name, file, e));
+            None
+        });
+        cas.push((*name, *file, loaded));
+    }
+    cas
+}
+
+/// Other files of the PKI directory: further CAs to identify signers by (added to
+/// `candidates`), or certificates kubeadm does not list. Sorted by name.
+fn load_others(
+    pki: &Path,
+    candidates: &mut Vec<Candidate>,
+    problems: &mut Vec<Problem>,
+) -> std::io::Result<Vec<(String, Option<Loaded>)>> {
     let known: Vec<&str> = CAS
         .iter()
         .map(|(_, f)| *f)
         .chain(LEAVES.iter().map(|(_, f, _)| *f))
         .collect();
     let mut extra_files = Vec::new();
-    walk(input.pki_dir, &mut extra_files).map_err(unreadable_dir)?;
+    walk(pki, &mut extra_files)?;
     extra_files.sort();
-    let mut others: Vec<(String, Option<Loaded>)> = Vec::new();
+    let mut others = Vec::new();
     for path in extra_files {
-        let rel = rel_name(&path, input.pki_dir);
+        let rel = rel_name(&path, pki);
         let is_cert = rel.ends_with(".crt")
             || (rel.ends_with(".pem")
                 && read_capped(&path)
@@ -289,125 +335,14 @@ pub fn audit(input: &Input) -> Result<Report> {
             }
         }
     }
-    let ca_external = |ca: &str| {
-        cas.iter().any(|(n, _, l)| {
-            *n == ca
-                && l.as_ref()
-                    .is_some_and(|l| matches!(l.key, KeyState::Missing))
-        })
-    };
-    let ca_cert = |ca: &str| {
-        cas.iter()
-            .find(|(n, _, _)| *n == ca)
-            .and_then(|(_, _, l)| l.as_ref().map(|l| &l.cert))
-    };
-    let ctx = Ctx {
-        input,
-        candidates: &candidates,
-        config: config.as_ref().map(|(_, c)| c),
-    };
+    Ok(others)
+}
 
-    // kubeadm's certificate table: leaves and kubeconfigs, sorted by name as kubeadm does.
-    let mut rows: Vec<(&str, String, &str, bool)> = LEAVES
-        .iter()
-        .filter(|(n, _, _)| listed(n))
-        .map(|(n, f, ca)| (*n, input.pki_dir.join(f).display().to_string(), *ca, false))
-        .chain(KUBECONFIGS.iter().map(|n| {
-            (
-                *n,
-                input.kubeconfig_dir.join(n).display().to_string(),
-                "ca",
-                true,
-            )
-        }))
-        .collect();
-    rows.sort_by(|a, b| a.0.cmp(b.0));
-    let mut certificates = Vec::new();
-    for (name, path, ca, is_kubeconfig) in rows {
-        let file = if is_kubeconfig {
-            name.to_string()
-        } else {
-            rel_name(Path::new(&path), input.pki_dir)
-        };
-        let loaded = if is_kubeconfig {
-            load_kubeconfig(Path::new(&path), input.root).map(|k| {
-                k.map(|k| {
-                    trusts_ca(name, &k, ca_cert("ca"), &mut problems);
-                    k.loaded
-                })
-            })
-        } else {
-            load_pair(Path::new(&path))
-        };
-        let entry = match loaded {
-            Ok(None) => missing_entry(name, &file, Some(ca)),
-            Ok(Some(l)) => {
-                let mut e = ctx.check(name, &file, &l, Some(ca), &mut problems, &mut warnings);
-                e.externally_managed = ca_external(ca);
-                e
-            }
-            Err(msg) => {
-                problems.push(unreadable(name, &file, msg));
-                let mut e = missing_entry(name, &file, Some(ca));
-                e.missing = false;
-                e
-            }
-        };
-        certificates.push(entry);
-    }
-
-    let mut certificate_authorities = Vec::new();
-    for (name, file, loaded) in &cas {
-        let entry = match loaded {
-            None => missing_entry(name, file, None),
-            Some(l) => {
-                let mut e = ctx.check(name, file, l, None, &mut problems, &mut warnings);
-                e.externally_managed = matches!(l.key, KeyState::Missing);
-                e
-            }
-        };
-        certificate_authorities.push(entry);
-    }
-
-    // Beyond kubeadm: the kubelet's client certificate, the service-account key pair and
-    // every other certificate of the PKI directory.
-    let mut other = Vec::new();
-    let kubelet = input.kubeconfig_dir.join("kubelet.conf");
-    match load_kubeconfig(&kubelet, input.root) {
-        Ok(Some(k)) => {
-            trusts_ca("kubelet.conf", &k, ca_cert("ca"), &mut problems);
-            other.push(ctx.check(
-                "kubelet.conf",
-                "kubelet.conf",
-                &k.loaded,
-                Some("ca"),
-                &mut problems,
-                &mut warnings,
-            ))
-        }
-        Ok(None) => {}
-        Err(e) => problems.push(unreadable("kubelet.conf", "kubelet.conf", e)),
-    }
-    if let Some(sa) = sa_entry(input.pki_dir, &mut problems) {
-        other.push(sa);
-    }
-    for (rel, loaded) in others {
-        if let Some(l) = loaded {
-            let e = ctx.check(&rel, &rel, &l, None, &mut problems, &mut warnings);
-            other.push(e);
-        }
-    }
-
-    Ok(Report {
-        pki_dir: input.pki_dir.display().to_string(),
-        kubeconfig_dir: input.kubeconfig_dir.display().to_string(),
-        kubeadm_config: config.map(|(p, _)| p),
-        certificates,
-        certificate_authorities,
-        other,
-        problems,
-        warnings,
-    })
+/// The certificate of kubeadm's CA `ca`, when it could be read.
+fn ca_cert<'a>(cas: &'a [CaRow], ca: &str) -> Option<&'a CertInfo> {
+    cas.iter()
+        .find(|(n, _, _)| *n == ca)
+        .and_then(|(_, _, l)| l.as_ref().map(|l| &l.cert))
 }
 
 struct Ctx<'a> {
@@ -417,6 +352,103 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// kubeadm's certificate table: leaves and kubeconfigs, sorted by name as kubeadm does.
+    fn certificate_table(
+        &self,
+        cas: &[CaRow],
+        listed: &dyn Fn(&str) -> bool,
+        found: &mut Findings,
+    ) -> Vec<Entry> {
+        let input = self.input;
+        let mut rows: Vec<(&str, String, &str, bool)> = LEAVES
+            .iter()
+            .filter(|(n, _, _)| listed(n))
+            .map(|(n, f, ca)| (*n, input.pki_dir.join(f).display().to_string(), *ca, false))
+            .chain(KUBECONFIGS.iter().map(|n| {
+                (
+                    *n,
+                    input.kubeconfig_dir.join(n).display().to_string(),
+                    "ca",
+                    true,
+                )
+            }))
+            .collect();
+        rows.sort_by(|a, b| a.0.cmp(b.0));
+        let ca_external = |ca: &str| {
+            cas.iter().any(|(n, _, l)| {
+                *n == ca
+                    && l.as_ref()
+                        .is_some_and(|l| matches!(l.key, KeyState::Missing))
+            })
+        };
+        let mut certificates = Vec::new();
+        for (name, path, ca, is_kubeconfig) in rows {
+            let file = if is_kubeconfig {
+                name.to_string()
+            } else {
+                rel_name(Path::new(&path), input.pki_dir)
+            };
+            let loaded = if is_kubeconfig {
+                load_kubeconfig(Path::new(&path), input.root).map(|k| {
+                    k.map(|k| {
+                        trusts_ca(name, &k, ca_cert(cas, "ca"), &mut found.problems);
+                        k.loaded
+                    })
+                })
+            } else {
+                load_pair(Path::new(&path))
+            };
+            let entry = match loaded {
+                Ok(None) => missing_entry(name, &file, Some(ca)),
+                Ok(Some(l)) => {
+                    let mut e = self.check(name, &file, &l, Some(ca), found);
+                    e.externally_managed = ca_external(ca);
+                    e
+                }
+                Err(msg) => {
+                    found.problems.push(unreadable(name, &file, msg));
+                    let mut e = missing_entry(name, &file, Some(ca));
+                    e.missing = false;
+                    e
+                }
+            };
+            certificates.push(entry);
+        }
+        certificates
+    }
+
+    /// Beyond kubeadm: the kubelet's client certificate, the service-account key pair and
+    /// every other certificate of the PKI directory.
+    fn other_entries(
+        &self,
+        cas: &[CaRow],
+        others: Vec<(String, Option<Loaded>)>,
+        found: &mut Findings,
+    ) -> Vec<Entry> {
+        let mut other = Vec::new();
+        let kubelet = self.input.kubeconfig_dir.join("kubelet.conf");
+        match load_kubeconfig(&kubelet, self.input.root) {
+            Ok(Some(k)) => {
+                trusts_ca("kubelet.conf", &k, ca_cert(cas, "ca"), &mut found.problems);
+                let name = "kubelet.conf";
+                other.push(self.check(name, name, &k.loaded, Some("ca"), found))
+            }
+            Ok(None) => {}
+            Err(e) => found
+                .problems
+                .push(unreadable("kubelet.conf", "kubelet.conf", e)),
+        }
+        if let Some(sa) = sa_entry(self.input.pki_dir, &mut found.problems) {
+            other.push(sa);
+        }
+        for (rel, loaded) in others {
+            if let Some(l) = loaded {
+                other.push(self.check(&rel, &rel, &l, None, found));
+            }
+        }
+        other
+    }
+
     /// Expiry, signer, key proof, chain and SANs of one certificate. `expected_ca`: the CA
     /// kubeadm uses for it (`None` for CAs and certificates kubeadm does not list).
     fn check(
@@ -425,57 +457,19 @@ impl Ctx<'_> {
         file: &str,
         l: &Loaded,
         expected_ca: Option<&str>,
-        problems: &mut Vec<Problem>,
-        warnings: &mut Vec<Problem>,
+        found: &mut Findings,
     ) -> Entry {
         let c = &l.cert;
-        let now = self.input.now;
-        let place = if name == file {
-            name.to_string()
-        } else {
-            format!("{name} ({file})")
+        let mut problems = Place {
+            place: if name == file {
+                name.to_string()
+            } else {
+                format!("{name} ({file})")
+            },
+            problems: &mut found.problems,
         };
-        let mut problem = |kind: &'static str, message: String| {
-            problems.push(Problem {
-                place: place.clone(),
-                kind,
-                message,
-            })
-        };
-        let residual = c.not_after - now;
-        if residual < 0 {
-            problem(
-                "expired",
-                format!(
-                    "expired on {} ({} ago)",
-                    kubeadm_date(c.not_after),
-                    inspect::fmt_residual(-residual)
-                ),
-            );
-        } else if now < c.not_before {
-            problem(
-                "not-yet-valid",
-                format!(
-                    "not valid before {} ({} from now): is the node clock behind?",
-                    kubeadm_date(c.not_before),
-                    inspect::fmt_residual(c.not_before - now)
-                ),
-            );
-        } else if let Some(w) = self.input.warn_within
-            && residual < w
-        {
-            warnings.push(Problem {
-                place: place.clone(),
-                kind: "expiring",
-                message: format!(
-                    "expires on {}, in {} (within --warn-within {})",
-                    kubeadm_date(c.not_after),
-                    inspect::fmt_residual(residual),
-                    inspect::fmt_residual(w)
-                ),
-            });
-        }
-
+        let residual = c.not_after - self.input.now;
+        self.expiry(c, &mut problems, &mut found.warnings);
         // The signer, by signature: the first CA whose key verifies this certificate.
         let signed_by = if c.self_signed {
             Some("self".to_string())
@@ -485,114 +479,12 @@ impl Ctx<'_> {
                 .find(|ca| ca.cert.der != c.der && inspect::signed_by(c, &ca.cert))
                 .map(|ca| ca.name.clone())
         };
-        let chain = match (expected_ca, &signed_by) {
-            // A CA: self-signed, or signed by another CA here.
-            (None, Some(_)) if c.is_ca => "ok".to_string(),
-            (None, None) if c.is_ca => {
-                problem(
-                    "chain",
-                    format!(
-                        "a CA that is not self-signed, and no CA here signed it (issuer {})",
-                        c.issuer
-                    ),
-                );
-                "broken".into()
-            }
-            // Not listed by kubeadm: no expectation, its signer is information.
-            (None, _) => "-".into(),
-            (Some(want), None) => {
-                let why = if self.candidates.iter().any(|ca| ca.name == want) {
-                    format!(
-                        "no CA here verifies its signature (issuer {}), not even {want}",
-                        c.issuer
-                    )
-                } else {
-                    format!("its CA {want} is missing, and no other CA here verifies it")
-                };
-                problem("chain", why);
-                "broken".into()
-            }
-            (Some(want), Some(got)) if got != want => {
-                problem(
-                    "chain",
-                    format!(
-                        "signed by {got}, but kubeadm uses {want} for it: its peers, which trust {want}, reject it"
-                    ),
-                );
-                "wrong CA".into()
-            }
-            (Some(want), Some(_)) => {
-                let ca = self.candidates.iter().find(|ca| ca.name == want);
-                match ca.map(|ca| chain_flaw(c, &ca.cert, now)) {
-                    Some(Some(flaw)) => {
-                        problem("chain", flaw);
-                        "broken".into()
-                    }
-                    _ => "ok".into(),
-                }
-            }
-        };
-
-        let key = match &l.key {
-            KeyState::Missing if expected_ca.is_none() => "missing".to_string(),
-            KeyState::Missing => {
-                problem(
-                    "key-missing",
-                    "no private key beside it: the component cannot use it".into(),
-                );
-                "missing".into()
-            }
-            KeyState::Unreadable(e) => {
-                problem("key-unreadable", format!("private key: {e}"));
-                "unreadable".into()
-            }
-            KeyState::Pem(pem) => match super::prove::proves(pem, &c.spki_der) {
-                Ok(true) => "proven".into(),
-                Ok(false) => {
-                    problem(
-                        "key-mismatch",
-                        "the private key is not this certificate's: a signature made with it does not verify with the certificate's public key".into(),
-                    );
-                    "mismatch".into()
-                }
-                Err(e) => {
-                    problem("key-unreadable", format!("private key: {e}"));
-                    "unreadable".into()
-                }
-            },
-        };
-
+        let chain = self.chain(c, expected_ca, signed_by.as_deref(), &mut problems);
+        let key = key_state(l, expected_ca, &mut problems);
         let sans = match self.config {
-            Some(cfg) => {
-                let want = wanted_sans(cfg, name);
-                let absent: Vec<&WantSan> = want.iter().filter(|w| !has_san(c, &w.value)).collect();
-                for w in &absent {
-                    problem(
-                        "san-missing",
-                        format!(
-                            "SAN {} ({} in the kubeadm config) is not in the certificate",
-                            w.value, w.why
-                        ),
-                    );
-                }
-                if want.is_empty() {
-                    "-".to_string()
-                } else if absent.is_empty() {
-                    "ok".into()
-                } else {
-                    format!(
-                        "missing: {}",
-                        absent
-                            .iter()
-                            .map(|w| w.value.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
-                }
-            }
+            Some(cfg) => sans_state(c, &wanted_sans(cfg, name), &mut problems),
             None => "-".into(),
         };
-
         Entry {
             name: name.to_string(),
             file: file.to_string(),
@@ -612,6 +504,177 @@ impl Ctx<'_> {
             chain,
             sans,
         }
+    }
+
+    /// Expired or not yet valid (problems), or expiring within `--warn-within` (a warning).
+    fn expiry(&self, c: &CertInfo, problems: &mut Place, warnings: &mut Vec<Problem>) {
+        let now = self.input.now;
+        let residual = c.not_after - now;
+        if residual < 0 {
+            problems.push(
+                "expired",
+                format!(
+                    "expired on {} ({} ago)",
+                    kubeadm_date(c.not_after),
+                    inspect::fmt_residual(-residual)
+                ),
+            );
+        } else if now < c.not_before {
+            problems.push(
+                "not-yet-valid",
+                format!(
+                    "not valid before {} ({} from now): is the node clock behind?",
+                    kubeadm_date(c.not_before),
+                    inspect::fmt_residual(c.not_before - now)
+                ),
+            );
+        } else if let Some(w) = self.input.warn_within
+            && residual < w
+        {
+            warnings.push(Problem {
+                place: problems.place.clone(),
+                kind: "expiring",
+                message: format!(
+                    "expires on {}, in {} (within --warn-within {})",
+                    kubeadm_date(c.not_after),
+                    inspect::fmt_residual(residual),
+                    inspect::fmt_residual(w)
+                ),
+            });
+        }
+    }
+
+    /// The chain column: the signer found against the CA kubeadm expects.
+    fn chain(
+        &self,
+        c: &CertInfo,
+        expected_ca: Option<&str>,
+        signed_by: Option<&str>,
+        problems: &mut Place,
+    ) -> String {
+        match (expected_ca, signed_by) {
+            // A CA: self-signed, or signed by another CA here.
+            (None, Some(_)) if c.is_ca => "ok".to_string(),
+            (None, None) if c.is_ca => {
+                problems.push(
+                    "chain",
+                    format!(
+                        "a CA that is not self-signed, and no CA here signed it (issuer {})",
+                        c.issuer
+                    ),
+                );
+                "broken".into()
+            }
+            // Not listed by kubeadm: no expectation, its signer is information.
+            (None, _) => "-".into(),
+            (Some(want), None) => {
+                let why = if self.candidates.iter().any(|ca| ca.name == want) {
+                    format!(
+                        "no CA here verifies its signature (issuer {}), not even {want}",
+                        c.issuer
+                    )
+                } else {
+                    format!("its CA {want} is missing, and no other CA here verifies it")
+                };
+                problems.push("chain", why);
+                "broken".into()
+            }
+            (Some(want), Some(got)) if got != want => {
+                problems.push(
+                    "chain",
+                    format!(
+                        "signed by {got}, but kubeadm uses {want} for it: its peers, which trust {want}, reject it"
+                    ),
+                );
+                "wrong CA".into()
+            }
+            (Some(want), Some(_)) => {
+                let ca = self.candidates.iter().find(|ca| ca.name == want);
+                match ca.map(|ca| chain_flaw(c, &ca.cert, self.input.now)) {
+                    Some(Some(flaw)) => {
+                        problems.push("chain", flaw);
+                        "broken".into()
+                    }
+                    _ => "ok".into(),
+                }
+            }
+        }
+    }
+}
+
+/// Problems of one certificate, all at the same place.
+struct Place<'a> {
+    place: String,
+    problems: &'a mut Vec<Problem>,
+}
+
+impl Place<'_> {
+    fn push(&mut self, kind: &'static str, message: String) {
+        self.problems.push(Problem {
+            place: self.place.clone(),
+            kind,
+            message,
+        })
+    }
+}
+
+/// The key column: the private key beside the certificate proven to be its own.
+fn key_state(l: &Loaded, expected_ca: Option<&str>, problems: &mut Place) -> String {
+    match &l.key {
+        KeyState::Missing if expected_ca.is_none() => "missing".to_string(),
+        KeyState::Missing => {
+            problems.push(
+                "key-missing",
+                "no private key beside it: the component cannot use it".into(),
+            );
+            "missing".into()
+        }
+        KeyState::Unreadable(e) => {
+            problems.push("key-unreadable", format!("private key: {e}"));
+            "unreadable".into()
+        }
+        KeyState::Pem(pem) => match super::prove::proves(pem, &l.cert.spki_der) {
+            Ok(true) => "proven".into(),
+            Ok(false) => {
+                problems.push(
+                    "key-mismatch",
+                    "the private key is not this certificate's: a signature made with it does not verify with the certificate's public key".into(),
+                );
+                "mismatch".into()
+            }
+            Err(e) => {
+                problems.push("key-unreadable", format!("private key: {e}"));
+                "unreadable".into()
+            }
+        },
+    }
+}
+
+/// The sans column: each SAN the kubeadm config asks for that the certificate lacks.
+fn sans_state(c: &CertInfo, want: &[WantSan], problems: &mut Place) -> String {
+    let absent: Vec<&WantSan> = want.iter().filter(|w| !has_san(c, &w.value)).collect();
+    for w in &absent {
+        problems.push(
+            "san-missing",
+            format!(
+                "SAN {} ({} in the kubeadm config) is not in the certificate",
+                w.value, w.why
+            ),
+        );
+    }
+    if want.is_empty() {
+        "-".to_string()
+    } else if absent.is_empty() {
+        "ok".into()
+    } else {
+        format!(
+            "missing: {}",
+            absent
+                .iter()
+                .map(|w| w.value.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
     }
 }
 

@@ -56,6 +56,23 @@ pub(super) fn yes_no(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
 }
 
+/// A row of kubeadm's certificate table (`with_ca`: its CERTIFICATE AUTHORITY column) or CA
+/// table: name, expiry, residual time, externally managed; `!MISSING!` and empty cells for
+/// an absent file.
+fn kubeadm_row(e: &Entry, with_ca: bool) -> String {
+    let ca = e.certificate_authority.as_deref().unwrap_or("");
+    let Some(not_after) = e.not_after else {
+        let empty = if with_ca { "\t\t\t\t" } else { "\t\t\t" };
+        return format!("!MISSING! {}{empty}", e.name);
+    };
+    let mut cells = vec![e.name.clone(), kubeadm_date(not_after), e.residual.clone()];
+    if with_ca {
+        cells.push(ca.to_string());
+    }
+    cells.push(format!("{:<8}", yes_no(e.externally_managed)));
+    cells.join("\t")
+}
+
 /// The human report: kubeadm's two tables exactly as `kubeadm certs check-expiration`
 /// prints them, then nodeagent's checks of every certificate and the problems found.
 pub fn render_text(r: &Report) -> String {
@@ -64,35 +81,14 @@ pub fn render_text(r: &Report) -> String {
         "CERTIFICATE\tEXPIRES\tRESIDUAL TIME\tCERTIFICATE AUTHORITY\tEXTERNALLY MANAGED"
             .to_string(),
     ];
-    for e in &r.certificates {
-        lines.push(if e.not_after.is_some() {
-            format!(
-                "{}\t{}\t{}\t{}\t{:<8}",
-                e.name,
-                date(e),
-                e.residual,
-                e.certificate_authority.as_deref().unwrap_or(""),
-                yes_no(e.externally_managed)
-            )
-        } else {
-            format!("!MISSING! {}\t\t\t\t", e.name)
-        });
-    }
+    lines.extend(r.certificates.iter().map(|e| kubeadm_row(e, true)));
     lines.push(String::new());
     lines.push("CERTIFICATE AUTHORITY\tEXPIRES\tRESIDUAL TIME\tEXTERNALLY MANAGED".into());
-    for e in &r.certificate_authorities {
-        lines.push(if e.not_after.is_some() {
-            format!(
-                "{}\t{}\t{}\t{:<8}",
-                e.name,
-                date(e),
-                e.residual,
-                yes_no(e.externally_managed)
-            )
-        } else {
-            format!("!MISSING! {}\t\t\t", e.name)
-        });
-    }
+    lines.extend(
+        r.certificate_authorities
+            .iter()
+            .map(|e| kubeadm_row(e, false)),
+    );
     // Beyond kubeadm: every certificate present, with what nodeagent verified.
     lines.push(String::new());
     lines.push("CHECKED\tSIGNED BY (SIGNATURE)\tKEY\tCHAIN\tSANS\tEXPIRES\tRESIDUAL TIME".into());

@@ -1,7 +1,7 @@
 //! jinja2 filters that minijinja lacks or implements differently, with jinja2's semantics
 //! (cloud-init users copy templates written for jinja2).
 
-use minijinja::value::{Kwargs, Value, ValueKind};
+use minijinja::value::{ArgType, Kwargs, Value, ValueKind};
 use minijinja::{Error, ErrorKind};
 
 /// A real undefined (not a compat placeholder) is an error naming the variable: asking
@@ -101,6 +101,22 @@ fn to_float(value: &Value) -> Option<f64> {
     }
 }
 
+/// A filter argument given by position, else by keyword, else its default.
+fn or_kwarg<'a, T>(
+    pos: Option<T>,
+    kwargs: &'a Kwargs,
+    name: &'a str,
+    default: T,
+) -> Result<T, Error>
+where
+    Option<T>: ArgType<'a, Output = Option<T>>,
+{
+    match pos {
+        Some(v) => Ok(v),
+        None => Ok(kwargs.get::<Option<T>>(name)?.unwrap_or(default)),
+    }
+}
+
 /// jinja2 `int(value, default=0, base=10)`: never fails on bad input, returns the default.
 pub fn int(
     value: &Value,
@@ -109,16 +125,8 @@ pub fn int(
     kwargs: Kwargs,
 ) -> Result<Value, Error> {
     reject_any_undefined(value)?;
-    let default = match default {
-        Some(d) => d,
-        None => kwargs
-            .get::<Option<Value>>("default")?
-            .unwrap_or(Value::from(0)),
-    };
-    let base = match base {
-        Some(b) => b,
-        None => kwargs.get::<Option<u32>>("base")?.unwrap_or(10),
-    };
+    let default = or_kwarg(default, &kwargs, "default", Value::from(0))?;
+    let base = or_kwarg(base, &kwargs, "base", 10)?;
     kwargs.assert_all_used()?;
     if value.is_integer() {
         return Ok(value.clone());
@@ -141,12 +149,7 @@ pub fn int(
 /// jinja2 `float(value, default=0.0)`.
 pub fn float(value: &Value, default: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
     reject_any_undefined(value)?;
-    let default = match default {
-        Some(d) => d,
-        None => kwargs
-            .get::<Option<Value>>("default")?
-            .unwrap_or(Value::from(0.0)),
-    };
+    let default = or_kwarg(default, &kwargs, "default", Value::from(0.0))?;
     kwargs.assert_all_used()?;
     Ok(to_float(value).map(Value::from).unwrap_or(default))
 }

@@ -46,44 +46,41 @@ pub(super) fn py_repr(v: &Value, out: &mut String, depth: usize) {
         ValueKind::String => py_repr_str(v.as_str().unwrap_or_default(), out),
         // `n * [x]` is a lazy iterable in minijinja; jinja prints the list it is.
         ValueKind::Seq | ValueKind::Iterable => {
-            out.push('[');
-            if let Ok(it) = v.try_iter() {
-                for (i, item) in it.enumerate() {
-                    // Over the output cap: stop, the caller refuses it (fuzz: printing a
-                    // 63M-item `n * [x]` took 12 s before the cap was checked).
-                    if out.len() > MAX_RENDERED_BYTES {
-                        break;
-                    }
-                    if i > 0 {
-                        out.push_str(", ");
-                    }
-                    py_repr(&item, out, depth + 1);
-                }
-            }
-            out.push(']');
+            py_repr_items(out, ('[', ']'), v, |item, out| {
+                py_repr(item, out, depth + 1)
+            });
         }
-        ValueKind::Map => {
-            out.push('{');
-            if let Ok(it) = v.try_iter() {
-                for (i, key) in it.enumerate() {
-                    if out.len() > MAX_RENDERED_BYTES {
-                        break;
-                    }
-                    if i > 0 {
-                        out.push_str(", ");
-                    }
-                    py_repr(&key, out, depth + 1);
-                    out.push_str(": ");
-                    let val = v.get_item(&key).unwrap_or_default();
-                    py_repr(&val, out, depth + 1);
-                }
-            }
-            out.push('}');
-        }
+        ValueKind::Map => py_repr_items(out, ('{', '}'), v, |key, out| {
+            py_repr(key, out, depth + 1);
+            out.push_str(": ");
+            py_repr(&v.get_item(key).unwrap_or_default(), out, depth + 1);
+        }),
         _ => {
             let _ = write!(CappedString(out), "{v}");
         }
     }
+}
+
+/// Python's `[a, b]` / `{k: v}`: `each` prints an item (or key) of `v` between the brackets.
+/// Over the output cap it stops, the caller refuses it (fuzz: printing a 63M-item `n * [x]`
+/// took 12 s before the cap was checked).
+fn py_repr_items(
+    out: &mut String,
+    (open, close): (char, char),
+    v: &Value,
+    mut each: impl FnMut(&Value, &mut String),
+) {
+    out.push(open);
+    for (i, item) in v.try_iter().into_iter().flatten().enumerate() {
+        if out.len() > MAX_RENDERED_BYTES {
+            break;
+        }
+        if i > 0 {
+            out.push_str(", ");
+        }
+        each(&item, out);
+    }
+    out.push(close);
 }
 
 /// A `fmt::Write` that stops (with `fmt::Error`) once the string passes the output cap, so

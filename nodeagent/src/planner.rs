@@ -1,18 +1,22 @@
-//! Building the plan: cloud-init's module order and semantics, as a pure function.
+//! Building the plan (`crate::plan`): cloud-init's module order and semantics, as a pure
+//! function of what `pipeline::gather` read. Its checks: `target` (the plan against the
+//! target's paths and tools) and `preflight` (kubeadm config and PKI).
 //!
 //! Order follows cloud-init's stages (docs/formats.md E.1, a.10):
 //! local: hostname, network; main: bootcmd, write_files, disks, mounts, hostname/hosts,
 //! groups, users, ntp, deferred write_files, runcmd (with the kubeadm step).
 
-use super::*;
 use crate::cloudconfig::{CloudConfig, CmdItem, ManageEtcHosts, UserItem};
 use crate::config::ImageConfig;
 use crate::error::{Error, Result, Stage};
 use crate::facts::Facts;
 use crate::metadata::Metadata;
+use crate::plan::*;
 use serde_json::Value;
 
+pub mod preflight;
 mod storage;
+pub mod target;
 mod users;
 pub use storage::*;
 use users::*;
@@ -311,7 +315,7 @@ pub fn build(input: &PlanInput<'_>) -> Result<Plan> {
         steps: b.steps,
         warnings: b.warnings,
     };
-    crate::kubeadm::preflight(&plan, input.root)?;
+    preflight::check(&plan, input.root)?;
     Ok(plan)
 }
 
@@ -328,17 +332,6 @@ fn split_name(name: &str) -> (String, String) {
     (short, name.to_string())
 }
 
-/// User and group names the shadow tools accept, and nothing a shell, an option parser or
-/// /etc/group could misread (apply refuses the same set; checking here keeps bad input from
-/// causing a partial apply).
-pub fn valid_account_name(n: &str) -> bool {
-    !n.is_empty()
-        && n.len() <= 32
-        && !n.starts_with('-')
-        && n.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-$".contains(&b))
-}
-
 fn check_name(n: &str, place: String) -> Result<()> {
     if valid_account_name(n) {
         Ok(())
@@ -349,20 +342,6 @@ fn check_name(n: &str, place: String) -> Result<()> {
             format!("{n:?} is not a valid user or group name"),
         ))
     }
-}
-
-/// A host name the kernel, /etc/hosts and Kubernetes can all take: dot-separated labels of
-/// letters, digits, `-` and `_`, 1-63 characters each, not starting with `-`, 253 in all.
-pub fn valid_host_name(n: &str) -> bool {
-    !n.is_empty()
-        && n.len() <= 253
-        && n.split('.').all(|l| {
-            !l.is_empty()
-                && l.len() <= 63
-                && !l.starts_with('-')
-                && l.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        })
 }
 
 fn check_host_name(n: &str, place: &str) -> Result<()> {
@@ -528,11 +507,6 @@ fn write_file(
         defer: wf.defer.0,
         secret,
     }))
-}
-
-/// Paths on tmpfs that do not survive a reboot: written every boot, and never fsynced.
-pub fn is_volatile(path: &str) -> bool {
-    path.starts_with("/run/") || path.starts_with("/var/run/")
 }
 
 /// Private keys, tokens and kubeadm configs: their contents are never logged.

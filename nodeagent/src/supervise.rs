@@ -23,12 +23,33 @@ pub const ARG: &str = "__supervise";
 /// enforces kubeadm's deadline (process.rs, kubeadm's own process group); the agent bounds
 /// the supervisor by that deadline plus the kill grace.
 pub const ARG_PIPED: &str = "__supervise-piped";
+/// Option before RC_FILE: run the program chrooted into the directory that follows.
+pub const CHROOT: &str = "--chroot";
 /// Exit status of a command stopped by its timeout (as coreutils `timeout`).
 pub const TIMED_OUT: i32 = 124;
 /// Between SIGTERM and SIGKILL of a command that overran its timeout.
 pub const KILL_AFTER: Duration = Duration::from_secs(10);
 /// The lock descriptor the agent passes in.
 const LOCK_FD: i32 = 9;
+
+/// Have the supervisor that `cmd` starts hold the step's lock `lock_fd` as [`LOCK_FD`], open
+/// across exec, so that a restarted agent sees the step still running.
+pub fn pass_lock(cmd: &mut Command, lock_fd: std::os::fd::RawFd) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: only async-signal-safe calls (fcntl, dup2) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            // dup2 clears close-on-exec; the same number needs it cleared by hand.
+            if lock_fd == LOCK_FD {
+                let flags = libc::fcntl(LOCK_FD, libc::F_GETFD);
+                libc::fcntl(LOCK_FD, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+            } else if libc::dup2(lock_fd, LOCK_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
 
 /// Entry point; `args` are the arguments after [`ARG`]. Returns the process exit status.
 pub fn main(args: &[OsString]) -> i32 {
@@ -41,9 +62,15 @@ pub fn main_piped(args: &[OsString]) -> i32 {
 }
 
 fn main_with(args: &[OsString], piped: bool) -> i32 {
+    // `--chroot DIR` (under `--root DIR --exec`): the program runs chrooted into DIR; the
+    // supervisor itself stays outside, where its RC_FILE and lock are.
+    let (chroot, args) = match args {
+        [flag, dir, rest @ ..] if flag == CHROOT => (Some(Path::new(dir)), rest),
+        _ => (None, args),
+    };
     let (Some(rc_file), Some(timeout), Some(program)) = (args.first(), args.get(1), args.get(2))
     else {
-        eprintln!("nodeagent {ARG}: usage: {ARG} RC_FILE TIMEOUT_SECS ARGV...");
+        eprintln!("nodeagent {ARG}: usage: {ARG} [{CHROOT} DIR] RC_FILE TIMEOUT_SECS ARGV...");
         return 2;
     };
     let Some(timeout) = timeout.to_str().and_then(|t| t.parse::<u64>().ok()) else {
@@ -64,6 +91,7 @@ fn main_with(args: &[OsString], piped: bool) -> i32 {
         &args[3..],
         Duration::from_secs(timeout),
         piped,
+        chroot,
         &pgid_file,
     );
     let _ = std::fs::remove_file(&pgid_file);
@@ -88,15 +116,23 @@ fn main_with(args: &[OsString], piped: bool) -> i32 {
 /// (`PR_SET_PDEATHSIG`) and its process group id is in `pgid_file`: the next run kills what
 /// is left of the group (`commands::reap_orphan_group`) before it starts the command again,
 /// so a command never runs twice at once and never finishes without its status recorded.
+/// With `chroot` the program runs chrooted into that directory (process::chroot_into).
 fn run(
     program: &OsString,
     args: &[OsString],
     timeout: Duration,
     piped: bool,
+    chroot: Option<&Path>,
     pgid_file: &Path,
 ) -> i32 {
     let mut cmd = Command::new(program);
     cmd.args(args);
+    if let Some(dir) = chroot
+        && let Err(e) = process::chroot_into(&mut cmd, dir)
+    {
+        eprintln!("nodeagent {ARG}: {}: {e}", dir.display());
+        return 127;
+    }
     let pgid_out = std::fs::OpenOptions::new()
         .write(true)
         .create(true)

@@ -3,6 +3,7 @@
 //! stricter.
 
 use super::*;
+use crate::cloudconfig::{DiskEntry, FsEntry};
 
 /// cloud-init's `growpart` and `resizefs` modules (both every boot, cc_growpart.py and
 /// cc_resizefs.py): the first steps of the main stage, before anything of the userdata is
@@ -87,111 +88,112 @@ pub(super) fn disks(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
             .unwrap_or_else(|| d.to_string())
     };
     if let Some(map) = &cfg.disk_setup {
-        let mut disks = Vec::new();
-        for (dev, entry) in map {
-            let place = format!("disk_setup.{dev}");
-            let table_type = entry.table_type.clone().unwrap_or_else(|| "mbr".into());
-            if !matches!(table_type.as_str(), "mbr" | "gpt") {
-                return Err(Error::new(
-                    Stage::Plan,
-                    format!("{place}.table_type"),
-                    format!("'{table_type}' is not mbr or gpt"),
-                ));
-            }
-            let layout = match &entry.layout {
-                None | Some(Value::Bool(false)) | Some(Value::Null) => Vec::new(),
-                Some(Value::Bool(true)) => vec![(100, None)],
-                Some(Value::Array(parts)) => parts
-                    .iter()
-                    .map(|p| layout_part(p, &place, &table_type))
-                    .collect::<Result<_>>()?,
-                Some(other) => {
-                    return Err(Error::new(
-                        Stage::Plan,
-                        format!("{place}.layout"),
-                        format!(
-                            "expected true, false or a list, found {}",
-                            crate::metadata::kind(other)
-                        ),
-                    ));
-                }
-            };
-            check_layout(&layout, &table_type, &place)?;
-            check_device(&alias(dev), &place)?;
-            disks.push(DiskSpec {
-                device: alias(dev),
-                table_type,
-                layout,
-                overwrite: entry.overwrite.map(|f| f.0).unwrap_or(false),
-            });
-        }
+        let disks = map
+            .iter()
+            .map(|(dev, entry)| disk_spec(dev, entry, &alias(dev)))
+            .collect::<Result<Vec<_>>>()?;
         if !disks.is_empty() {
-            b.push(
-                "disk_setup".into(),
-                RunStage::Main,
-                Frequency::PerInstance,
-                Action::DiskSetup(DiskSetupSpec { disks }),
-            );
+            per_instance(b, "disk_setup", Action::DiskSetup(DiskSetupSpec { disks }));
         }
     }
     if !cfg.fs_setup.is_empty() {
-        let mut filesystems = Vec::new();
-        for (i, fs) in cfg.fs_setup.iter().enumerate() {
-            let place = format!("fs_setup[{i}]");
-            let need = |v: &Option<String>, f: &str| {
-                v.clone().ok_or_else(|| {
-                    Error::new(
-                        Stage::Plan,
-                        format!("{place}.{f}"),
-                        format!("{f} is required"),
-                    )
-                })
-            };
-            let partition = match &fs.partition {
-                None | Some(Value::Null) => None,
-                Some(Value::String(s)) => Some(s.clone()),
-                Some(Value::Number(n)) => Some(n.to_string()),
-                Some(other) => {
-                    return Err(Error::new(
-                        Stage::Plan,
-                        format!("{place}.partition"),
-                        format!("unexpected {}", crate::metadata::kind(other)),
-                    ));
-                }
-            };
-            let filesystem = need(&fs.filesystem, "filesystem")?;
-            if filesystem.is_empty() || !filesystem.bytes().all(|c| c.is_ascii_alphanumeric()) {
-                return Err(Error::new(
-                    Stage::Plan,
-                    format!("{place}.filesystem"),
-                    format!("{filesystem:?} is not a filesystem type mkfs knows"),
-                ));
-            }
-            check_device(
-                &alias(&need(&fs.device, "device")?),
-                &format!("{place}.device"),
-            )?;
-            filesystems.push(FsSpec {
-                label: fs.label.clone(),
-                filesystem,
-                device: alias(&need(&fs.device, "device")?),
-                partition,
-                overwrite: fs.overwrite.map(|f| f.0).unwrap_or(false),
-                replace_fs: fs.replace_fs.clone(),
-                extra_opts: fs.extra_opts.0.clone(),
-            });
-        }
-        b.push(
-            "fs_setup".into(),
-            RunStage::Main,
-            Frequency::PerInstance,
-            Action::FsSetup(FsSetupSpec { filesystems }),
-        );
+        let filesystems = cfg
+            .fs_setup
+            .iter()
+            .enumerate()
+            .map(|(i, fs)| fs_spec(&format!("fs_setup[{i}]"), fs, &alias))
+            .collect::<Result<Vec<_>>>()?;
+        per_instance(b, "fs_setup", Action::FsSetup(FsSetupSpec { filesystems }));
     }
     if !cfg.mounts.is_empty() {
         mounts(b, cfg)?;
     }
     Ok(())
+}
+
+/// A step of the main stage, once per instance (cc_disk_setup's and cc_mounts' frequency).
+fn per_instance(b: &mut Builder<'_>, id: &str, action: Action) {
+    b.push(id.into(), RunStage::Main, Frequency::PerInstance, action);
+}
+
+/// One `disk_setup` entry (`dev` as written, `device` with `device_aliases` applied): the
+/// table type and layout checked as cc_disk_setup would take them.
+fn disk_spec(dev: &str, entry: &DiskEntry, device: &str) -> Result<DiskSpec> {
+    let place = format!("disk_setup.{dev}");
+    let table_type = entry.table_type.clone().unwrap_or_else(|| "mbr".into());
+    if !matches!(table_type.as_str(), "mbr" | "gpt") {
+        return Err(Error::new(
+            Stage::Plan,
+            format!("{place}.table_type"),
+            format!("'{table_type}' is not mbr or gpt"),
+        ));
+    }
+    let layout = match &entry.layout {
+        None | Some(Value::Bool(false)) | Some(Value::Null) => Vec::new(),
+        Some(Value::Bool(true)) => vec![(100, None)],
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .map(|p| layout_part(p, &place, &table_type))
+            .collect::<Result<_>>()?,
+        Some(other) => {
+            return Err(Error::new(
+                Stage::Plan,
+                format!("{place}.layout"),
+                format!(
+                    "expected true, false or a list, found {}",
+                    crate::metadata::kind(other)
+                ),
+            ));
+        }
+    };
+    check_layout(&layout, &table_type, &place)?;
+    check_device(device, &place)?;
+    Ok(DiskSpec {
+        device: device.to_string(),
+        table_type,
+        layout,
+        overwrite: entry.overwrite.map(|f| f.0).unwrap_or(false),
+    })
+}
+
+/// One `fs_setup` entry at `place`: filesystem and device required, the partition taken as
+/// a string or number as cc_disk_setup `str()`s it.
+fn fs_spec(place: &str, fs: &FsEntry, alias: &dyn Fn(&str) -> String) -> Result<FsSpec> {
+    let need = |v: &Option<String>, f: &str| {
+        v.clone().ok_or_else(|| {
+            Error::new(
+                Stage::Plan,
+                format!("{place}.{f}"),
+                format!("{f} is required"),
+            )
+        })
+    };
+    let partition = crate::metadata::scalar_text(fs.partition.as_ref()).map_err(|other| {
+        Error::new(
+            Stage::Plan,
+            format!("{place}.partition"),
+            format!("unexpected {}", crate::metadata::kind(other)),
+        )
+    })?;
+    let filesystem = need(&fs.filesystem, "filesystem")?;
+    if filesystem.is_empty() || !filesystem.bytes().all(|c| c.is_ascii_alphanumeric()) {
+        return Err(Error::new(
+            Stage::Plan,
+            format!("{place}.filesystem"),
+            format!("{filesystem:?} is not a filesystem type mkfs knows"),
+        ));
+    }
+    let device = alias(&need(&fs.device, "device")?);
+    check_device(&device, &format!("{place}.device"))?;
+    Ok(FsSpec {
+        label: fs.label.clone(),
+        filesystem,
+        device,
+        partition,
+        overwrite: fs.overwrite.map(|f| f.0).unwrap_or(false),
+        replace_fs: fs.replace_fs.clone(),
+        extra_opts: fs.extra_opts.0.clone(),
+    })
 }
 
 /// cc_mounts' handling of the `mounts` list that needs no host: fields `str()`-ed, defaults
@@ -275,15 +277,11 @@ pub(super) fn mounts(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
         out.push(fields);
     }
     if !out.is_empty() {
-        b.push(
-            "mounts".into(),
-            RunStage::Main,
-            Frequency::PerInstance,
-            Action::Mounts(MountsSpec {
-                entries: out,
-                device_aliases: cfg.device_aliases.clone(),
-            }),
-        );
+        let action = Action::Mounts(MountsSpec {
+            entries: out,
+            device_aliases: cfg.device_aliases.clone(),
+        });
+        per_instance(b, "mounts", action);
     }
     Ok(())
 }
@@ -320,11 +318,6 @@ pub(super) fn layout_part(
         }
         _ => Err(bad()),
     }
-}
-
-/// A device the disk tools can be given: an absolute path, no whitespace or control chars.
-pub fn valid_device_path(d: &str) -> bool {
-    d.starts_with('/') && !d.contains(|c: char| c.is_whitespace() || c.is_control())
 }
 
 pub(super) fn check_device(d: &str, place: &str) -> Result<()> {

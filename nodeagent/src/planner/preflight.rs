@@ -2,8 +2,8 @@
 //! the config file must parse as typed kubeadm API and fit the mode (init/join), and the
 //! PKI the plan writes (or finds on disk) must be usable by kubeadm.
 
-use super::config::{self, KubeadmConfig};
 use crate::error::{Error, Result, Stage};
+use crate::kubeadm::config::{self, KubeadmConfig};
 use crate::plan::{Action, KubeadmMode, KubeadmSpec, Plan};
 use std::path::Path;
 
