@@ -741,6 +741,8 @@ def bench(workdir, rounds=5, only=()):
             last_analyze[variant] = analyze
             runs[variant].append((mu, done, vm.ended, _blame(analyze)))
             loads.append(os.getloadavg()[0])
+            # One line per boot as it ends, so that an interrupted run still says something.
+            print(f"round {r + 1} {variant}: multi-user {mu}, done {done}, load {loads[-1]:.1f}", flush=True)
     s.cleanup()
 
     def stat(xs):
