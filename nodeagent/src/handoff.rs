@@ -138,20 +138,27 @@ fn take(root: &Path) -> Option<Saved> {
 mod tests {
     use super::*;
     use crate::transport::dir::DirTransport;
+    use std::path::PathBuf;
 
     fn seed(dir: &Path, metadata: &str, userdata: &str) {
         std::fs::write(dir.join("guestinfo.metadata"), metadata).unwrap();
         std::fs::write(dir.join("guestinfo.userdata"), userdata).unwrap();
     }
 
-    #[test]
-    fn the_main_stage_reuses_the_local_read_only_while_the_metadata_is_the_same() {
+    /// A dir: platform with instance `a` and userdata `one`, and an empty root.
+    fn platform() -> (tempfile::TempDir, PathBuf, PathBuf, DirTransport) {
         let t = tempfile::tempdir().unwrap();
         let (data, root) = (t.path().join("d"), t.path().join("root"));
         std::fs::create_dir_all(&data).unwrap();
         std::fs::create_dir_all(&root).unwrap();
         let tr = DirTransport::new(data.clone());
         seed(&data, "instance-id: a\n", "#cloud-config\nhostname: one\n");
+        (t, data, root, tr)
+    }
+
+    #[test]
+    fn the_main_stage_reuses_the_local_read_only_while_the_metadata_is_the_same() {
+        let (_t, data, root, tr) = platform();
         save(&root, tr.name(), &transport::read_all(&tr).unwrap());
         assert_eq!(
             std::fs::metadata(root.join(LOCAL_READ))
@@ -186,12 +193,7 @@ mod tests {
 
     #[test]
     fn a_read_from_another_transport_or_a_damaged_file_is_not_used() {
-        let t = tempfile::tempdir().unwrap();
-        let (data, root) = (t.path().join("d"), t.path().join("root"));
-        std::fs::create_dir_all(&data).unwrap();
-        std::fs::create_dir_all(&root).unwrap();
-        let tr = DirTransport::new(data.clone());
-        seed(&data, "instance-id: a\n", "#cloud-config\nhostname: one\n");
+        let (_t, data, root, tr) = platform();
         save(&root, "fwcfg", &transport::read_all(&tr).unwrap());
         seed(&data, "instance-id: a\n", "#cloud-config\nhostname: two\n");
         let (raw, _) = read(&tr, &root).unwrap();

@@ -617,11 +617,11 @@ mod tests {
     fn resize2fs_is_skipped_only_when_it_would_have_nothing_to_do() {
         let d = tempfile::tempdir().unwrap();
         let dev = d.path().join("fs.img");
-        // An ext4 superblock: 4 KiB blocks (log 2), `blocks` of them, 64bit feature off.
-        let image = |blocks: u32, size: u64| {
+        // An ext superblock: 1 KiB << `log` blocks, `blocks` of them, 64bit feature off.
+        let image = |blocks: u32, log: u32, size: u64| {
             let mut sb = vec![0u8; 2048];
             sb[1024 + 4..1024 + 8].copy_from_slice(&blocks.to_le_bytes());
-            sb[1024 + 24..1024 + 28].copy_from_slice(&2u32.to_le_bytes());
+            sb[1024 + 24..1024 + 28].copy_from_slice(&log.to_le_bytes());
             sb[1024 + 56..1024 + 58].copy_from_slice(&0xEF53u16.to_le_bytes());
             std::fs::write(&dev, &sb).unwrap();
             std::fs::OpenOptions::new()
@@ -631,11 +631,11 @@ mod tests {
                 .set_len(size)
                 .unwrap();
         };
-        image(256, 256 * 4096 + 4095);
+        image(256, 2, 256 * 4096 + 4095);
         assert!(ext_already_full(&dev), "less than a block left");
-        image(256, 257 * 4096);
+        image(256, 2, 257 * 4096);
         assert!(!ext_already_full(&dev), "one block to grow");
-        image(300, 256 * 4096);
+        image(300, 2, 256 * 4096);
         assert!(
             !ext_already_full(&dev),
             "larger than its device: resize2fs says so"
@@ -643,16 +643,7 @@ mod tests {
         std::fs::write(&dev, vec![0u8; 8192]).unwrap();
         assert!(!ext_already_full(&dev), "not ext");
         // 1 KiB blocks: resize2fs rounds down to whole 4 KiB pages.
-        let mut sb = vec![0u8; 2048];
-        sb[1024 + 4..1024 + 8].copy_from_slice(&1022u32.to_le_bytes());
-        sb[1024 + 56..1024 + 58].copy_from_slice(&0xEF53u16.to_le_bytes());
-        std::fs::write(&dev, &sb).unwrap();
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&dev)
-            .unwrap()
-            .set_len(1023 * 1024)
-            .unwrap();
+        image(1022, 0, 1023 * 1024);
         assert!(
             !ext_already_full(&dev),
             "1020 blocks is a shrink: resize2fs decides"
