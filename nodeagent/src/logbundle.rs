@@ -243,7 +243,7 @@ pub fn redact_userdata(text: &str) -> String {
     }
     format!(
         "#cloud-config (redacted by nodeagent collect-logs)\n{}",
-        serde_yaml::to_string(&doc).unwrap_or_default()
+        crate::goyaml::dump(&doc).unwrap_or_else(|e| format!("# userdata omitted: {e}\n"))
     )
 }
 

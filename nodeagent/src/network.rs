@@ -28,7 +28,7 @@
 #![deny(clippy::string_slice, clippy::indexing_slicing)]
 
 use crate::error::{Error, ErrorKind, Result, Stage};
-use crate::mint::goyaml::{Y, map, s, to_string};
+use crate::goyaml::{Y, map, s, to_string};
 use crate::plan::FileWrite;
 use serde_json::{Map, Value};
 use std::fmt::Write as _;
@@ -726,7 +726,7 @@ fn netplan_device(d: &Device) -> Y {
     map(m)
 }
 
-/// The netplan file, through the project's YAML emitter (mint/goyaml.rs), which quotes and
+/// The netplan file, through the project's YAML emitter (goyaml.rs), which quotes and
 /// escapes every value: no value can add a key or a line.
 fn netplan_file(devices: &[Device]) -> FileWrite {
     let mut network = vec![("version", Y::Int(2)), ("renderer", s("networkd"))];
@@ -800,7 +800,7 @@ mod tests {
         assert_eq!(files.len(), 1);
         assert_eq!(files[0].path, NETPLAN_PATH);
         assert_eq!(files[0].mode, Some(0o600));
-        // go-yaml's layout (mint/goyaml.rs): sorted keys, quoting only where needed.
+        // go-yaml's layout (goyaml.rs): sorted keys, quoting only where needed.
         assert_eq!(
             text(&files[0]),
             "# Written by nodeagent from the metadata's network config\nnetwork:\n  ethernets:\n    id0:\n      accept-ra: false\n      addresses:\n      - 10.20.30.21/24\n      - fd00::5/64\n      dhcp4: false\n      dhcp6: false\n      gateway4: 10.20.30.1\n      match:\n        macaddress: 00:50:56:aa:bb:01\n      mtu: 9000\n      nameservers:\n        addresses:\n        - 10.20.0.53\n        search:\n        - corp.example\n      routes:\n      - metric: 3\n        to: 192.168.5.0/24\n        via: 10.20.30.254\n      set-name: eth0\n      wakeonlan: true\n  renderer: networkd\n  version: 2\n"

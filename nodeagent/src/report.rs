@@ -735,7 +735,8 @@ mod tests {
                 .or_default()
                 .push(v.to_vec());
             if self.1 {
-                return Err(crate::error::Error::new(
+                return Err(crate::error::Error::of(
+                    crate::error::ErrorKind::Timeout,
                     crate::error::Stage::Report,
                     k,
                     "timed out",

@@ -167,10 +167,11 @@ pub fn state_dir(root: &Path) -> Result<PathBuf> {
 /// `<root>/REL` for a file, its parent directories resolved inside the root (confine.rs).
 pub fn in_root(root: &Path, rel: &str) -> Result<PathBuf> {
     crate::confine::file(root, rel).map_err(|e| {
-        Error::new(
+        Error::io(
             Stage::State,
             root.join(rel.trim_start_matches('/')).display().to_string(),
-            e.to_string(),
+            "",
+            e,
         )
     })
 }

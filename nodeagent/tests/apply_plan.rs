@@ -333,12 +333,9 @@ fn only_last_runcmd_counts_with_or_without_compat() {
     let Some(d) = exec_dir() else {
         return;
     };
-    assert!(
-        run(d.path(), &p, true, false, "b")
-            .unwrap_err()
-            .message
-            .contains("exit status 4")
-    );
+    let e = run(d.path(), &p, true, false, "b").unwrap_err();
+    assert_eq!(e.kind(), nodeagent::error::ErrorKind::CommandFailed, "{e}");
+    assert!(e.message.contains("exit status 4"), "{e}");
 }
 
 #[test]

@@ -84,6 +84,7 @@ fn the_last_runcmd_item_failing_fails_the_run() {
     };
     let e = run(d.path(), &p, true, false, "b").unwrap_err();
     assert!(e.place.starts_with("step runcmd[2]"), "{e}");
+    assert_eq!(e.kind(), nodeagent::error::ErrorKind::CommandFailed, "{e}");
     assert!(e.message.contains("exit status 4"), "{e}");
     assert_eq!(record(d.path()), "before-last\n");
 }

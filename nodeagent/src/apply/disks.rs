@@ -7,7 +7,7 @@
 //! file is written even without `--exec`, `mount -a` runs only with `--exec` on a real node.
 
 use super::{Ctx, Outcome, commands, files};
-use crate::error::{Error, Result, Stage};
+use crate::error::{Error, ErrorKind, Result, Stage};
 use crate::plan::{DiskSetupSpec, FileWrite, FsSetupSpec, MountsSpec};
 
 /// The plan's rule (plan.rs), checked again here as a last guard.
@@ -25,11 +25,24 @@ fn check_device(d: &str, place: &str) -> Result<()> {
 
 /// `blkid -p -o value -s <tag> dev`: empty when the device has no such signature.
 fn probe(dev: &str, tag: &str) -> Result<String> {
-    match commands::run_host(&["blkid", "-p", "-o", "value", "-s", tag, dev], None) {
-        Ok(s) => Ok(s.trim().to_string()),
+    let argv = ["blkid", "-p", "-o", "value", "-s", tag, dev];
+    let timeout = std::time::Duration::from_secs(crate::limits::TOOL_TIMEOUT_SECS);
+    let run = commands::run_host_within(&argv, timeout, None)?;
+    match run.code {
+        Some(0) => Ok(run.stdout.trim().to_string()),
         // blkid exits 2 when nothing was found.
-        Err(e) if e.message.contains("exit status: 2") => Ok(String::new()),
-        Err(e) => Err(e),
+        Some(2) => Ok(String::new()),
+        code => Err(Error::of(
+            ErrorKind::CommandFailed,
+            Stage::Apply,
+            "blkid",
+            format!(
+                "`{}` failed ({}): {}",
+                argv.join(" "),
+                code.map_or("killed by a signal".into(), |c| format!("exit status: {c}")),
+                run.stderr.trim()
+            ),
+        )),
     }
 }
 

@@ -128,7 +128,7 @@ fn owner_id(
 
 fn chown(path: &Path, uid: u32, gid: u32, place: &str) -> Result<()> {
     std::os::unix::fs::lchown(path, Some(uid), Some(gid))
-        .map_err(|e| Error::new(Stage::Apply, place, format!("chown: {e}")))
+        .map_err(|e| Error::io(Stage::Apply, place, "chown", e))
 }
 
 fn fsync_dir(dir: &Path, place: &str) -> Result<()> {

@@ -66,7 +66,7 @@ pub fn apply(ctx: &mut Ctx<'_>, h: &HostnameSpec) -> Result<Outcome> {
             let cur = match std::fs::read_to_string(&p) {
                 Ok(s) => s,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-                Err(e) => return Err(Error::new(Stage::Apply, "/etc/hosts", e.to_string())),
+                Err(e) => return Err(Error::io(Stage::Apply, "/etc/hosts", "", e)),
             };
             let new = ensure_hosts_line(&cur, address, &h.fqdn, &h.hostname);
             (new != cur).then(|| {
@@ -82,7 +82,7 @@ pub fn apply(ctx: &mut Ctx<'_>, h: &HostnameSpec) -> Result<Outcome> {
     files::write_all(&t, &entries, &db)?;
     if t.is_host() && ctx.opts.exec {
         nix::unistd::sethostname(name)
-            .map_err(|e| Error::new(Stage::Apply, "hostname", format!("sethostname: {e}")))?;
+            .map_err(|e| Error::io(Stage::Apply, "hostname", "sethostname", e.into()))?;
     }
     Ok(Outcome::Ok)
 }

@@ -11,6 +11,7 @@
 //! * per-instance commands are supervised so their exit status survives the agent
 //!   (`commands.rs`): a command that succeeded is never started again.
 
+pub mod accounts;
 pub mod commands;
 pub mod disks;
 pub mod files;
@@ -59,8 +60,7 @@ impl Target {
         if abs.split('/').any(|c| c == "..") {
             return Err(Error::new(Stage::Apply, abs, "path contains `..`"));
         }
-        crate::confine::file(&self.root, abs)
-            .map_err(|e| Error::new(Stage::Apply, abs, e.to_string()))
+        crate::confine::file(&self.root, abs).map_err(|e| Error::io(Stage::Apply, abs, "", e))
     }
 }
 
@@ -81,11 +81,7 @@ impl UserDb {
             match std::fs::read_to_string(&path) {
                 Ok(s) => Ok(s),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-                Err(e) => Err(Error::new(
-                    Stage::Apply,
-                    path.display().to_string(),
-                    e.to_string(),
-                )),
+                Err(e) => Err(Error::io(Stage::Apply, path.display().to_string(), "", e)),
             }
         };
         for line in read("/etc/passwd")?.lines() {
@@ -745,11 +741,16 @@ fn kubeadm_step(
     if commands::read_rc(&fl.rc) == Some(0) {
         if k.sentinel && !sentinel.exists() {
             crate::kubeadm::run::write_sentinel(&root)
-                .map_err(|e| Error::new(Stage::Kubeadm, SENTINEL, e.to_string()))?;
+                .map_err(|e| Error::io(Stage::Kubeadm, SENTINEL, "", e))?;
         }
         tracing::info!(step = %step.id, "kubeadm had finished before the previous run was killed; not run again");
         return Ok(Outcome::Adopted);
     }
+    // Started by an earlier run and never finished (no status recorded): killed midway,
+    // with the agent or on its own. What it wrote fails a new init's preflight.
+    let interrupted = commands::read_rc(&fl.rc).is_none()
+        && ctx.journal.last_begin(&step.id).is_some()
+        && k.mode == crate::plan::KubeadmMode::Init;
     let _ = std::fs::remove_file(&fl.rc);
     // A supervisor killed alone took kubeadm with it; kill what kubeadm left running.
     commands::reap_orphan_group(&fl.rc);
@@ -767,6 +768,9 @@ fn kubeadm_step(
     };
     let settings = &ctx.opts.config.kubeadm;
     crate::kubeadm::run::supervised(sup, || {
+        if interrupted {
+            crate::kubeadm::run::reset_interrupted(&root, &restore)?;
+        }
         crate::kubeadm::execute(k, settings, &root, reporter, &restore)
     })?;
     drop(lock);

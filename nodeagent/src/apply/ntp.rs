@@ -204,7 +204,7 @@ pub fn apply(ctx: &mut Ctx<'_>, n: &NtpSpec) -> Result<Outcome> {
     let host = t.path(path)?;
     if host.exists() {
         let dist = t.path(&format!("{path}.dist"))?;
-        std::fs::rename(&host, &dist).map_err(|e| Error::new(Stage::Apply, path, e.to_string()))?;
+        std::fs::rename(&host, &dist).map_err(|e| Error::io(Stage::Apply, path, "", e))?;
     }
     let f = FileWrite::root_owned(path, text.clone().into_bytes(), 0o644);
     let db = ctx.db()?.clone();

@@ -6,6 +6,7 @@
 //! only gets the password, lock, sudo and key settings. The password hash goes to `chpasswd -e`
 //! on stdin: never on a command line, never logged.
 
+use super::accounts::{self, Accounts};
 use super::{Ctx, Outcome, UserDb, commands, files};
 use crate::error::{Error, ErrorKind, Result, Stage};
 use crate::plan::{Content, FileWrite, GroupSpec, Owner, UserSpec};
@@ -30,15 +31,31 @@ fn check_name(n: &str, place: &str) -> Result<()> {
 pub fn group(ctx: &mut Ctx<'_>, g: &GroupSpec) -> Result<Outcome> {
     let place = format!("groups.{}", g.name);
     check_name(&g.name, &place)?;
+    for m in &g.members {
+        check_name(m, &place)?;
+    }
     let t = ctx.target().clone();
     clean_shadow_leftovers(&t)?;
+    // No free gid: groupadd below says so in its own words.
+    if let Some(mut acc) = Accounts::open(&t)?
+        && (acc.has_group(&g.name) || acc.add_group(&g.name).is_some())
+    {
+        for m in &g.members {
+            if acc.has_user(m) {
+                acc.add_member(&g.name, m);
+            } else {
+                tracing::warn!(group = %g.name, member = %m, "group member does not exist; skipped (as cloud-init)");
+            }
+        }
+        acc.commit(&place)?;
+        return Ok(Outcome::Ok);
+    }
     let db = ctx.db()?.clone();
     if !db.groups.contains_key(&g.name) {
         commands::run_tool(&t, &["groupadd", &g.name], None).map_err(|e| e.within(&place))?;
     }
     let current = UserDb::load(&t)?;
     for m in &g.members {
-        check_name(m, &place)?;
         if !current.users.contains_key(m) {
             tracing::warn!(group = %g.name, member = %m, "group member does not exist; skipped (as cloud-init)");
             continue;
@@ -260,27 +277,43 @@ fn lock_pid(text: &str) -> Option<i32> {
     text.split('\0').next()?.trim().parse().ok()
 }
 
-/// Everything `useradd` makes for this user is there (after a kill it may not be).
-fn complete(t: &super::Target, db: &UserDb, u: &UserSpec) -> bool {
+/// The account entries `useradd` makes for this user are there (after a kill they may not be).
+fn entries_complete(t: &super::Target, db: &UserDb, u: &UserSpec) -> bool {
     // No such database in the image: nothing to check.
     let has_line = |file: &str| account_entry(t, file, &u.name).is_none_or(|l| l.is_some());
-    let home_ok = u.no_create_home
-        || u.system
+    let group_ok = u.no_user_group || u.primary_group.is_some() || db.groups.contains_key(&u.name);
+    has_line("/etc/shadow") && (u.system || has_line("/etc/subuid")) && group_ok
+}
+
+/// useradd makes this user a home (`-m`: not system, not no_create_home).
+fn makes_home(u: &UserSpec) -> bool {
+    !(u.no_create_home || u.system)
+}
+
+/// The home `useradd -m` makes is there.
+fn home_complete(t: &super::Target, db: &UserDb, u: &UserSpec) -> bool {
+    !makes_home(u)
         || db
             .home(&u.name)
             .and_then(|h| t.path(h).ok())
-            .is_some_and(|p| p.is_dir());
-    let group_ok = u.no_user_group || u.primary_group.is_some() || db.groups.contains_key(&u.name);
-    has_line("/etc/shadow") && (u.system || has_line("/etc/subuid")) && home_ok && group_ok
+            .is_some_and(|p| p.is_dir())
 }
 
-/// Undo what an interrupted `useradd` of this step made, so it can run again from the start.
+/// Undo or finish what an interrupted creation of this user left, so that it ends as one
+/// uninterrupted run would have: the native writer puts a user in /etc/passwd after every
+/// other entry of it, so a user there with no home gets it now; a killed `useradd` may have
+/// left any part, so that user is removed and made again.
 fn repair(ctx: &mut Ctx<'_>, u: &UserSpec, note: &str, place: &str) -> Result<()> {
     let t = ctx.target().clone();
     let db = ctx.db()?.clone();
     if db.users.contains_key(&u.name) {
-        if complete(&t, &db, u) {
+        let entries = entries_complete(&t, &db, u);
+        if entries && home_complete(&t, &db, u) {
             return Ok(());
+        }
+        if let (true, Some((uid, gid, home))) = (entries, db.users.get(&u.name)) {
+            tracing::warn!(user = %u.name, "home directory of a user made by a killed run; made now");
+            return accounts::make_home(&t, home, *uid, *gid, place);
         }
         tracing::warn!(user = %u.name, "user left incomplete by a killed useradd; made again");
         let home = db.home(&u.name).map(str::to_string);
@@ -296,12 +329,54 @@ fn repair(ctx: &mut Ctx<'_>, u: &UserSpec, note: &str, place: &str) -> Result<()
         && u.primary_group.is_none()
         && db.groups.get(&u.name).is_some_and(|(_, m)| m.is_empty())
     {
-        // useradd wrote the user's group but was killed before the user itself.
-        tracing::warn!(user = %u.name, "group left by a killed useradd; made again");
-        commands::run_tool(&t, &["groupdel", &u.name], None).map_err(|e| e.within(place))?;
+        // The user's own group was written but the user was not (killed in between).
+        tracing::warn!(user = %u.name, "group left by a killed run; made again");
+        match Accounts::open(&t)? {
+            Some(mut acc) => {
+                acc.remove_group(&u.name);
+                acc.commit(place)?;
+            }
+            None => {
+                commands::run_tool(&t, &["groupdel", &u.name], None)
+                    .map_err(|e| e.within(place))?;
+            }
+        }
     }
     ctx.invalidate_db();
     Ok(())
+}
+
+/// Create the user natively (its missing groups, the user, its password and lock in one
+/// write of the databases, then its home). `false`: nothing written, the tools do it.
+fn create_native(t: &super::Target, u: &UserSpec, groups: &[&str], place: &str) -> Result<bool> {
+    let Some(mut acc) = Accounts::open(t)? else {
+        return Ok(false);
+    };
+    for g in groups {
+        if acc.add_group(g).is_none() {
+            return Ok(false);
+        }
+    }
+    let Some(new) = acc.add_user(u) else {
+        return Ok(false);
+    };
+    if !secrets_native(&mut acc, u) {
+        return Ok(false);
+    }
+    acc.commit(place)?;
+    if makes_home(u) {
+        accounts::make_home(t, &new.home, new.uid, new.gid, place)?;
+    }
+    Ok(true)
+}
+
+/// The password hash and the lock of `u`, as `chpasswd -e` and `usermod --lock` set them.
+/// `false`: not possible natively here (no shadow entry to hold them).
+fn secrets_native(acc: &mut Accounts, u: &UserSpec) -> bool {
+    u.passwd
+        .as_deref()
+        .is_none_or(|h| acc.set_password(&u.name, h))
+        && (!u.lock_passwd || acc.lock_password(&u.name))
 }
 
 /// `new_user`: this step's `begin` note when it creates the user (see `NEW_USER`).
@@ -318,42 +393,42 @@ pub fn user(ctx: &mut Ctx<'_>, u: &UserSpec, new_user: Option<&str>) -> Result<O
             "ssh_authorized_keys need a home directory (no_create_home/system set)",
         ));
     }
+    if u.passwd.as_ref().is_some_and(|h| h.contains(['\n', ':'])) {
+        return Err(Error::new(
+            Stage::Apply,
+            &place,
+            "the passwd value is not a password hash",
+        ));
+    }
     let t = ctx.target().clone();
     clean_shadow_leftovers(&t)?;
     if let Some(note) = new_user {
         repair(ctx, u, note, &place)?;
     }
     let db = ctx.db()?.clone();
+    let mut secrets_done = false;
     if !db.users.contains_key(&u.name) {
         // Missing groups are created first, in cloud-init's order: the supplementary groups,
         // then the primary group, which add_user creates only when `groups` is given too.
         let primary = u.primary_group.iter().filter(|_| !u.groups.is_empty());
-        let mut made: Vec<&str> = Vec::new();
+        let mut missing: Vec<&str> = Vec::new();
         for g in u.groups.iter().chain(primary) {
-            if !db.groups.contains_key(g) && !made.contains(&g.as_str()) {
-                commands::run_tool(&t, &["groupadd", g], None).map_err(|e| e.within(&place))?;
-                made.push(g);
+            if !db.groups.contains_key(g) && !missing.contains(&g.as_str()) {
+                missing.push(g);
             }
         }
-        let args = useradd_args(u);
-        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-        commands::run_tool(&t, &argv, None).map_err(|e| e.within(&place))?;
-    }
-    if let Some(hash) = &u.passwd {
-        if hash.contains(['\n', ':']) {
-            return Err(Error::new(
-                Stage::Apply,
-                &place,
-                "the passwd value is not a password hash",
-            ));
+        secrets_done = create_native(&t, u, &missing, &place)?;
+        if !secrets_done {
+            for g in &missing {
+                commands::run_tool(&t, &["groupadd", g], None).map_err(|e| e.within(&place))?;
+            }
+            let args = useradd_args(u);
+            let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+            commands::run_tool(&t, &argv, None).map_err(|e| e.within(&place))?;
         }
-        let line = format!("{}:{}\n", u.name, hash);
-        commands::run_tool(&t, &["chpasswd", "-e"], Some(line.as_bytes()))
-            .map_err(|_| Error::new(Stage::Apply, &place, "chpasswd -e failed (hash not shown)"))?;
     }
-    if u.lock_passwd && !already_locked(&t, &u.name) {
-        commands::run_tool(&t, &["usermod", "--lock", &u.name], None)
-            .map_err(|e| e.within(&place))?;
+    if !secrets_done && (u.passwd.is_some() || u.lock_passwd) {
+        secrets(&t, u, &place)?;
     }
     ctx.invalidate_db();
     let db = ctx.db()?.clone();
@@ -362,10 +437,30 @@ pub fn user(ctx: &mut Ctx<'_>, u: &UserSpec, new_user: Option<&str>) -> Result<O
     }
     if !u.ssh_authorized_keys.is_empty() {
         keys(ctx, u, &db, &place)?;
-    } else if !(u.no_create_home || u.system) {
+    } else if makes_home(u) {
         ssh_files(ctx, u, &db, &place)?;
     }
     Ok(Outcome::Ok)
+}
+
+/// Password and lock of an existing user (or one the tools made): natively when its shadow
+/// entry holds them, else `chpasswd -e` (the hash on stdin) and `usermod --lock`.
+fn secrets(t: &super::Target, u: &UserSpec, place: &str) -> Result<()> {
+    if let Some(mut acc) = Accounts::open(t)?
+        && secrets_native(&mut acc, u)
+    {
+        return acc.commit(place);
+    }
+    if let Some(hash) = &u.passwd {
+        let line = format!("{}:{}\n", u.name, hash);
+        commands::run_tool(t, &["chpasswd", "-e"], Some(line.as_bytes()))
+            .map_err(|_| Error::new(Stage::Apply, place, "chpasswd -e failed (hash not shown)"))?;
+    }
+    if u.lock_passwd && !already_locked(t, &u.name) {
+        commands::run_tool(t, &["usermod", "--lock", &u.name], None)
+            .map_err(|e| e.within(place))?;
+    }
+    Ok(())
 }
 
 /// The user's password in /etc/shadow is already locked (starts with `!`, as `useradd` leaves

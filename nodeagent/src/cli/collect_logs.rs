@@ -42,10 +42,11 @@ pub fn run(args: Args) -> i32 {
             exit::OK
         }
         Err(e) => {
-            let e = crate::error::Error::new(
+            let e = crate::error::Error::io(
                 crate::error::Stage::State,
                 out.display().to_string(),
-                e.to_string(),
+                "",
+                e,
             );
             super::common::fail("collect-logs", &e, args.json)
         }

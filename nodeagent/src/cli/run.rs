@@ -435,6 +435,7 @@ impl Scratch {
         let mut b = [0u8; 8];
         getrandom::fill(&mut b).map_err(|e| {
             crate::error::Error::new(crate::error::Stage::State, "random", e.to_string())
+                .with_kind(crate::error::ErrorKind::Io)
         })?;
         let dir = std::env::temp_dir().join(format!("nodeagent-single-{}", hex::encode(b)));
         std::fs::DirBuilder::new()

@@ -121,7 +121,7 @@ fn print_doc(doc: &serde_json::Value, args: &Args) -> Option<()> {
             Some(())
         }
         Format::Yaml => {
-            print!("{}", serde_yaml::to_string(doc).unwrap_or_default());
+            print!("{}", crate::goyaml::dump(doc).unwrap_or_default());
             Some(())
         }
     }

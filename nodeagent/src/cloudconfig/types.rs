@@ -34,6 +34,14 @@ pub struct CloudConfig {
     pub vendor_data: Option<VendorData>,
 }
 
+/// The error for a value of the wrong kind: `{expected}, found a list`.
+fn found<E: de::Error>(expected: &str, other: &Value) -> E {
+    E::custom(format!(
+        "{expected}, found {}",
+        crate::metadata::kind(other)
+    ))
+}
+
 /// `vendor_data:` in user-data: whether the platform's vendordata applies (stages.py
 /// `_consume_vendordata`: `enabled` false turns it off; `prefix` only affects vendor scripts).
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]
@@ -58,10 +66,7 @@ impl<'de> Deserialize<'de> for Flag {
             Value::Number(n) if n.as_i64() == Some(0) || n.as_i64() == Some(1) => {
                 Ok(Flag(n.as_i64() == Some(1)))
             }
-            other => Err(de::Error::custom(format!(
-                "expected a boolean, found {}",
-                crate::metadata::kind(other)
-            ))),
+            other => Err(found("expected a boolean", other)),
         }
     }
 }
@@ -107,17 +112,11 @@ impl<'de> Deserialize<'de> for CmdItem {
                     Value::String(s) => Ok(s.clone()),
                     Value::Number(n) => Ok(n.to_string()),
                     Value::Bool(b) => Ok(if *b { "True" } else { "False" }.to_string()),
-                    other => Err(de::Error::custom(format!(
-                        "a command list may hold strings and numbers, found {}",
-                        crate::metadata::kind(other)
-                    ))),
+                    other => Err(found("a command list may hold strings and numbers", other)),
                 })
                 .collect::<Result<Vec<_>, _>>()
                 .map(CmdItem::Argv),
-            other => Err(de::Error::custom(format!(
-                "expected a command string or list, found {}",
-                crate::metadata::kind(&other)
-            ))),
+            other => Err(found("expected a command string or list", &other)),
         }
     }
 }
@@ -141,17 +140,11 @@ impl<'de> Deserialize<'de> for StrList {
                 .into_iter()
                 .map(|v| match v {
                     Value::String(s) => Ok(s),
-                    other => Err(de::Error::custom(format!(
-                        "expected a string, found {}",
-                        crate::metadata::kind(&other)
-                    ))),
+                    other => Err(found("expected a string", &other)),
                 })
                 .collect::<Result<Vec<_>, _>>()
                 .map(StrList),
-            other => Err(de::Error::custom(format!(
-                "expected a string or a list of strings, found {}",
-                crate::metadata::kind(&other)
-            ))),
+            other => Err(found("expected a string or a list of strings", &other)),
         }
     }
 }
@@ -170,20 +163,17 @@ impl<'de> Deserialize<'de> for KeyList {
             Value::Array(items) => items,
             Value::Object(m) => m.into_iter().map(|(_, v)| v).collect(),
             other => {
-                return Err(de::Error::custom(format!(
-                    "expected a key, a list of keys or a mapping of keys, found {}",
-                    crate::metadata::kind(&other)
-                )));
+                return Err(found(
+                    "expected a key, a list of keys or a mapping of keys",
+                    &other,
+                ));
             }
         };
         items
             .into_iter()
             .map(|v| match v {
                 Value::String(s) => Ok(s),
-                other => Err(de::Error::custom(format!(
-                    "an SSH key is a string, found {}",
-                    crate::metadata::kind(&other)
-                ))),
+                other => Err(found("an SSH key is a string", &other)),
             })
             .collect::<Result<Vec<_>, _>>()
             .map(KeyList)
@@ -207,10 +197,7 @@ impl<'de> Deserialize<'de> for UserItem {
             v @ Value::Object(_) => serde_json::from_value::<UserEntry>(v)
                 .map(|u| UserItem::User(Box::new(u)))
                 .map_err(de::Error::custom),
-            other => Err(de::Error::custom(format!(
-                "expected a user mapping or 'default', found {}",
-                crate::metadata::kind(&other)
-            ))),
+            other => Err(found("expected a user mapping or 'default'", &other)),
         }
     }
 }
@@ -277,19 +264,13 @@ impl<'de> Deserialize<'de> for Groups {
                             }
                         }
                         other => {
-                            return Err(de::Error::custom(format!(
-                                "a group is a name or a mapping, found {}",
-                                crate::metadata::kind(&other)
-                            )));
+                            return Err(found("a group is a name or a mapping", &other));
                         }
                     }
                 }
             }
             other => {
-                return Err(de::Error::custom(format!(
-                    "expected a list of groups, found {}",
-                    crate::metadata::kind(&other)
-                )));
+                return Err(found("expected a list of groups", &other));
             }
         }
         Ok(Groups(out))
@@ -316,10 +297,7 @@ impl<'de> Deserialize<'de> for GrowMode {
         match Value::deserialize(d)? {
             Value::String(s) => Ok(GrowMode(s)),
             Value::Bool(false) => Ok(GrowMode("off".into())),
-            other => Err(de::Error::custom(format!(
-                "expected auto, growpart or off, found {}",
-                crate::metadata::kind(&other)
-            ))),
+            other => Err(found("expected auto, growpart or off", &other)),
         }
     }
 }
@@ -390,10 +368,7 @@ impl<'de> Deserialize<'de> for MountField {
             Value::Null => Ok(MountField(None)),
             Value::String(s) => Ok(MountField(Some(s))),
             Value::Number(n) => Ok(MountField(Some(n.to_string()))),
-            other => Err(de::Error::custom(format!(
-                "expected a string or a number, found {}",
-                crate::metadata::kind(&other)
-            ))),
+            other => Err(found("expected a string or a number", &other)),
         }
     }
 }

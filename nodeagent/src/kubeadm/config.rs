@@ -78,7 +78,7 @@ impl KubeadmConfig {
 }
 
 // The documents' types live in `api`; re-exported so `config::InitConfiguration` etc. keep working.
-pub use super::api::*;
+pub use crate::kubeadm_api::*;
 
 // ---- parsing -------------------------------------------------------------------------
 

@@ -7,7 +7,8 @@
 //! - `reset`: what `kubeadm reset -f` deletes and what to write again before a retry;
 //! - `run`: kubeadm invocation, retries, output capture, sentinel.
 
-pub mod api;
+/// The documents' types, shared with the minter (`crate::kubeadm_api`).
+pub use crate::kubeadm_api as api;
 pub mod config;
 pub mod detect;
 pub mod endpoint;

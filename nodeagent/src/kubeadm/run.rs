@@ -106,6 +106,26 @@ pub fn execute_with(
     execute_restoring(spec, settings, root, reporter, runner, &|| Ok(()))
 }
 
+/// Before an init whose earlier start was killed midway (a `begin` of the step and no
+/// recorded status): what it wrote (manifests, the etcd dir, kubeconfigs) fails the new
+/// init's preflight (`FileAvailable`, `DirAvailable`) and the node would never come up. As
+/// between join attempts: `kubeadm reset -f`, then the plan's files reset deleted (the CAs,
+/// the config) written again. A failed reset is logged; the init's preflight then says why.
+pub fn reset_interrupted(root: &Path, restore: &dyn Fn() -> Result<()>) -> Result<()> {
+    tracing::warn!("kubeadm init was killed midway by an earlier run: kubeadm reset -f first");
+    let mut log = OutputLog::open(root);
+    let reset = run_kubeadm(
+        &Runner::default(),
+        &["reset".into(), "-f".into()],
+        RESET_TIMEOUT,
+        &mut log,
+    );
+    if !reset.success {
+        tracing::warn!("kubeadm reset -f failed: {}", reset.reason);
+    }
+    restore().map_err(|e| e.within("kubeadm reset"))
+}
+
 /// `execute_with`, calling `restore` after each `kubeadm reset -f` and before the next join
 /// attempt: it writes again the bootstrap files reset deleted (see `reset.rs`). A failed
 /// restore ends the retries: an attempt without the node's CA cannot succeed.
@@ -118,7 +138,7 @@ pub fn execute_restoring(
     restore: &dyn Fn() -> Result<()>,
 ) -> Result<()> {
     let in_root = |path: &str| {
-        crate::confine::dir(root, path).map_err(|e| Error::new(Stage::Kubeadm, path, e.to_string()))
+        crate::confine::dir(root, path).map_err(|e| Error::io(Stage::Kubeadm, path, "", e))
     };
     let sentinel = in_root(SENTINEL)?;
     if sentinel.exists() {
@@ -178,10 +198,11 @@ pub fn execute_restoring(
         ));
     }
     write_sentinel(root).map_err(|e| {
-        Error::new(
+        Error::io(
             Stage::Kubeadm,
             sentinel.display().to_string(),
-            format!("cannot write the sentinel: {e}"),
+            "cannot write the sentinel",
+            e,
         )
     })?;
     Ok(())
@@ -470,10 +491,17 @@ pub fn run_kubeadm(
         Some(left) => timeout.min(left),
         None => timeout,
     };
+    // Inside the kubeadm step (`supervised`), an unsupervised call (`reset -f`) holds the
+    // step's lock too: should the agent be killed while it runs, the next run waits for it
+    // instead of starting a reset or init beside it (the crash test saw such overlaps).
+    let step_lock = SUPERVISE.with(|s| s.borrow().as_ref().map(|s| s.lock_fd));
     let chroot = runner.chroot_dir(&log.root);
     let (mut cmd, limits) = match &sup {
         None => {
             let mut c = Command::new(&runner.program);
+            if let Some(fd) = step_lock {
+                crate::supervise::pass_lock(&mut c, fd);
+            }
             if let Some(dir) = chroot
                 && let Err(e) = process::chroot_into(&mut c, dir)
             {

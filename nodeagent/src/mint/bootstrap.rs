@@ -1,11 +1,12 @@
 //! Userdata in exactly the shape CABPK writes (docs/formats.md a.1–a.5): jinja header,
 //! `write_files` in CABPK's grammar (PKI for init/control-plane only, then the kubeadm config
 //! and the placeholder), `runcmd` with the kubeadm line and the success sentinel, then
-//! `users`. kubeadm configs are serialized as CABPK does (a.4, via `goyaml`).
+//! `users`. kubeadm configs are the typed documents of `crate::kubeadm_api`, serialized as CABPK
+//! does (a.4, via `crate::goyaml`).
 
-use super::goyaml::{Y, map, s, to_string};
 use super::pki::Pki;
-use crate::error::{Error, Result, Stage};
+use crate::error::{Error, ErrorKind, Result, Stage};
+use crate::kubeadm_api as kapi;
 
 pub const SENTINEL: &str = "echo success > /run/cluster-api/bootstrap-success.complete";
 pub const PLACEHOLDER: &str = "This placeholder file is used to create the /run/cluster-api sub directory in a way that is compatible with both Linux and Windows (mkdir -p /run/cluster-api does not work with Windows)";
@@ -170,98 +171,105 @@ impl Spec {
 }
 
 /// `extraArgs`: a map in v1beta3, a `name`/`value` list sorted by name in v1beta4.
-fn extra_args(api: KubeadmApi, args: &[(String, String)]) -> Y {
-    match api {
-        KubeadmApi::V1beta3 => map(args.iter().map(|(k, v)| (k.clone(), s(v.clone())))),
+fn extra_args(api: KubeadmApi, args: &[(String, String)]) -> Option<kapi::Args> {
+    if args.is_empty() {
+        return None;
+    }
+    Some(match api {
+        KubeadmApi::V1beta3 => kapi::Args::Map(args.iter().cloned().collect()),
         KubeadmApi::V1beta4 => {
             let mut sorted = args.to_vec();
             sorted.sort_by(|a, b| a.0.cmp(&b.0));
-            Y::Seq(
+            kapi::Args::List(
                 sorted
                     .into_iter()
-                    .map(|(k, v)| map([("name", s(k)), ("value", s(v))]))
+                    .map(|(name, value)| kapi::Arg { name, value })
                     .collect(),
             )
         }
-    }
+    })
 }
 
-fn node_registration(spec: &Spec, taints: Y) -> Y {
-    let mut m = vec![("taints".to_string(), taints)];
-    if let Some(n) = &spec.node_name {
-        m.push(("name".into(), s(n.clone())));
-    }
-    if let Some(c) = &spec.cri_socket {
-        m.push(("criSocket".into(), s(c.clone())));
-    }
-    if let Some(p) = &spec.image_pull_policy {
-        m.push(("imagePullPolicy".into(), s(p.clone())));
-    }
-    if !spec.kubelet_extra_args.is_empty() {
-        m.push((
-            "kubeletExtraArgs".into(),
-            extra_args(spec.api, &spec.kubelet_extra_args),
-        ));
-    }
-    Y::Map(m)
+/// One of the API's enum values from its name (`IfNotPresent`, `ECDSA-P256`).
+fn named<T: serde::de::DeserializeOwned>(value: &str, place: &str) -> Result<T> {
+    use serde::de::value::{Error as DeError, StrDeserializer};
+    T::deserialize(StrDeserializer::<DeError>::new(value)).map_err(|e| {
+        Error::new(
+            Stage::Mint,
+            place,
+            format!("{value:?} is not a kubeadm value: {e}"),
+        )
+    })
 }
 
-pub fn cluster_configuration(spec: &Spec) -> String {
-    let mut networking = vec![];
-    for (k, v) in [
-        ("dnsDomain", &spec.dns_domain),
-        ("podSubnet", &spec.pod_subnet),
-        ("serviceSubnet", &spec.service_subnet),
-    ] {
-        if let Some(v) = v {
-            networking.push((k.to_string(), s(v.clone())));
-        }
-    }
-    let mut cm = vec![];
-    if !spec.controller_manager_extra_args.is_empty() {
-        cm.push((
-            "extraArgs".to_string(),
-            extra_args(spec.api, &spec.controller_manager_extra_args),
-        ));
-    }
-    let mut m = vec![
-        ("apiServer".to_string(), map::<&str>([])),
-        ("apiVersion".into(), s(spec.api.api_version())),
-        ("clusterName".into(), s(spec.cluster.clone())),
-        ("controlPlaneEndpoint".into(), s(spec.endpoint.clone())),
-        ("controllerManager".into(), Y::Map(cm)),
-        ("dns".into(), map::<&str>([])),
-        ("etcd".into(), map::<&str>([])),
-        ("kind".into(), s("ClusterConfiguration")),
-        (
-            "kubernetesVersion".into(),
-            s(spec.kubernetes_version.clone()),
-        ),
-        ("networking".into(), Y::Map(networking)),
-        ("scheduler".into(), map::<&str>([])),
-    ];
-    if spec.api == KubeadmApi::V1beta4 {
-        m.push(("proxy".into(), map::<&str>([])));
-        if let Some(a) = &spec.encryption_algorithm {
-            m.push(("encryptionAlgorithm".into(), s(a.clone())));
-        }
-    }
-    if spec.kcp_feature_gates && (31..36).contains(&spec.minor) {
-        m.push((
-            "featureGates".into(),
-            map([("ControlPlaneKubeletLocalMode", Y::Bool(true))]),
-        ));
-    }
-    to_string(&Y::Map(m))
+fn node_registration(
+    spec: &Spec,
+    taints: Option<Vec<kapi::Taint>>,
+) -> Result<kapi::NodeRegistration> {
+    Ok(kapi::NodeRegistration {
+        name: spec.node_name.clone(),
+        cri_socket: spec.cri_socket.clone(),
+        taints,
+        kubelet_extra_args: extra_args(spec.api, &spec.kubelet_extra_args),
+        image_pull_policy: spec
+            .image_pull_policy
+            .as_deref()
+            .map(|p| named(p, "nodeRegistration.imagePullPolicy"))
+            .transpose()?,
+        ..Default::default()
+    })
 }
 
-pub fn init_configuration(spec: &Spec) -> String {
-    to_string(&map([
-        ("apiVersion", s(spec.api.api_version())),
-        ("kind", s("InitConfiguration")),
-        ("localAPIEndpoint", map::<&str>([])),
-        ("nodeRegistration", node_registration(spec, Y::Null)),
-    ]))
+/// A document through the one YAML emitter; the API's types always serialize.
+fn dump<T: serde::Serialize>(doc: &T, kind: &str) -> Result<String> {
+    crate::goyaml::dump(doc)
+        .map_err(|e| Error::new(Stage::Mint, kind, e.to_string()).with_kind(ErrorKind::Internal))
+}
+
+pub fn cluster_configuration(spec: &Spec) -> Result<String> {
+    let v1beta4 = spec.api == KubeadmApi::V1beta4;
+    let encryption_algorithm = match &spec.encryption_algorithm {
+        Some(a) if v1beta4 => Some(named(a, "ClusterConfiguration.encryptionAlgorithm")?),
+        _ => None,
+    };
+    let feature_gates = (spec.kcp_feature_gates && (31..36).contains(&spec.minor))
+        .then(|| [("ControlPlaneKubeletLocalMode".to_string(), true)].into());
+    let doc = kapi::ClusterConfiguration {
+        api_version: spec.api.api_version().into(),
+        kind: "ClusterConfiguration".into(),
+        api_server: Some(Default::default()),
+        cluster_name: Some(spec.cluster.clone()),
+        control_plane_endpoint: Some(spec.endpoint.clone()),
+        controller_manager: Some(kapi::ControlPlaneComponent {
+            extra_args: extra_args(spec.api, &spec.controller_manager_extra_args),
+            ..Default::default()
+        }),
+        dns: Some(Default::default()),
+        etcd: Some(Default::default()),
+        kubernetes_version: Some(spec.kubernetes_version.clone()),
+        networking: Some(kapi::Networking {
+            dns_domain: spec.dns_domain.clone(),
+            pod_subnet: spec.pod_subnet.clone(),
+            service_subnet: spec.service_subnet.clone(),
+        }),
+        scheduler: Some(Default::default()),
+        proxy: v1beta4.then(Default::default),
+        encryption_algorithm,
+        feature_gates,
+        ..Default::default()
+    };
+    dump(&doc, "ClusterConfiguration")
+}
+
+pub fn init_configuration(spec: &Spec) -> Result<String> {
+    let doc = kapi::InitConfiguration {
+        api_version: spec.api.api_version().into(),
+        kind: "InitConfiguration".into(),
+        local_api_endpoint: Some(Default::default()),
+        node_registration: Some(node_registration(spec, None)?),
+        ..Default::default()
+    };
+    dump(&doc, "InitConfiguration")
 }
 
 pub fn join_configuration(spec: &Spec) -> Result<String> {
@@ -272,39 +280,35 @@ pub fn join_configuration(spec: &Spec) -> Result<String> {
             "join bundles need a bootstrap token",
         )
     })?;
-    let mut bt = vec![
-        ("apiServerEndpoint".to_string(), s(spec.endpoint.clone())),
-        ("token".into(), s(token)),
-    ];
-    if spec.ca_cert_hashes.is_empty() {
-        bt.push(("unsafeSkipCAVerification".into(), Y::Bool(true)));
-    } else {
-        bt.push((
-            "caCertHashes".into(),
-            Y::Seq(spec.ca_cert_hashes.iter().map(|h| s(h.clone())).collect()),
-        ));
-    }
-    let taints = if spec.role == Role::Worker {
-        Y::Seq(vec![map([
-            ("effect", s("NoSchedule")),
-            ("key", s(UNINITIALIZED_TAINT)),
-        ])])
-    } else {
-        Y::Null
+    let hashes = &spec.ca_cert_hashes;
+    let taints = (spec.role == Role::Worker).then(|| {
+        vec![kapi::Taint {
+            key: UNINITIALIZED_TAINT.into(),
+            value: None,
+            effect: kapi::TaintEffect::NoSchedule,
+            time_added: None,
+        }]
+    });
+    let doc = kapi::JoinConfiguration {
+        api_version: spec.api.api_version().into(),
+        kind: "JoinConfiguration".into(),
+        discovery: kapi::Discovery {
+            bootstrap_token: Some(kapi::BootstrapTokenDiscovery {
+                token,
+                api_server_endpoint: Some(spec.endpoint.clone()),
+                ca_cert_hashes: (!hashes.is_empty()).then(|| hashes.clone()),
+                unsafe_skip_ca_verification: hashes.is_empty().then_some(true),
+            }),
+            ..Default::default()
+        },
+        node_registration: Some(node_registration(spec, taints)?),
+        control_plane: (spec.role == Role::ControlPlane).then(|| kapi::JoinControlPlane {
+            local_api_endpoint: Some(Default::default()),
+            certificate_key: None,
+        }),
+        ..Default::default()
     };
-    let mut m = vec![
-        ("apiVersion".to_string(), s(spec.api.api_version())),
-        ("discovery".into(), map([("bootstrapToken", Y::Map(bt))])),
-        ("kind".into(), s("JoinConfiguration")),
-        ("nodeRegistration".into(), node_registration(spec, taints)),
-    ];
-    if spec.role == Role::ControlPlane {
-        m.push((
-            "controlPlane".into(),
-            map([("localAPIEndpoint", map::<&str>([]))]),
-        ));
-    }
-    Ok(to_string(&Y::Map(m)))
+    dump(&doc, "JoinConfiguration")
 }
 
 /// CABPK's `Indent 6`: every line, including the last empty one, gets six spaces.
@@ -314,7 +318,7 @@ pub fn indent6(text: &str) -> String {
 
 /// Go's `%q` for runcmd items (printable ASCII kept, the rest escaped).
 pub fn go_quote(v: &str) -> String {
-    super::goyaml::double_quoted(v, |c| match c {
+    crate::goyaml::double_quoted(v, |c| match c {
         '\r' => Some("\\r".into()),
         c if (c as u32) < 0x20 || c as u32 == 0x7f => Some(format!("\\x{:02x}", c as u32)),
         _ => None,
@@ -368,8 +372,8 @@ pub fn userdata(spec: &Spec) -> Result<String> {
         Role::Init => {
             let body = format!(
                 "---\n{}\n---\n{}",
-                cluster_configuration(spec),
-                init_configuration(spec)
+                cluster_configuration(spec)?,
+                init_configuration(spec)?
             );
             o.push_str(&format!("\n-   path: {INIT_CONFIG_PATH}\n    owner: root:root\n    permissions: '0640'\n    content: |\n{}", indent6(&body)));
             format!("  - 'kubeadm init --config {INIT_CONFIG_PATH} {v} && {SENTINEL}'")

@@ -254,11 +254,11 @@ pub fn run_hash(a: &HashArgs) -> Result<Vec<String>> {
 pub fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>> {
     use std::io::Read;
     let f = std::fs::File::open(path)
-        .map_err(|e| Error::new(Stage::Mint, path.display().to_string(), e.to_string()))?;
+        .map_err(|e| Error::io(Stage::Mint, path.display().to_string(), "", e))?;
     let mut buf = Vec::new();
     f.take(max + 1)
         .read_to_end(&mut buf)
-        .map_err(|e| Error::new(Stage::Mint, path.display().to_string(), e.to_string()))?;
+        .map_err(|e| Error::io(Stage::Mint, path.display().to_string(), "", e))?;
     if buf.len() as u64 > max {
         return Err(Error::new(
             Stage::Mint,

@@ -5,7 +5,7 @@ use super::bootstrap::{self, Role, Spec};
 use super::emit::Bundle;
 use super::metadata::{Device, Metadata};
 use super::{token, validate};
-use crate::error::{Error, Result, Stage};
+use crate::error::{Error, ErrorKind, Result, Stage};
 
 /// Most bundles one `--nodes` call mints.
 pub use crate::limits::MAX_MINT_NODES as MAX_NODES;
@@ -85,7 +85,8 @@ pub fn mac_plus(mac: &str, i: u32) -> Result<String> {
 /// A random locally administered unicast MAC (02:xx:...).
 pub fn random_mac() -> Result<String> {
     let mut b = [0u8; 6];
-    getrandom::fill(&mut b).map_err(|e| Error::new(Stage::Mint, "random", e.to_string()))?;
+    getrandom::fill(&mut b)
+        .map_err(|e| Error::new(Stage::Mint, "random", e.to_string()).with_kind(ErrorKind::Io))?;
     b[0] = (b[0] & 0xfc) | 0x02;
     Ok(b.iter()
         .map(|x| format!("{x:02x}"))

@@ -2,9 +2,9 @@
 //! (docs/formats.md d.2): cluster `<cluster>`, user `<cluster>-admin`, context
 //! `<cluster>-admin@<cluster>`, serialized as clientcmd (go-yaml) writes it.
 
-use super::goyaml::{Y, map, s, to_string};
 use super::pki::{self, Algorithm, CaPair};
 use crate::error::Result;
+use crate::goyaml::{Y, map, s, to_string};
 use base64::Engine;
 use time::Duration;
 

@@ -10,7 +10,6 @@ pub mod der;
 pub mod emit;
 pub mod fleet;
 pub mod fsio;
-pub mod goyaml;
 pub mod hash;
 pub mod kubeconfig;
 pub mod metadata;

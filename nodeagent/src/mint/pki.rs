@@ -10,7 +10,7 @@
 
 use super::der;
 use super::fsio;
-use crate::error::{Error, Result, Stage};
+use crate::error::{Error, ErrorKind, Result, Stage};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, DnValue, IsCa, KeyIdMethod, KeyPair,
     KeyUsagePurpose,
@@ -220,7 +220,8 @@ pub fn pem_encode(label: &str, der: &[u8]) -> String {
 /// A random positive non-zero serial (16 bytes, top bit clear, first byte non-zero).
 pub fn random_serial() -> Result<rcgen::SerialNumber> {
     let mut b = [0u8; 16];
-    getrandom::fill(&mut b).map_err(|e| Error::new(Stage::Mint, "random", e.to_string()))?;
+    getrandom::fill(&mut b)
+        .map_err(|e| Error::new(Stage::Mint, "random", e.to_string()).with_kind(ErrorKind::Io))?;
     b[0] = (b[0] & 0x7f).max(1);
     Ok(rcgen::SerialNumber::from_slice(&b))
 }

@@ -6,9 +6,9 @@
 // Parses untrusted input: no byte-index slicing or indexing that could panic.
 #![deny(clippy::string_slice, clippy::indexing_slicing)]
 
-use super::goyaml::{map, s, to_string};
 use super::pki::{CaPair, Pki};
 use crate::error::{Error, Result, Stage};
+use crate::goyaml::{map, s, to_string};
 use base64::Engine;
 use std::collections::BTreeMap;
 

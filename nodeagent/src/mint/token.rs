@@ -4,7 +4,7 @@
 // Parses untrusted input: no byte-index slicing or indexing that could panic.
 #![deny(clippy::string_slice, clippy::indexing_slicing)]
 
-use crate::error::{Error, Result, Stage};
+use crate::error::{Error, ErrorKind, Result, Stage};
 use base64::Engine;
 use time::{Duration, OffsetDateTime};
 
@@ -21,7 +21,9 @@ fn random_chars(n: usize) -> Result<String> {
     let mut out = String::with_capacity(n);
     let mut buf = [0u8; 32];
     while out.len() < n {
-        getrandom::fill(&mut buf).map_err(|e| Error::new(Stage::Mint, "random", e.to_string()))?;
+        getrandom::fill(&mut buf).map_err(|e| {
+            Error::new(Stage::Mint, "random", e.to_string()).with_kind(ErrorKind::Io)
+        })?;
         // 252 = 7 * 36: bytes at or above it would bias the draw.
         for &b in buf.iter().filter(|b| **b < 252) {
             if out.len() == n {

@@ -95,10 +95,11 @@ impl Transport for FwCfgTransport {
         let mut line = status_line(key, value)?.into_bytes();
         line.push(b'\n');
         write_nonblocking(&self.status_port, &line, self.timeout).map_err(|e| {
-            Error::new(
+            Error::io(
                 Stage::Report,
                 format!("guestinfo.{key}"),
-                format!("cannot write to {}: {e}", self.status_port.display()),
+                &format!("cannot write to {}", self.status_port.display()),
+                e,
             )
         })
     }

@@ -259,10 +259,11 @@ pub(crate) fn check_key(key: &str) -> Result<()> {
 /// Read a whole file, `None` if it does not exist, refusing more than MAX_RAW_VALUE_BYTES.
 pub(crate) fn read_file_capped(path: &Path, place: &str) -> Result<Option<Vec<u8>>> {
     let io_err = |e: std::io::Error| {
-        Error::new(
+        Error::io(
             Stage::Transport,
             place,
-            format!("cannot read {}: {e}", path.display()),
+            &format!("cannot read {}", path.display()),
+            e,
         )
     };
     let buf = match crate::fsio::read_capped(path, MAX_RAW_VALUE_BYTES) {
@@ -289,11 +290,8 @@ pub(crate) fn read_file_capped(path: &Path, place: &str) -> Result<Option<Vec<u8
 pub(crate) fn write_file_atomic(path: &Path, data: &[u8], place: &str) -> Result<()> {
     let opts = crate::fsio::Options::new(0o600).volatile().shared();
     crate::fsio::write_atomic(path, data, &opts).map_err(|e| {
-        Error::new(
-            Stage::Transport,
-            place,
-            format!("cannot write {}: {e}", path.display()),
-        )
+        Error::caused(Stage::Transport, place, e)
+            .map_message(|_| format!("cannot write {}", path.display()))
     })
 }
 
@@ -315,4 +313,23 @@ pub fn redact_keys(t: &dyn Transport, keys: &[String]) -> Vec<Error> {
         }
     }
     errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+
+    /// An unreadable file is an `io` error naming it, not bad input; an absent one is `None`.
+    #[test]
+    fn read_errors_are_io_errors() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(
+            read_file_capped(&d.path().join("absent"), "p").unwrap(),
+            None
+        );
+        let e = read_file_capped(d.path(), "p").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Io, "{e}");
+        assert!(e.to_string().contains("cannot read"), "{e}");
+    }
 }

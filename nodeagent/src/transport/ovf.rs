@@ -169,7 +169,7 @@ pub fn read_environment(xml: &[u8], root: &Path) -> Result<OvfData> {
     if !md.contains_key("instance-id") {
         md.insert(Value::from("instance-id"), Value::from("iid-dsovf"));
     }
-    let metadata = serde_yaml::to_string(&Value::Mapping(md))
+    let metadata = crate::goyaml::dump(&Value::Mapping(md))
         .map_err(|e| Error::new(Stage::Transport, PLACE, e.to_string()))?
         .into_bytes();
     Ok(OvfData {

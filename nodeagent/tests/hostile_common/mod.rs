@@ -12,16 +12,23 @@ use std::time::{Duration, Instant};
 /// limits (README "Threat model").
 pub const PEAK_RSS_BOUND_KIB: u64 = 256 * 1024;
 
-/// Wait for `child` (stdout/stderr piped or null), killing it once `limit` has passed since
-/// `start`. Returns its output and whether it had to be killed.
-pub fn wait_or_kill(child: Child, start: Instant, limit: Duration) -> (Output, bool) {
-    let (out, killed, _) = wait_measured(child, start, limit);
-    (out, killed)
+/// What `wait_measured` saw of a finished child.
+pub struct Measured {
+    pub output: Output,
+    /// Killed at the limit: the child hung or ran far past every documented bound.
+    pub killed: bool,
+    /// Peak resident memory, KiB (`wait4` rusage: the largest of the child and every
+    /// descendant it waited for, e.g. the forked renderer).
+    pub max_rss_kib: u64,
+    /// CPU time (user + system) of the child and the descendants it waited for. The "fails
+    /// fast" bounds are checked on this, not on wall time: on a loaded two-core machine wall
+    /// time measures the neighbours; a hang (no CPU) is what the kill limit catches.
+    pub cpu: Duration,
 }
 
-/// As `wait_or_kill`, plus the child's peak resident memory in KiB (`wait4` rusage: the
-/// largest of the child and every descendant it waited for, e.g. the forked renderer).
-pub fn wait_measured(mut child: Child, start: Instant, limit: Duration) -> (Output, bool, u64) {
+/// Wait for `child` (stdout/stderr piped or null), killing it once `limit` has passed since
+/// `start`; its output, whether it had to be killed, its peak memory and CPU time.
+pub fn wait_measured(mut child: Child, start: Instant, limit: Duration) -> Measured {
     let pid = child.id() as libc::pid_t;
     let readers: Vec<_> = [
         child
@@ -45,14 +52,21 @@ pub fn wait_measured(mut child: Child, start: Instant, limit: Duration) -> (Outp
     })
     .collect();
     let mut killed = false;
-    let (status, rss) = loop {
+    let (status, rss, cpu) = loop {
         let mut status = 0;
         // SAFETY: rusage is plain data, filled by wait4.
         let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
         // SAFETY: waits for our own child, WNOHANG.
         let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
         if r == pid {
-            break (ExitStatus::from_raw(status), usage.ru_maxrss as u64);
+            let tv = |t: libc::timeval| {
+                Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+            };
+            break (
+                ExitStatus::from_raw(status),
+                usage.ru_maxrss as u64,
+                tv(usage.ru_utime) + tv(usage.ru_stime),
+            );
         }
         assert!(r >= 0, "wait4: {}", std::io::Error::last_os_error());
         if !killed && start.elapsed() > limit {
@@ -68,7 +82,12 @@ pub fn wait_measured(mut child: Child, start: Instant, limit: Duration) -> (Outp
         stdout: outs.next().unwrap_or_default(),
         stderr: outs.next().unwrap_or_default(),
     };
-    (output, killed, rss)
+    Measured {
+        output,
+        killed,
+        max_rss_kib: rss,
+        cpu,
+    }
 }
 
 /// What a run left in the places a secret could leak to (issue 13), as one text: the
