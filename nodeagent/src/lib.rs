@@ -27,6 +27,7 @@ pub mod error;
 pub mod facts;
 pub mod fsio;
 pub mod goyaml;
+pub mod handoff;
 pub mod instance;
 pub mod kubeadm;
 pub mod kubeadm_api;

@@ -102,21 +102,42 @@ pub fn fallback_transport(opts: &Options) -> Option<Box<dyn Transport>> {
 }
 
 pub fn gather(opts: &Options) -> Result<Inputs> {
+    gather_reading(opts, |t, _| Ok((transport::read_all(t)?, None)))
+}
+
+/// `gather` for the local stage: also keeps the platform's data, as read, for the main stage
+/// (crate::handoff).
+pub fn gather_local(opts: &Options) -> Result<Inputs> {
+    gather_reading(opts, crate::handoff::read_and_keep)
+}
+
+/// `gather` for the main stage: the userdata and vendordata the local stage of this boot
+/// read, when the metadata is unchanged (crate::handoff).
+pub fn gather_main(opts: &Options) -> Result<Inputs> {
+    gather_reading(opts, crate::handoff::read)
+}
+
+type ReadFn = fn(&dyn Transport, &Path) -> Result<(RawData, Option<String>)>;
+
+fn gather_reading(opts: &Options, read: ReadFn) -> Result<Inputs> {
     let Opened {
         root,
         image,
         transport,
-        transport_log,
+        mut transport_log,
     } = open_transport(opts)?;
     for line in &transport_log {
         tracing::info!(transport = transport.name(), "{line}");
     }
-    let mut raw = transport::read_all(transport.as_ref())?;
+    let (mut raw, how) = read(transport.as_ref(), &root)?;
+    if let Some(line) = how {
+        tracing::info!(transport = transport.name(), "{line}");
+        transport_log.push(line);
+    }
     let facts = match &opts.facts {
         Some(path) => Facts::from_file(path)?,
         None => Facts::detect(&root),
     };
-    let mut transport_log = transport_log;
     for line in restore_saved(&mut raw, &facts, &root)? {
         tracing::info!("{line}");
         transport_log.push(line);

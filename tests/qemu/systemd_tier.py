@@ -416,6 +416,13 @@ def sc_systemd_cp_init(s):
     c.eq((sc.report_file(files, "/run/test/hostname.txt") or b"").decode().strip(), "sd-cp-1", "hostname")
     failed = (sc.report_file(files, "/run/test/failed-units.txt") or b"").decode().strip()
     c.ok("nodeagent" not in failed, f"failed units: {failed}")
+    journal = (sc.report_file(files, "/run/test/journal.txt") or b"").decode(errors="replace")
+    # The disk was not grown: sysfs and the superblock settle it, no growpart/resize2fs runs.
+    c.ok(re.search(r"growpart: '/': no change necessary \(/dev/vda, 1\): \d+ bytes after the partition", journal),
+         "growpart was asked although sysfs shows no room")
+    c.ok("nothing for resize2fs to do" in journal, "resize2fs was run on a filesystem that fills its partition")
+    # The main stage took the local stage's read of the platform (same metadata, same boot).
+    c.ok("its userdata and vendordata read reused" in journal, "the main stage read the platform again")
     q.log(f"    multi-user at {mark_time(vm, 'multi-user')}s, done at {vm.first('done')}s")
     return c.failures
 
@@ -734,6 +741,8 @@ def bench(workdir, rounds=5, only=()):
             last_analyze[variant] = analyze
             runs[variant].append((mu, done, vm.ended, _blame(analyze)))
             loads.append(os.getloadavg()[0])
+            # One line per boot as it ends, so that an interrupted run still says something.
+            print(f"round {r + 1} {variant}: multi-user {mu}, done {done}, load {loads[-1]:.1f}", flush=True)
     s.cleanup()
 
     def stat(xs):

@@ -62,6 +62,9 @@ impl Host {
     }
 }
 
+/// growpart's FUDGE: it grows a partition only by at least this much (cloud-utils' growpart).
+const GROWPART_FUDGE: u64 = 1024 * 1024;
+
 /// A mount as cloud-init's `parse_mount_info` returns it: (source, fstype, mount point), for
 /// the mount that holds `path` (the longest mount point above it; the later of equal ones).
 pub fn mount_of(mountinfo: &str, path: &str) -> Option<(String, String, String)> {
@@ -176,6 +179,33 @@ impl Host {
             .unwrap_or(0)
     }
 
+    /// Growpart's answer without starting it, when sysfs settles it: `Some(NOCHANGE message)`
+    /// when less than growpart's minimum growth (1 MiB, its FUDGE) follows partition `dev` on
+    /// `disk` (sysfs `start`/`size` of the partition and `size` of the disk, 512-byte units).
+    /// `None` (ask growpart) when there is more, or sysfs does not say.
+    fn too_little_room(&self, dev: &str, disk: &str, ptnum: &str) -> Option<String> {
+        let name = self.realdev(dev)?;
+        let part = std::fs::canonicalize(self.sys_dir.join("class/block").join(&name[5..])).ok()?;
+        let num =
+            |p: PathBuf| -> Option<u64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
+        let end = num(part.join("start"))?.checked_add(num(part.join("size"))?)?;
+        let room = num(part.parent()?.join("size"))?.checked_sub(end)? * 512;
+        (room < GROWPART_FUDGE).then(|| {
+            format!("no change necessary ({disk}, {ptnum}): {room} bytes after the partition")
+        })
+    }
+
+    /// `too_little_room` for one `devices` entry: `Some` only when sysfs shows its partition
+    /// cannot grow.
+    fn nothing_to_grow(&self, entry: &str) -> Option<String> {
+        let dev = self.device_of(entry).ok()?;
+        if !self.is_device_node(&dev) {
+            return None;
+        }
+        let (disk, ptnum) = self.part_info(&dev).ok()?;
+        self.too_little_room(&dev, &disk, &ptnum)
+    }
+
     /// Grow the partition of one `devices` entry (cloud-init's `resize_devices` for one entry).
     pub fn growpart(&self, entry: &str, timeout: Duration) -> Grown {
         let dev = match self.device_of(entry) {
@@ -197,6 +227,9 @@ impl Host {
             Ok(p) => p,
             Err(e) => return Grown::Skipped(format!("device_part_info({dev}) failed: {e}")),
         };
+        if let Some(m) = self.too_little_room(&dev, &disk, &ptnum) {
+            return Grown::NoChange(m);
+        }
         let before = self.size(&dev);
         let why = |r: &ToolRun| {
             let last = r
@@ -258,6 +291,11 @@ impl Host {
             ));
         }
         let fs = fstype.to_ascii_lowercase();
+        if fs.starts_with("ext") && ext_already_full(&self.dev(&dev)) {
+            return Ok(format!(
+                "/ ({fstype}) already fills {dev}: nothing for resize2fs to do"
+            ));
+        }
         let argv: Vec<&str> = if fs.starts_with("ext") {
             vec!["resize2fs", &dev]
         } else if fs.starts_with("xfs") {
@@ -284,6 +322,41 @@ impl Host {
     }
 }
 
+/// Whether `resize2fs DEV` (no size) would say "Nothing to do!" for the ext2/3/4 filesystem
+/// on `dev`: the size it grows to (the device in whole blocks, rounded down to whole 4 KiB
+/// pages, as resize2fs's main.c does) is the block count in the superblock (1024 bytes in:
+/// block count at 4, log2 of the block size - 10 at 24, magic at 56, incompat features at
+/// 96, high block count at 336 with the 64bit feature). False when unsure: resize2fs decides.
+fn ext_already_full(dev: &Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let read = || -> Option<(u64, [u8; 1024])> {
+        let mut f = std::fs::File::open(dev).ok()?;
+        let size = f.seek(SeekFrom::End(0)).ok()?;
+        let mut sb = [0u8; 1024];
+        f.seek(SeekFrom::Start(1024)).ok()?;
+        f.read_exact(&mut sb).ok()?;
+        Some((size, sb))
+    };
+    let Some((size, sb)) = read() else {
+        return false;
+    };
+    let u32_at = |o: usize| u32::from_le_bytes([sb[o], sb[o + 1], sb[o + 2], sb[o + 3]]) as u64;
+    if u16::from_le_bytes([sb[56], sb[57]]) != 0xEF53 || u32_at(24) > 6 {
+        return false;
+    }
+    let block = 1024u64 << u32_at(24);
+    let hi = if u32_at(96) & 0x80 != 0 {
+        u32_at(336)
+    } else {
+        0
+    };
+    let mut grown = size / block;
+    if block < 4096 {
+        grown &= !(4096 / block - 1);
+    }
+    grown == (hi << 32) | u32_at(4)
+}
+
 /// Disk tools act on the running system's devices: only with `--exec` on the node itself,
 /// never under `--root DIR` (that would grow the test host's disk).
 fn acts(ctx: &Ctx<'_>, what: &str) -> bool {
@@ -302,6 +375,15 @@ pub fn growpart_with(host: &Host, g: &GrowpartSpec) -> (Vec<String>, Vec<String>
     let (mut log, mut warnings) = (Vec::new(), Vec::new());
     if !g.ignore_growroot_disabled && host.etc_dir.join("growroot-disabled").exists() {
         log.push("growpart disabled: /etc/growroot-disabled exists".into());
+        return (log, warnings);
+    }
+    // Every partition already fills its disk (the usual boot after the first): growpart would
+    // only say NOCHANGE. Its shell script is a dozen processes, seconds under emulation.
+    let settled: Vec<Option<String>> = g.devices.iter().map(|e| host.nothing_to_grow(e)).collect();
+    if !settled.is_empty() && settled.iter().all(Option::is_some) {
+        for (entry, m) in g.devices.iter().zip(settled.into_iter().flatten()) {
+            log.push(format!("growpart: '{entry}': {m}"));
+        }
         return (log, warnings);
     }
     let timeout = Duration::from_secs(g.timeout_secs.max(1));
@@ -498,6 +580,73 @@ mod tests {
         assert!(
             log[0].contains("no change necessary (/dev/vda, 1)"),
             "{log:?}"
+        );
+    }
+
+    #[test]
+    fn a_partition_that_fills_its_disk_in_sysfs_starts_no_tool() {
+        let d = tempfile::tempdir().unwrap();
+        let body = GROWPART_OK.replace("$DEV", &d.path().join("dev/vda1").display().to_string());
+        let host = fake(d.path(), MOUNTINFO, &body, "exit 0");
+        let w = |rel: &str, n: u64| {
+            std::fs::write(
+                d.path().join("sys/devices/virtio0/block/vda").join(rel),
+                format!("{n}\n"),
+            )
+            .unwrap()
+        };
+        // 1 MiB - 512 bytes after the partition: under growpart's 1 MiB, nothing to grow.
+        w("vda1/start", 2048);
+        w("vda1/size", 2_097_152);
+        w("size", 2048 + 2_097_152 + 2047);
+        let (log, warnings) = growpart_with(&host, &spec());
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(calls(d.path()), Vec::<String>::new());
+        assert!(
+            log[0].contains("no change necessary (/dev/vda, 1): 1048064 bytes"),
+            "{log:?}"
+        );
+        // 1 MiB after it: growpart decides (and grows).
+        w("size", 2048 + 2_097_152 + 2048);
+        let (_, warnings) = growpart_with(&host, &spec());
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(calls(d.path()).last().unwrap(), "growpart /dev/vda 1");
+    }
+
+    #[test]
+    fn resize2fs_is_skipped_only_when_it_would_have_nothing_to_do() {
+        let d = tempfile::tempdir().unwrap();
+        let dev = d.path().join("fs.img");
+        // An ext superblock: 1 KiB << `log` blocks, `blocks` of them, 64bit feature off.
+        let image = |blocks: u32, log: u32, size: u64| {
+            let mut sb = vec![0u8; 2048];
+            sb[1024 + 4..1024 + 8].copy_from_slice(&blocks.to_le_bytes());
+            sb[1024 + 24..1024 + 28].copy_from_slice(&log.to_le_bytes());
+            sb[1024 + 56..1024 + 58].copy_from_slice(&0xEF53u16.to_le_bytes());
+            std::fs::write(&dev, &sb).unwrap();
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&dev)
+                .unwrap()
+                .set_len(size)
+                .unwrap();
+        };
+        image(256, 2, 256 * 4096 + 4095);
+        assert!(ext_already_full(&dev), "less than a block left");
+        image(256, 2, 257 * 4096);
+        assert!(!ext_already_full(&dev), "one block to grow");
+        image(300, 2, 256 * 4096);
+        assert!(
+            !ext_already_full(&dev),
+            "larger than its device: resize2fs says so"
+        );
+        std::fs::write(&dev, vec![0u8; 8192]).unwrap();
+        assert!(!ext_already_full(&dev), "not ext");
+        // 1 KiB blocks: resize2fs rounds down to whole 4 KiB pages.
+        image(1022, 0, 1023 * 1024);
+        assert!(
+            !ext_already_full(&dev),
+            "1020 blocks is a shrink: resize2fs decides"
         );
     }
 

@@ -110,7 +110,13 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
 /// transport can be opened, with the default detection order if the config is what failed)
 /// all hear why. (`single` leaves the status and the platform alone.)
 fn gather(args: &Args, target: &Target) -> Result<pipeline::Inputs> {
-    pipeline::gather(&args.data.options()).inspect_err(|e| {
+    // The two units read the platform once between them (crate::handoff).
+    let gather = match args.stage {
+        RunStage::Local if args.only.is_none() => pipeline::gather_local,
+        RunStage::Main if args.only.is_none() => pipeline::gather_main,
+        _ => pipeline::gather,
+    };
+    gather(&args.data.options()).inspect_err(|e| {
         if args.only.is_none() {
             let transport = pipeline::fallback_transport(&args.data.options());
             let mut reporter = Reporter::new(transport.as_deref(), &target.root, "");

@@ -101,26 +101,28 @@ impl RawData {
 /// each value, then its `.encoding` only if the value was present. NoCloud seed files are
 /// taken verbatim (cloud-init's NoCloud does not rstrip them).
 pub fn read_all(t: &dyn Transport) -> Result<RawData> {
-    let one = |key: &str| -> Result<Option<Decoded>> {
-        let Some(raw) = t.get(key)? else {
-            return Ok(None);
-        };
-        // NoCloud seed files and OVF properties (decoded by the ovf transport itself) are
-        // taken verbatim: neither cloud-init datasource rstrips them.
-        if matches!(t.name(), "nocloud" | "ovf") {
-            return decode::decode_plain(key, &raw).map(Some);
-        }
-        if !decode::is_present(&raw) {
-            return Ok(None);
-        }
-        let enc = t.get(&format!("{key}.encoding"))?;
-        decode::decode_value(key, &raw, enc.as_deref())
-    };
     Ok(RawData {
-        metadata: one("metadata")?,
-        userdata: one("userdata")?,
-        vendordata: one("vendordata")?,
+        metadata: read_value(t, "metadata")?,
+        userdata: read_value(t, "userdata")?,
+        vendordata: read_value(t, "vendordata")?,
     })
+}
+
+/// One value of `read_all`: the value, then its `.encoding` only if the value was present.
+pub fn read_value(t: &dyn Transport, key: &str) -> Result<Option<Decoded>> {
+    let Some(raw) = t.get(key)? else {
+        return Ok(None);
+    };
+    // NoCloud seed files and OVF properties (decoded by the ovf transport itself) are
+    // taken verbatim: neither cloud-init datasource rstrips them.
+    if matches!(t.name(), "nocloud" | "ovf") {
+        return decode::decode_plain(key, &raw).map(Some);
+    }
+    if !decode::is_present(&raw) {
+        return Ok(None);
+    }
+    let enc = t.get(&format!("{key}.encoding"))?;
+    decode::decode_value(key, &raw, enc.as_deref())
 }
 
 /// Try the transports in `order` (image config; default `vmware`, `fwcfg`,
