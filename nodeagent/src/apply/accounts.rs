@@ -407,17 +407,16 @@ impl Accounts {
         has(&self.group, true) && has(&self.gshadow, false)
     }
 
-    /// `useradd` of a new user as cloud-init calls it (`-m`/`-M`, --comment, --home, --gid,
-    /// --shell, --inactive, --uid, --groups; the groups exist). `None`: not one this writer
-    /// makes as useradd would; the caller runs useradd.
-    pub fn add_user(&mut self, u: &UserSpec) -> Option<NewUser> {
+    /// Whether `u` is a new user whose entries this writer makes exactly as useradd would:
+    /// no system user, user group on, no mail spool or expiry defaults, clean fields.
+    fn made_as_useradd_would(&self, u: &UserSpec) -> bool {
         let d = &self.defs;
         let clean = |v: &Option<String>| v.as_ref().is_none_or(|v| !v.contains([':', '\n']));
         let mail = d
             .useradd
             .get("CREATE_MAIL_SPOOL")
             .map(|v| v.to_ascii_lowercase());
-        if u.system
+        !(u.system
             || u.no_user_group
             || u.expiredate.is_some()
             || !d.has_login_defs
@@ -426,10 +425,17 @@ impl Accounts {
             || d.useradd.get("EXPIRE").is_some_and(|v| !v.is_empty())
             || !(clean(&u.gecos) && clean(&u.homedir) && clean(&u.shell))
             || u.homedir.as_ref().is_some_and(|h| !h.starts_with('/'))
-            || self.has_user(&u.name)
-        {
+            || self.has_user(&u.name))
+    }
+
+    /// `useradd` of a new user as cloud-init calls it (`-m`/`-M`, --comment, --home, --gid,
+    /// --shell, --inactive, --uid, --groups; the groups exist). `None`: not one this writer
+    /// makes as useradd would; the caller runs useradd.
+    pub fn add_user(&mut self, u: &UserSpec) -> Option<NewUser> {
+        if !self.made_as_useradd_would(u) {
             return None;
         }
+        let d = &self.defs;
         let shell = match &u.shell {
             Some(s) if s.is_empty() || s.starts_with('/') => s.clone(),
             Some(_) => return None,
