@@ -256,3 +256,26 @@ fn commands_under_root_exec_run_chrooted_into_the_root() {
         "wrote the host's /etc"
     );
 }
+
+/// `--root R --exec` with a command but no `/bin/sh` in R: refused before any write (the
+/// write_files entry before it is not applied, no state), not a runcmd failing with exit 127
+/// after the earlier steps were done.
+#[test]
+fn root_exec_without_a_shell_is_refused_before_any_write() {
+    let c = case();
+    std::fs::write(
+        c.data.join("guestinfo.userdata"),
+        "#cloud-config\nwrite_files:\n- path: /etc/hello\n  content: hi\nruncmd:\n- echo hi\n",
+    )
+    .unwrap();
+    let transport = format!("dir:{}", c.data.display());
+    let out = c.run(&["run", "--exec", "--transport", &transport]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("runcmd[0]: --exec under --root: the root has no /bin/sh"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!c.root.join("etc/hello").exists(), "write_files applied");
+    assert!(!c.root.join("var/lib/nodeagent").exists(), "state written");
+}

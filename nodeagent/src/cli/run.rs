@@ -1,7 +1,7 @@
 //! `nodeagent run`: read, plan, apply (stage local, main or all), journaled.
 
 use crate::apply::{self, Options, Target};
-use crate::error::{Result, exit};
+use crate::error::{Error, ErrorKind, Result, Stage, exit};
 use crate::plan::RunStage;
 use crate::report::{self, Phase, Reporter};
 use crate::state::State;
@@ -140,6 +140,10 @@ fn run_all(args: &Args, inputs: &mut pipeline::Inputs, target: Target) -> Result
     let _panic_channel = report::arm_panic_channel(inputs.transport.as_ref());
     let prepared =
         pipeline::prepare(inputs).map_err(|e| report_bad_input(inputs, &target, e, publish))?;
+    if args.exec && !target.is_host() {
+        refuse_without_shell(&prepared.plan, &target.root)
+            .map_err(|e| report_bad_input(inputs, &target, e, publish))?;
+    }
     let local = pipeline::prepare_local(inputs)
         .map_err(|e| report_bad_input(inputs, &target, e, publish))?;
     let job = Job {
@@ -242,11 +246,39 @@ struct Job<'a> {
 /// Apply one stage of a prepared plan: state, journal, reports. With `earlier` (the local
 /// half of `--stage all`), its counts and warnings are reported together with this stage's.
 fn execute(job: &Job, target: Target, earlier: Option<Earlier>) -> Result<Executed> {
+    if job.args.exec && !target.is_host() {
+        refuse_without_shell(&job.prepared.plan, &target.root)?;
+    }
     // One run at a time from here on: instance data, journal and apply (apply/commands.rs).
     apply::commands::hold_run_lock(&crate::state::state_dir(&target.root)?)?;
     let res = execute_locked(job, target, earlier);
     apply::commands::release_run_lock();
     res
+}
+
+/// Under `--root R --exec` commands and kubeadm run chrooted into R through its `/bin/sh`:
+/// a root without one (a bare directory) is refused before anything is written, not after
+/// the steps before the first command were applied.
+fn refuse_without_shell(plan: &crate::plan::Plan, root: &std::path::Path) -> Result<()> {
+    use crate::plan::Action;
+    let Some(step) = plan
+        .steps
+        .iter()
+        .find(|s| matches!(s.action, Action::Command(_) | Action::Kubeadm(_)))
+    else {
+        return Ok(());
+    };
+    let shell = crate::confine::dir(root, "bin/sh").ok();
+    if shell.is_some_and(|p| p.is_file()) {
+        return Ok(());
+    }
+    Err(Error::new(
+        Stage::Plan,
+        &step.id,
+        "--exec under --root: the root has no /bin/sh to run this step chrooted; nothing \
+         was applied",
+    )
+    .with_kind(ErrorKind::Unsupported))
 }
 
 fn execute_locked(job: &Job, target: Target, earlier: Option<Earlier>) -> Result<Executed> {
