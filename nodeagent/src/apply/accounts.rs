@@ -309,6 +309,8 @@ pub struct NewUser {
     pub uid: u32,
     pub gid: u32,
     pub home: String,
+    /// useradd's mode for the home (HOME_MODE / UMASK), from the defaults already read.
+    pub home_mode: u32,
 }
 
 /// The databases of a target, read under the lock; changes are made in memory and written
@@ -526,7 +528,13 @@ impl Accounts {
             self.add_member(g, &u.name);
         }
         self.passwd.set(&u.name, passwd);
-        Some(NewUser { uid, gid, home })
+        let home_mode = self.defs.home_mode();
+        Some(NewUser {
+            uid,
+            gid,
+            home,
+            home_mode,
+        })
     }
 
     /// The user's shadow entry, when its passwd entry points there (`x`): the entry
@@ -601,11 +609,21 @@ impl Accounts {
     }
 }
 
+/// useradd's mode for a home on `t` (HOME_MODE / UMASK of its login.defs).
+pub fn home_mode(t: &Target) -> u32 {
+    Defs::load(t).home_mode()
+}
+
 /// `useradd -m`'s home: made under a temporary name beside it with `mode` and the user's
 /// owner, filled from the skeleton (directories, files and links, the user's, with their
 /// modes), synced, then renamed into place; a home already there is left alone, as useradd
 /// leaves it. Missing parents are made root's, 0755.
-pub fn make_home(t: &Target, home: &str, uid: u32, gid: u32, place: &str) -> Result<()> {
+pub fn make_home(
+    t: &Target,
+    home: &str,
+    (uid, gid, mode): (u32, u32, u32),
+    place: &str,
+) -> Result<()> {
     let host = t.path(home)?;
     if std::fs::symlink_metadata(&host).is_ok() {
         return Ok(());
@@ -623,7 +641,6 @@ pub fn make_home(t: &Target, home: &str, uid: u32, gid: u32, place: &str) -> Res
     if std::fs::symlink_metadata(&tmp).is_ok() {
         std::fs::remove_dir_all(&tmp).map_err(io)?;
     }
-    let mode = Defs::load(t).home_mode();
     new_dir(&tmp, mode, uid, gid).map_err(io)?;
     let mut staged = Vec::new();
     let skel = t.path("/etc/skel")?;

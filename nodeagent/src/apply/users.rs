@@ -313,7 +313,8 @@ fn repair(ctx: &mut Ctx<'_>, u: &UserSpec, note: &str, place: &str) -> Result<()
         }
         if let (true, Some((uid, gid, home))) = (entries, db.users.get(&u.name)) {
             tracing::warn!(user = %u.name, "home directory of a user made by a killed run; made now");
-            return accounts::make_home(&t, home, *uid, *gid, place);
+            let owner_mode = (*uid, *gid, accounts::home_mode(&t));
+            return accounts::make_home(&t, home, owner_mode, place);
         }
         tracing::warn!(user = %u.name, "user left incomplete by a killed useradd; made again");
         let home = db.home(&u.name).map(str::to_string);
@@ -365,7 +366,7 @@ fn create_native(t: &super::Target, u: &UserSpec, groups: &[&str], place: &str) 
     }
     acc.commit(place)?;
     if makes_home(u) {
-        accounts::make_home(t, &new.home, new.uid, new.gid, place)?;
+        accounts::make_home(t, &new.home, (new.uid, new.gid, new.home_mode), place)?;
     }
     Ok(true)
 }
