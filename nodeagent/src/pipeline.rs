@@ -474,9 +474,9 @@ pub fn kubeadm_preflight(plan: &Plan, disk: &Disk, root: &Path, now: i64) -> Res
         disk.to_mut().finished = Some(finished_steps(root, &plan.instance_id));
     }
     for _ in 0..PREFLIGHT_ROUNDS {
-        let unread = preflight::unread(plan, &disk, now);
+        let (result, unread) = preflight::check_and_unread(plan, &disk, now);
         if unread.is_empty() {
-            break;
+            return result;
         }
         let files = &mut disk.to_mut().files;
         for path in unread {

@@ -89,6 +89,14 @@ pub fn unread(plan: &Plan, disk: &Disk, now: i64) -> Vec<String> {
     v.unread.into_inner().into_iter().collect()
 }
 
+/// [`check`] and [`unread`] in one pass: the result, and what it looked up that `disk` does
+/// not hold (when that is empty, the result is final).
+pub fn check_and_unread(plan: &Plan, disk: &Disk, now: i64) -> (Result<()>, Vec<String>) {
+    let v = view(disk);
+    let result = check_in(plan, &v, now);
+    (result, v.unread.into_inner().into_iter().collect())
+}
+
 fn view(disk: &Disk) -> View<'_> {
     View {
         disk,
