@@ -430,6 +430,22 @@ impl Accounts {
             || self.has_user(&u.name))
     }
 
+    /// shadow's inactive-days field for `u`: its own, else useradd's INACTIVE default; a
+    /// negative number is empty. `None`: not a number (useradd refuses it).
+    fn inactive_field(&self, u: &UserSpec) -> Option<String> {
+        let v = u
+            .inactive
+            .as_deref()
+            .or(self.defs.useradd.get("INACTIVE").map(String::as_str));
+        match v {
+            None => Some(String::new()),
+            Some(v) => match v.parse::<i64>().ok()? {
+                n if n < 0 => Some(String::new()),
+                n => Some(n.to_string()),
+            },
+        }
+    }
+
     /// `useradd` of a new user as cloud-init calls it (`-m`/`-M`, --comment, --home, --gid,
     /// --shell, --inactive, --uid, --groups; the groups exist). `None`: not one this writer
     /// makes as useradd would; the caller runs useradd.
@@ -443,17 +459,7 @@ impl Accounts {
             Some(_) => return None,
             None => d.useradd.get("SHELL")?.clone(),
         };
-        let inactive = match u
-            .inactive
-            .as_deref()
-            .or(d.useradd.get("INACTIVE").map(String::as_str))
-        {
-            None => String::new(),
-            Some(v) => match v.parse::<i64>().ok()? {
-                n if n < 0 => String::new(),
-                n => n.to_string(),
-            },
-        };
+        let inactive = self.inactive_field(u)?;
         let home = match &u.homedir {
             Some(h) => h.clone(),
             None => format!(
