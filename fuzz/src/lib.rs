@@ -1091,8 +1091,7 @@ pub fn target_view(u: &mut Unstructured) -> Result<nodeagent::planner::target::T
     }
     Ok(nodeagent::planner::target::TargetView {
         probed: true,
-        target_tools: tools.clone(),
-        host_tools: tools,
+        target_tools: tools,
         chrony: bool::arbitrary(u)?,
         timesyncd: bool::arbitrary(u)?,
         root_len: u.int_in_range(0..=4000usize)?,

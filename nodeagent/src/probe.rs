@@ -19,9 +19,6 @@ const BIN_DIRS: &[&str] = &[
     "/bin",
 ];
 
-/// Tools the agent runs on the host (device tools also under `--root`, and `chroot`).
-const HOST_TOOLS: &[&str] = &["sfdisk", "blkid", "chroot"];
-
 /// The agent's own PATH, or root's default when it has none.
 fn host_path_dirs() -> Vec<PathBuf> {
     let path = std::env::var_os("PATH")
@@ -40,20 +37,6 @@ pub fn view(root: &Path) -> TargetView {
                 .is_some_and(|m| m.is_file())
         })
     };
-    let mut host_tools = std::collections::BTreeSet::new();
-    for dir in host_path_dirs() {
-        let Ok(rd) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if (HOST_TOOLS.contains(&name.as_str()) || name.starts_with("mkfs."))
-                && std::fs::metadata(e.path()).is_ok_and(|m| m.is_file())
-            {
-                host_tools.insert(name);
-            }
-        }
-    }
     let (chrony, timesyncd) = crate::apply::ntp::installed(&t);
     TargetView {
         probed: true,
@@ -62,7 +45,6 @@ pub fn view(root: &Path) -> TargetView {
             .filter(|n| in_target(n))
             .map(|n| n.to_string())
             .collect(),
-        host_tools,
         chrony,
         timesyncd,
         root_len: if t.is_host() {
@@ -127,13 +109,28 @@ pub fn path_state(t: &Target, abs: &str) -> PathState {
 /// Look up what `planner::target::check` needs.
 pub fn observe(root: &Path, wanted: &Wanted) -> Observed {
     let t = Target::new(root);
+    let path = host_path_dirs();
     Observed {
         paths: wanted
             .paths
             .iter()
             .map(|p| (p.clone(), path_state(&t, p)))
             .collect(),
+        host_tools: wanted
+            .host_tools
+            .iter()
+            .filter(|name| on_path(&path, name))
+            .cloned()
+            .collect(),
     }
+}
+
+/// Whether a regular file `name` is in one of the `path` directories (as `execvp` finds it).
+fn on_path(path: &[PathBuf], name: &str) -> bool {
+    !name.contains('/')
+        && path
+            .iter()
+            .any(|d| std::fs::metadata(d.join(name)).is_ok_and(|m| m.is_file()))
 }
 
 #[cfg(test)]

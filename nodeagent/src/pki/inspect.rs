@@ -56,7 +56,6 @@ pub struct CertInfo {
     pub public_key: PubKey,
     /// DER SubjectPublicKeyInfo (input of the kubeadm discovery hash).
     pub spki_der: Vec<u8>,
-    pub self_signed: bool,
     /// The full DER, to verify signatures later.
     pub der: Vec<u8>,
 }
@@ -112,8 +111,6 @@ pub fn cert_info(der: &[u8]) -> Result<CertInfo, String> {
             }
         }
     }
-    let self_signed =
-        cert.subject().as_raw() == cert.issuer().as_raw() && cert.verify_signature(None).is_ok();
     Ok(CertInfo {
         subject: cert.subject().to_string(),
         issuer: cert.issuer().to_string(),
@@ -126,12 +123,22 @@ pub fn cert_info(der: &[u8]) -> Result<CertInfo, String> {
         ip_sans,
         public_key: spki_public(cert.public_key()),
         spki_der: cert.public_key().raw.to_vec(),
-        self_signed,
         der: der.to_vec(),
     })
 }
 
 /// Whether `child` carries a valid signature by `issuer`'s key.
+impl CertInfo {
+    /// Issued by itself and its signature checks out with its own key. Checked on demand,
+    /// not at parse: a signature check is the dearest part of reading a certificate and only
+    /// the PKI audit asks.
+    pub fn self_signed(&self) -> bool {
+        x509_parser::parse_x509_certificate(&self.der).is_ok_and(|(_, c)| {
+            c.subject().as_raw() == c.issuer().as_raw() && c.verify_signature(None).is_ok()
+        })
+    }
+}
+
 pub fn signed_by(child: &CertInfo, issuer: &CertInfo) -> bool {
     let Ok((_, c)) = x509_parser::parse_x509_certificate(&child.der) else {
         return false;

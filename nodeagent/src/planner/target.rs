@@ -18,9 +18,6 @@ pub struct TargetView {
     pub probed: bool,
     /// Programs in the target's bin directories (`useradd`, `chpasswd`...), run in a chroot.
     pub target_tools: BTreeSet<String>,
-    /// Programs on the agent's own PATH: device tools (`sfdisk`, `blkid`, `mkfs.*`) run on
-    /// the host also under `--root`, and `chroot` itself.
-    pub host_tools: BTreeSet<String>,
     /// NTP clients the image has installed.
     pub chrony: bool,
     pub timesyncd: bool,
@@ -43,16 +40,21 @@ pub enum PathState {
     Blocked(String),
 }
 
-/// Paths (in the target) the plan names, to be looked up.
+/// Paths (in the target) the plan names, and the programs it runs on the agent's own PATH
+/// (device tools `sfdisk`, `blkid`, `mkfs.*`, which run on the host also under `--root`, and
+/// `chroot` itself), to be looked up.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Wanted {
     pub paths: Vec<String>,
+    pub host_tools: BTreeSet<String>,
 }
 
 /// Their state, from `probe::observe`.
 #[derive(Debug, Clone, Default)]
 pub struct Observed {
     pub paths: HashMap<String, PathState>,
+    /// The wanted host tools that are on the agent's PATH.
+    pub host_tools: BTreeSet<String>,
 }
 
 /// One file a step writes, and whether it appends to what is there.
@@ -125,14 +127,41 @@ pub fn wanted(plan: &Plan, view: &TargetView) -> Wanted {
             w.paths.push(f.path);
         }
     }
+    if view.probed {
+        w.host_tools = host_tools_used(plan, view);
+    }
     w
+}
+
+/// The programs `plan` runs from the agent's own PATH: named, not listed from the PATH's
+/// directories (a full listing of /usr/bin cost more than the rest of a plan).
+fn host_tools_used(plan: &Plan, view: &TargetView) -> BTreeSet<String> {
+    let mut tools = BTreeSet::new();
+    for s in &plan.steps {
+        match &s.action {
+            Action::Group(_) | Action::User(_) if !view.is_host => {
+                tools.insert("chroot".to_string());
+            }
+            Action::DiskSetup(d) if d.disks.iter().any(|d| !d.layout.is_empty()) => {
+                tools.extend(["sfdisk", "blkid"].map(String::from));
+            }
+            Action::FsSetup(f) => {
+                for fs in &f.filesystems {
+                    tools.insert(format!("mkfs.{}", fs.filesystem));
+                    tools.insert("blkid".into());
+                }
+            }
+            _ => {}
+        }
+    }
+    tools
 }
 
 /// Refuse a plan that `apply` could not finish in this target. Pure.
 pub fn check(plan: &Plan, view: &TargetView, seen: &Observed) -> Result<()> {
     check_paths(plan, view, seen)?;
     if view.probed {
-        check_tools(plan, view)?;
+        check_tools(plan, view, &seen.host_tools)?;
     }
     Ok(())
 }
@@ -215,7 +244,7 @@ fn check_paths(plan: &Plan, view: &TargetView, seen: &Observed) -> Result<()> {
     Ok(())
 }
 
-fn check_tools(plan: &Plan, view: &TargetView) -> Result<()> {
+fn check_tools(plan: &Plan, view: &TargetView, host_tools: &BTreeSet<String>) -> Result<()> {
     let in_target = |tool: &str, place: &str| -> Result<()> {
         if !view.target_tools.contains(tool) {
             return Err(Error::of(
@@ -225,7 +254,7 @@ fn check_tools(plan: &Plan, view: &TargetView) -> Result<()> {
                 format!("the target has no {tool} (looked in /usr/sbin, /usr/bin, /sbin, /bin)"),
             ));
         }
-        if !view.is_host && !view.host_tools.contains("chroot") {
+        if !view.is_host && !host_tools.contains("chroot") {
             return Err(Error::new(
                 Stage::Plan,
                 place,
@@ -235,7 +264,7 @@ fn check_tools(plan: &Plan, view: &TargetView) -> Result<()> {
         Ok(())
     };
     let on_host = |tool: &str, place: &str| -> Result<()> {
-        if view.host_tools.contains(tool) {
+        if host_tools.contains(tool) {
             Ok(())
         } else {
             Err(Error::of(
@@ -417,6 +446,7 @@ mod tests {
         let p = plan(vec![file_step("write_files[0]:/x", "/x", true)]);
         let at = |s: PathState| Observed {
             paths: [("/x".to_string(), s)].into(),
+            ..Default::default()
         };
         check(&p, &view, &at(PathState::File)).unwrap();
         for bad in [

@@ -94,3 +94,45 @@ fn path_walk_names_first_missing_hop() {
         "root may be a local"
     );
 }
+
+#[test]
+fn only_plain_substitutions_render_outside_the_sandbox() {
+    for plain in [
+        "## template: jinja\n#cloud-config\nhostname: {{ ds.meta_data.hostname }}\n",
+        "## template: jinja\nx: {{-v1.instance_id-}} {{local_hostname}}\n",
+        "## template: jinja\nno substitutions at all\n",
+    ] {
+        assert!(only_substitutes(plain), "{plain}");
+    }
+    for computes in [
+        "## template: jinja\n{% for i in range(9) %}x{% endfor %}\n",
+        "## template: jinja\n{{ a ~ a }}\n",
+        "## template: jinja\n{{ a | upper }}\n",
+        "## template: jinja\n{{ a[0] }}\n",
+        "## template: jinja\n{{ f() }}\n",
+        "## template: jinja\n{# comment #}\n",
+        "## template: jinja\n{{ a.1 }}\n",
+        "## template: jinja\n{{ }}\n",
+        "## template: jinja\nunclosed {{ a\n",
+    ] {
+        assert!(!only_substitutes(computes), "{computes}");
+    }
+}
+
+#[test]
+fn the_in_process_path_renders_as_the_sandbox_does() {
+    let data = serde_json::json!({"ds": {"meta_data": {"hostname": "n1", "local_ipv4": "10.0.0.5"}},
+        "v1": {"instance_id": "i-1", "local_hostname": "n1"}});
+    let text = "## template: jinja\n#cloud-config\nhostname: {{ ds.meta_data.hostname }}\n\
+                ip: {{ ds.meta_data.local_ipv4 }}\nid: {{ v1.instance_id }}\n";
+    assert!(only_substitutes(text));
+    let bounded = render_bounded(text, &data, false).unwrap();
+    assert_eq!(bounded, render(text, &data, false).unwrap());
+    assert!(bounded.text.contains("ip: 10.0.0.5\n"), "{}", bounded.text);
+    // An undefined variable is the same error on both paths.
+    let missing = "## template: jinja\nx: {{ ds.meta_data.nothere }}\n";
+    assert_eq!(
+        render_bounded(missing, &data, false).unwrap_err().to_string(),
+        render(missing, &data, false).unwrap_err().to_string()
+    );
+}

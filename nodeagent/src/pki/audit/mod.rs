@@ -471,7 +471,7 @@ impl Ctx<'_> {
         let residual = c.not_after - self.input.now;
         self.expiry(c, &mut problems, &mut found.warnings);
         // The signer, by signature: the first CA whose key verifies this certificate.
-        let signed_by = if c.self_signed {
+        let signed_by = if c.self_signed() {
             Some("self".to_string())
         } else {
             self.candidates
