@@ -95,6 +95,7 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         skipped: 0,
         already: 0,
         warnings: net_warning.into_iter().collect(),
+        reporter: None,
     };
     let job = Job {
         args,
@@ -186,6 +187,8 @@ struct Earlier {
     skipped: usize,
     already: usize,
     warnings: Vec<String>,
+    /// The local half's reporter, for the main half to go on from.
+    reporter: Option<report::Carried>,
 }
 
 impl Earlier {
@@ -197,6 +200,7 @@ impl Earlier {
             skipped: summary.skipped.len(),
             already: summary.already.len(),
             warnings: summary.warnings,
+            reporter: None,
         };
         if let Some(e) = earlier {
             all.ran += e.ran;
@@ -281,7 +285,7 @@ fn refuse_without_shell(plan: &crate::plan::Plan, root: &std::path::Path) -> Res
     .with_kind(ErrorKind::Unsupported))
 }
 
-fn execute_locked(job: &Job, target: Target, earlier: Option<Earlier>) -> Result<Executed> {
+fn execute_locked(job: &Job, target: Target, mut earlier: Option<Earlier>) -> Result<Executed> {
     let Job {
         args,
         inputs,
@@ -323,11 +327,17 @@ fn execute_locked(job: &Job, target: Target, earlier: Option<Earlier>) -> Result
         Some(_) => Some(Scratch::new()?),
         None => None,
     };
-    let mut reporter = match &scratch {
-        Some(dir) => Reporter::new(None, &dir.0, iid),
-        None => Reporter::new(Some(inputs.transport.as_ref()), &opts.target.root, iid),
+    let transport = Some(inputs.transport.as_ref());
+    let carried = earlier.as_mut().and_then(|e| e.reporter.take());
+    let mut reporter = match (&scratch, carried) {
+        (Some(dir), _) => Reporter::new(None, &dir.0, iid),
+        // The main half of `--stage all` goes on applying: no second `reading`.
+        (None, Some(c)) => Reporter::resume(transport, &opts.target.root, c),
+        (None, None) => Reporter::new(transport, &opts.target.root, iid),
     };
-    reporter.phase(Phase::Reading, None);
+    if reporter.status().phase == Phase::Reading {
+        reporter.phase(Phase::Reading, None);
+    }
     // As cloud-init's VMware datasource does once the network is up: vm-operator takes the
     // VM's primary IP from these keys. Only to a platform that keeps them.
     if stage != RunStage::Local
@@ -342,9 +352,11 @@ fn execute_locked(job: &Job, target: Target, earlier: Option<Earlier>) -> Result
     let summary = apply::apply(&plan_run, &opts, &mut journal, &mut reporter)?;
     if stage == RunStage::Local && args.stage == RunStage::All {
         // The main half reports for both.
+        let mut earlier = Earlier::combine(summary, None);
+        earlier.reporter = Some(reporter.carry());
         return Ok(Executed {
             code: exit::OK,
-            earlier: Earlier::combine(summary, None),
+            earlier,
         });
     }
     let mut all = Earlier::combine(summary, earlier);

@@ -132,7 +132,9 @@ fn the_in_process_path_renders_as_the_sandbox_does() {
     // An undefined variable is the same error on both paths.
     let missing = "## template: jinja\nx: {{ ds.meta_data.nothere }}\n";
     assert_eq!(
-        render_bounded(missing, &data, false).unwrap_err().to_string(),
+        render_bounded(missing, &data, false)
+            .unwrap_err()
+            .to_string(),
         render(missing, &data, false).unwrap_err().to_string()
     );
 }
