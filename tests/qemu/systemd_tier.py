@@ -9,6 +9,7 @@ QEMU start to multi-user.target and to the node's `done`, for (a) no agent, (b) 
 and (c), interleaved; medians, ranges and systemd-analyze from inside the guests.
 """
 
+import calendar
 import json
 import os
 import re
@@ -91,6 +92,16 @@ if [ "$(opt analyze)" = 1 ]; then
     for u in nodeagent-local.service nodeagent.service cloud-final.service; do
       systemctl -q is-enabled "$u" 2>/dev/null || continue
       echo "== critical-chain $u"; systemd-analyze critical-chain --no-pager "$u"
+    done
+    echo "== units"
+    systemctl show --timestamp=us+utc -p Id,InactiveExitTimestamp,ExecMainStartTimestamp,ExecMainExitTimestamp \
+      nodeagent-local.service nodeagent.service 2>/dev/null
+    # What one process start, a platform read and a whole plan cost in this guest (after the
+    # boot, nothing else running): to tell the agent's own work from the emulator's price.
+    echo "== timing"
+    for c in /bin/true "nodeagent --version" \
+        "cat /sys/firmware/qemu_fw_cfg/by_name/opt/guestinfo.userdata/raw" "nodeagent plan"; do
+      s=$(date +%s%N); $c >/dev/null 2>&1; e=$(date +%s%N); echo "$(( (e - s) / 1000000 )) ms $c"
     done
     echo "== blame"; systemd-analyze blame --no-pager; } > /run/test/analyze.txt 2>&1
 fi
@@ -695,6 +706,49 @@ def _blame(analyze):
     return out
 
 
+def _stamp(text):
+    """`Wed 2026-11-25 17:01:36.123456 UTC` (systemctl --timestamp=us+utc) -> Unix seconds."""
+    m = re.search(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(\.\d+)? UTC", text)
+    if not m:
+        return None
+    return calendar.timegm(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")) + float(m.group(2) or 0)
+
+
+def _unit_phases(analyze, files):
+    """Where each agent unit's time went, in seconds, from systemd's timestamps of the unit
+    (`== units`) and the agent's own journal (run-start/run-end of each stage):
+    {"<unit> start": unit activated -> the agent's run begins (systemd's spawn and sandbox,
+    process start, reading, planning), "<unit> run": the run (the steps), "<unit> exit":
+    the run's end -> the process exited}."""
+    units = {}
+    section = analyze.split("== units", 1)[1].split("== ", 1)[0] if "== units" in analyze else ""
+    for block in section.strip().split("\n\n"):
+        props = dict(line.partition("=")[::2] for line in block.splitlines() if "=" in line)
+        units[props.get("Id", "")] = {k: _stamp(v) for k, v in props.items() if k != "Id"}
+    runs = {}
+    for path, (_, data) in files.items():
+        if path.startswith("/var/lib/nodeagent/instances/") and path.endswith("/journal.jsonl") and data:
+            for line in data.decode(errors="replace").splitlines():
+                try:
+                    e = json.loads(line)
+                except ValueError:
+                    continue
+                if e.get("event") in ("run-start", "run-end"):
+                    at = _stamp(e["at"].replace("T", " ").replace("Z", " UTC"))
+                    runs.setdefault(e.get("stage"), {}).setdefault(e["event"], at)
+    out = {}
+    for unit, stage in (("nodeagent-local.service", "local"), ("nodeagent.service", "main")):
+        u, r = units.get(unit, {}), runs.get(stage, {})
+        begin, start, end, exit_ = (u.get("InactiveExitTimestamp"), r.get("run-start"),
+                                    r.get("run-end"), u.get("ExecMainExitTimestamp"))
+        if None not in (begin, start, end, exit_):
+            name = unit.replace(".service", "")
+            out[f"{name}: to run start"] = start - begin
+            out[f"{name}: run"] = end - start
+            out[f"{name}: exit"] = exit_ - end
+    return out
+
+
 def _median(xs):
     xs = sorted(xs)
     n = len(xs)
@@ -739,7 +793,7 @@ def bench(workdir, rounds=5, only=()):
                 done = mark_time(vm, "end-cloudinit")
             analyze = (sc.report_file(files, "/run/test/analyze.txt") or b"").decode(errors="replace")
             last_analyze[variant] = analyze
-            runs[variant].append((mu, done, vm.ended, _blame(analyze)))
+            runs[variant].append((mu, done, vm.ended, dict(_blame(analyze), **_unit_phases(analyze, files))))
             loads.append(os.getloadavg()[0])
             # One line per boot as it ends, so that an interrupted run still says something.
             print(f"round {r + 1} {variant}: multi-user {mu}, done {done}, load {loads[-1]:.1f}", flush=True)
@@ -758,7 +812,8 @@ def bench(workdir, rounds=5, only=()):
     for label, variant, _, _ in images:
         rs = runs[variant]
         print(f"| {label} | {stat([x[0] for x in rs])} | {stat([x[1] for x in rs])} | {stat([x[2] for x in rs])} |")
-    units = [u for u in BENCH_UNITS if any(u in x[3] for rs in runs.values() for x in rs)]
+    phases = sorted({k for rs in runs.values() for x in rs for k in x[3] if ": " in k})
+    units = [u for u in BENCH_UNITS if any(u in x[3] for rs in runs.values() for x in rs)] + phases
     if units:
         print("\nUnit activation times (systemd-analyze blame in the guest), median (min–max):\n")
         print("| unit | " + " | ".join(v for _, v, _, _ in images) + " |")
