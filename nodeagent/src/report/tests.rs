@@ -268,5 +268,8 @@ fn the_main_half_goes_on_from_the_local_half_without_repeating_itself() {
         ["\"reading\"", "\"applying\"", "\"applying\"", "\"done\""]
     );
     // The readiness key changed once (false, then true), and was sent once per value.
-    assert_eq!(sent["nodeagent.ready"], [b"false".to_vec(), b"true".to_vec()]);
+    assert_eq!(
+        sent["nodeagent.ready"],
+        [b"false".to_vec(), b"true".to_vec()]
+    );
 }
