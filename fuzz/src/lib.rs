@@ -340,18 +340,18 @@ fn write_file(u: &mut Unstructured) -> Result<Value> {
         ],
     )?;
     // Encoded content that decodes: base64 of a text (gzip stays for the byte fuzzers).
-    if let Value::Object(m) = &mut v {
-        if matches!(
+    if let Value::Object(m) = &mut v
+        && matches!(
             m.get("encoding").and_then(Value::as_str),
             Some("b64" | "base64")
-        ) {
-            use base64::Engine;
-            let raw = text(u)?;
-            m.insert(
-                "content".into(),
-                json!(base64::engine::general_purpose::STANDARD.encode(raw)),
-            );
-        }
+        )
+    {
+        use base64::Engine;
+        let raw = text(u)?;
+        m.insert(
+            "content".into(),
+            json!(base64::engine::general_purpose::STANDARD.encode(raw)),
+        );
     }
     Ok(v)
 }
