@@ -327,17 +327,8 @@ fn execute_locked(job: &Job, target: Target, mut earlier: Option<Earlier>) -> Re
         Some(_) => Some(Scratch::new()?),
         None => None,
     };
-    let transport = Some(inputs.transport.as_ref());
     let carried = earlier.as_mut().and_then(|e| e.reporter.take());
-    let mut reporter = match (&scratch, carried) {
-        (Some(dir), _) => Reporter::new(None, &dir.0, iid),
-        // The main half of `--stage all` goes on applying: no second `reading`.
-        (None, Some(c)) => Reporter::resume(transport, &opts.target.root, c),
-        (None, None) => Reporter::new(transport, &opts.target.root, iid),
-    };
-    if reporter.status().phase == Phase::Reading {
-        reporter.phase(Phase::Reading, None);
-    }
+    let mut reporter = reporter_for(inputs, &opts.target.root, iid, scratch.as_ref(), carried);
     // As cloud-init's VMware datasource does once the network is up: vm-operator takes the
     // VM's primary IP from these keys. Only to a platform that keeps them.
     if stage != RunStage::Local
@@ -390,6 +381,27 @@ fn execute_locked(job: &Job, target: Target, mut earlier: Option<Earlier>) -> Re
         print_json(args, iid, &all, code);
     }
     Ok(Executed { code, earlier: all })
+}
+
+/// The run's reporter: into `scratch` for `single`; the local half's, carried on, for the main
+/// half of `--stage all` (it goes on applying: no second `reading`); else a new one, `reading`.
+fn reporter_for<'t>(
+    inputs: &'t pipeline::Inputs,
+    root: &std::path::Path,
+    iid: &str,
+    scratch: Option<&Scratch>,
+    carried: Option<report::Carried>,
+) -> Reporter<'t> {
+    let transport = Some(inputs.transport.as_ref());
+    let mut reporter = match (scratch, carried) {
+        (Some(dir), _) => Reporter::new(None, &dir.0, iid),
+        (None, Some(c)) => Reporter::resume(transport, root, c),
+        (None, None) => Reporter::new(transport, root, iid),
+    };
+    if reporter.status().phase == Phase::Reading {
+        reporter.phase(Phase::Reading, None);
+    }
+    reporter
 }
 
 /// `--json`: the run's outcome on stdout, warnings redacted.
