@@ -29,9 +29,11 @@ fn host_path_dirs() -> Vec<PathBuf> {
 /// What the plan needs to know about the target's programs.
 pub fn view(root: &Path) -> TargetView {
     let t = Target::new(root);
+    // Every component resolved inside the root, the program's own name too (a tool installed
+    // as a symlink is followed as the chroot will follow it, never to the host's file).
     let in_target = |name: &str| {
         BIN_DIRS.iter().any(|d| {
-            t.path(&format!("{d}/{name}"))
+            crate::confine::dir(&t.root, &format!("{d}/{name}"))
                 .ok()
                 .and_then(|p| std::fs::metadata(p).ok())
                 .is_some_and(|m| m.is_file())
@@ -136,6 +138,26 @@ fn on_path(path: &[PathBuf], name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tool_linked_out_of_the_root_is_not_the_targets() {
+        let d = crate::confine::test_root(
+            &["usr/sbin", "usr/lib/shadow"],
+            &[
+                // absolute: means the root's own /bin/sh, which this root does not have
+                ("/bin/sh", "usr/sbin/useradd"),
+                ("../lib/shadow/groupadd", "usr/sbin/groupadd"),
+            ],
+        );
+        std::fs::write(d.path().join("usr/lib/shadow/groupadd"), "x").unwrap();
+        assert!(
+            Path::new("/bin/sh").is_file(),
+            "the host has the file the link names"
+        );
+        let v = view(d.path());
+        assert!(!v.target_tools.contains("useradd"), "{:?}", v.target_tools);
+        assert!(v.target_tools.contains("groupadd"), "{:?}", v.target_tools);
+    }
 
     #[test]
     fn states_under_a_root() {
