@@ -7,7 +7,7 @@
 use crate::apply::Target;
 use crate::planner::target::{Observed, PathState, TARGET_TOOLS, TargetView, Wanted};
 use std::os::unix::fs::FileTypeExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Directories of the target searched for its tools, as root's PATH would.
 const BIN_DIRS: &[&str] = &[
@@ -20,10 +20,9 @@ const BIN_DIRS: &[&str] = &[
 ];
 
 /// The agent's own PATH, or root's default when it has none.
-fn host_path_dirs() -> Vec<PathBuf> {
-    let path = std::env::var_os("PATH")
-        .unwrap_or_else(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
-    std::env::split_paths(&path).collect()
+fn host_path() -> std::ffi::OsString {
+    std::env::var_os("PATH")
+        .unwrap_or_else(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into())
 }
 
 /// What the plan needs to know about the target's programs.
@@ -111,7 +110,7 @@ pub fn path_state(t: &Target, abs: &str) -> PathState {
 /// Look up what `planner::target::check` needs.
 pub fn observe(root: &Path, wanted: &Wanted) -> Observed {
     let t = Target::new(root);
-    let path = host_path_dirs();
+    let path = host_path();
     Observed {
         paths: wanted
             .paths
@@ -121,18 +120,12 @@ pub fn observe(root: &Path, wanted: &Wanted) -> Observed {
         host_tools: wanted
             .host_tools
             .iter()
-            .filter(|name| on_path(&path, name))
+            .filter(|name| {
+                !name.contains('/') && crate::process::find_executable(name, Some(&path)).is_some()
+            })
             .cloned()
             .collect(),
     }
-}
-
-/// Whether a regular file `name` is in one of the `path` directories (as `execvp` finds it).
-fn on_path(path: &[PathBuf], name: &str) -> bool {
-    !name.contains('/')
-        && path
-            .iter()
-            .any(|d| std::fs::metadata(d.join(name)).is_ok_and(|m| m.is_file()))
 }
 
 #[cfg(test)]

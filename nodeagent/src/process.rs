@@ -21,6 +21,21 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// First executable regular file named `name` in a `PATH`-style list. Empty entries
+/// (meaning the current directory) are ignored on purpose.
+pub fn find_executable(
+    name: &str,
+    path_var: Option<&std::ffi::OsStr>,
+) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::split_paths(path_var?)
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
 /// Bounds for one program run.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {

@@ -127,7 +127,6 @@ pub fn cert_info(der: &[u8]) -> Result<CertInfo, String> {
     })
 }
 
-/// Whether `child` carries a valid signature by `issuer`'s key.
 impl CertInfo {
     /// Issued by itself and its signature checks out with its own key. Checked on demand,
     /// not at parse: a signature check is the dearest part of reading a certificate and only
@@ -139,6 +138,7 @@ impl CertInfo {
     }
 }
 
+/// Whether `child` carries a valid signature by `issuer`'s key.
 pub fn signed_by(child: &CertInfo, issuer: &CertInfo) -> bool {
     let Ok((_, c)) = x509_parser::parse_x509_certificate(&child.der) else {
         return false;

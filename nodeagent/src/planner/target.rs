@@ -133,28 +133,75 @@ pub fn wanted(plan: &Plan, view: &TargetView) -> Wanted {
     w
 }
 
-/// The programs `plan` runs from the agent's own PATH: named, not listed from the PATH's
-/// directories (a full listing of /usr/bin cost more than the rest of a plan).
+/// The programs `plan` runs from the agent's own PATH (`chroot` for every program of the
+/// target under `--root`): named by [`tools_of`], not listed from the PATH's directories (a
+/// full listing of /usr/bin cost more than the rest of a plan).
 fn host_tools_used(plan: &Plan, view: &TargetView) -> BTreeSet<String> {
     let mut tools = BTreeSet::new();
-    for s in &plan.steps {
-        match &s.action {
-            Action::Group(_) | Action::User(_) if !view.is_host => {
-                tools.insert("chroot".to_string());
-            }
-            Action::DiskSetup(d) if d.disks.iter().any(|d| !d.layout.is_empty()) => {
-                tools.extend(["sfdisk", "blkid"].map(String::from));
-            }
-            Action::FsSetup(f) => {
-                for fs in &f.filesystems {
-                    tools.insert(format!("mkfs.{}", fs.filesystem));
-                    tools.insert("blkid".into());
-                }
-            }
-            _ => {}
+    for need in plan.steps.iter().flat_map(|s| tools_of(&s.action)) {
+        if !need.in_target {
+            tools.insert(need.tool);
+        } else if !view.is_host {
+            tools.insert("chroot".to_string());
         }
     }
     tools
+}
+
+/// One program a step runs: in the target (chrooted under `--root`) or on the agent's PATH.
+struct Need {
+    tool: String,
+    in_target: bool,
+    /// The key path of the input that asks for it, for errors.
+    place: String,
+}
+
+/// The programs `a` runs, in the order apply runs them: what `check_tools` checks and
+/// `host_tools_used` asks `probe::observe` to look up.
+fn tools_of(a: &Action) -> Vec<Need> {
+    let need = |tool: &str, in_target: bool, place: &str| Need {
+        tool: tool.to_string(),
+        in_target,
+        place: place.to_string(),
+    };
+    let mut out = Vec::new();
+    match a {
+        Action::Group(g) => {
+            let place = format!("groups ({})", g.name);
+            out.push(need("groupadd", true, &place));
+            if !g.members.is_empty() {
+                out.push(need("usermod", true, &place));
+            }
+        }
+        Action::User(u) => {
+            let place = format!("users ({})", u.name);
+            for tool in ["useradd", "usermod", "groupadd"] {
+                out.push(need(tool, true, &place));
+            }
+            if u.passwd.is_some() {
+                out.push(need("chpasswd", true, &place));
+            }
+        }
+        Action::DiskSetup(d) => {
+            for disk in d.disks.iter().filter(|d| !d.layout.is_empty()) {
+                let place = format!("disk_setup.{}", disk.device);
+                out.push(need("sfdisk", false, &place));
+                out.push(need("blkid", false, &place));
+            }
+        }
+        Action::FsSetup(f) => {
+            for (i, fs) in f.filesystems.iter().enumerate() {
+                // A missing device is not refused: it may still appear (apply waits for
+                // udev, then warns, as cloud-init does).
+                let place = format!("fs_setup[{i}]");
+                let mkfs = format!("mkfs.{}", fs.filesystem);
+                out.push(need(&mkfs, false, &format!("{place}.filesystem")));
+                out.push(need("blkid", false, &place));
+            }
+        }
+        _ => {}
+    }
+    out
 }
 
 /// Refuse a plan that `apply` could not finish in this target. Pure.
@@ -276,54 +323,23 @@ fn check_tools(plan: &Plan, view: &TargetView, host_tools: &BTreeSet<String>) ->
         }
     };
     for s in &plan.steps {
-        match &s.action {
-            Action::Group(g) => {
-                let place = format!("groups ({})", g.name);
-                in_target("groupadd", &place)?;
-                if !g.members.is_empty() {
-                    in_target("usermod", &place)?;
-                }
+        if let Action::Ntp(n) = &s.action
+            && n.enabled
+        {
+            // A client that is not installed is configured anyway and warned about (as
+            // cloud-init, which would install it): only what apply refuses is refused.
+            crate::apply::ntp::pick(&n.client, view.chrony, view.timesyncd).map_err(|e| {
+                let mut e = e.map_message(|m| format!("{m} in the target"));
+                e.stage = Stage::Plan;
+                e
+            })?;
+        }
+        for need in tools_of(&s.action) {
+            if need.in_target {
+                in_target(&need.tool, &need.place)?;
+            } else {
+                on_host(&need.tool, &need.place)?;
             }
-            Action::User(u) => {
-                let place = format!("users ({})", u.name);
-                for tool in ["useradd", "usermod", "groupadd"] {
-                    in_target(tool, &place)?;
-                }
-                if u.passwd.is_some() {
-                    in_target("chpasswd", &place)?;
-                }
-            }
-            Action::Ntp(n) if n.enabled => {
-                // A client that is not installed is configured anyway and warned about (as
-                // cloud-init, which would install it): only what apply refuses is refused.
-                crate::apply::ntp::pick(&n.client, view.chrony, view.timesyncd).map_err(|e| {
-                    let mut e = e.map_message(|m| format!("{m} in the target"));
-                    e.stage = Stage::Plan;
-                    e
-                })?;
-            }
-            Action::DiskSetup(d) => {
-                for disk in &d.disks {
-                    let place = format!("disk_setup.{}", disk.device);
-                    if !disk.layout.is_empty() {
-                        on_host("sfdisk", &place)?;
-                        on_host("blkid", &place)?;
-                    }
-                }
-            }
-            Action::FsSetup(f) => {
-                for (i, fs) in f.filesystems.iter().enumerate() {
-                    // A missing device is not refused: it may still appear (apply waits for
-                    // udev, then warns, as cloud-init does).
-                    let place = format!("fs_setup[{i}]");
-                    on_host(
-                        &format!("mkfs.{}", fs.filesystem),
-                        &format!("{place}.filesystem"),
-                    )?;
-                    on_host("blkid", &place)?;
-                }
-            }
-            _ => {}
         }
     }
     Ok(())

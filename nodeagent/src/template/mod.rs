@@ -81,10 +81,15 @@ pub fn render(userdata: &str, instance_data: &Json, compat: bool) -> Result<Rend
 /// and the output cap what is printed, but a string doubled with `~` in a loop (or through
 /// macro recursion) grows to gigabytes before either sees it. What the agent runs.
 pub fn render_bounded(userdata: &str, instance_data: &Json, compat: bool) -> Result<Rendered> {
-    use crate::sandbox::{Outcome, run};
     if only_substitutes(userdata) {
         return render(userdata, instance_data, compat);
     }
+    render_forked(userdata, instance_data, compat)
+}
+
+/// [`render`] in the memory- and CPU-limited child (crate::sandbox).
+fn render_forked(userdata: &str, instance_data: &Json, compat: bool) -> Result<Rendered> {
+    use crate::sandbox::{Outcome, run};
     // The result travels as JSON: escaping can at most ~6x a byte; plus the warnings.
     let max_result = 6 * MAX_RENDERED_BYTES + 1024 * 1024;
     match run(TEMPLATE_MEMORY_BYTES, TEMPLATE_CPU_SECS, max_result, || {

@@ -127,14 +127,17 @@ fn the_in_process_path_renders_as_the_sandbox_does() {
                 ip: {{ ds.meta_data.local_ipv4 }}\nid: {{ v1.instance_id }}\n";
     assert!(only_substitutes(text));
     let bounded = render_bounded(text, &data, false).unwrap();
-    assert_eq!(bounded, render(text, &data, false).unwrap());
+    assert_eq!(bounded, render_forked(text, &data, false).unwrap());
     assert!(bounded.text.contains("ip: 10.0.0.5\n"), "{}", bounded.text);
     // An undefined variable is the same error on both paths.
     let missing = "## template: jinja\nx: {{ ds.meta_data.nothere }}\n";
+    assert!(only_substitutes(missing));
     assert_eq!(
         render_bounded(missing, &data, false)
             .unwrap_err()
             .to_string(),
-        render(missing, &data, false).unwrap_err().to_string()
+        render_forked(missing, &data, false)
+            .unwrap_err()
+            .to_string()
     );
 }

@@ -53,8 +53,8 @@ impl VmwareTransport {
     /// Helpers looked up on `path_var` (a `PATH`-style list), without spawning `which`.
     pub fn with_search_path(path_var: Option<&OsStr>) -> Self {
         VmwareTransport {
-            rpctool: find_executable(RPCTOOL, path_var),
-            vmtoolsd: find_executable(VMTOOLSD, path_var),
+            rpctool: crate::process::find_executable(RPCTOOL, path_var),
+            vmtoolsd: crate::process::find_executable(VMTOOLSD, path_var),
             timeout: Duration::from_millis(crate::limits::RPC_TIMEOUT_MS),
             use_vmtoolsd: AtomicBool::new(false),
         }
@@ -172,18 +172,6 @@ fn classify(o: Outcome, absent_ok: bool) -> std::result::Result<Option<Vec<u8>>,
         crate::redact::redact_text(stderr.trim())
     };
     Err(format!("{} failed ({}): {detail}", o.tool, o.status))
-}
-
-/// First executable regular file named `name` in a `PATH`-style list. Empty entries
-/// (meaning the current directory) are ignored on purpose.
-pub fn find_executable(name: &str, path_var: Option<&OsStr>) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    std::env::split_paths(path_var?)
-        .filter(|d| d.is_absolute())
-        .map(|d| d.join(name))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
 }
 
 impl Transport for VmwareTransport {
