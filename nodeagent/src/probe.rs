@@ -6,8 +6,9 @@
 
 use crate::apply::Target;
 use crate::planner::target::{Observed, PathState, TARGET_TOOLS, TargetView, Wanted};
+use std::collections::HashMap;
 use std::os::unix::fs::FileTypeExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Directories of the target searched for its tools, as root's PATH would.
 const BIN_DIRS: &[&str] = &[
@@ -60,6 +61,19 @@ pub fn view(root: &Path) -> TargetView {
 /// The state of one in-target path: its last component unresolved (apply replaces a symlink
 /// there, never follows it), its parents resolved inside the root.
 pub fn path_state(t: &Target, abs: &str) -> PathState {
+    path_state_seen(t, abs, &mut HashMap::new())
+}
+
+/// What an ancestor directory was found to be, kept for the next path under it: the files
+/// of one directory (a PKI, say) share their ancestors, looked up once per plan.
+#[derive(Clone, Copy)]
+enum Ancestor {
+    Dir,
+    NotDir,
+    Absent,
+}
+
+fn path_state_seen(t: &Target, abs: &str, seen: &mut HashMap<PathBuf, Ancestor>) -> PathState {
     let host = match t.path(abs) {
         Ok(p) => p,
         Err(e) => return PathState::Blocked(e.detail()),
@@ -91,17 +105,25 @@ pub fn path_state(t: &Target, abs: &str) -> PathState {
     // Missing: the first ancestor that exists must be a directory apply can create under.
     let mut dir = host.parent();
     while let Some(d) = dir {
-        match std::fs::symlink_metadata(d) {
-            Ok(m) if m.is_dir() => return PathState::Missing,
-            Ok(_) => {
+        let found =
+            *seen
+                .entry(d.to_path_buf())
+                .or_insert_with(|| match std::fs::symlink_metadata(d) {
+                    Ok(m) if m.is_dir() => Ancestor::Dir,
+                    Ok(_) => Ancestor::NotDir,
+                    Err(_) => Ancestor::Absent,
+                });
+        match found {
+            Ancestor::Dir => return PathState::Missing,
+            Ancestor::NotDir => {
                 let shown = d
                     .strip_prefix(&t.root)
                     .map(|r| format!("/{}", r.display()))
                     .unwrap_or_else(|_| d.display().to_string());
                 return PathState::Blocked(format!("{shown} is not a directory in the target"));
             }
-            Err(_) if d == t.root => return PathState::Missing,
-            Err(_) => dir = d.parent(),
+            Ancestor::Absent if d == t.root => return PathState::Missing,
+            Ancestor::Absent => dir = d.parent(),
         }
     }
     PathState::Missing
@@ -111,11 +133,12 @@ pub fn path_state(t: &Target, abs: &str) -> PathState {
 pub fn observe(root: &Path, wanted: &Wanted) -> Observed {
     let t = Target::new(root);
     let path = host_path();
+    let mut seen = HashMap::new();
     Observed {
         paths: wanted
             .paths
             .iter()
-            .map(|p| (p.clone(), path_state(&t, p)))
+            .map(|p| (p.clone(), path_state_seen(&t, p, &mut seen)))
             .collect(),
         host_tools: wanted
             .host_tools

@@ -256,6 +256,9 @@ fn replace(path: &Path, data: &[u8], mode: u32, durable: bool) -> Result<()> {
 /// The state directory of one root.
 pub struct State {
     pub dir: PathBuf,
+    /// Directories this value has made sure of (created, 0700, no symlink): each is checked
+    /// once, not again for every file written in it.
+    ensured: std::cell::RefCell<Vec<PathBuf>>,
 }
 
 impl State {
@@ -263,7 +266,20 @@ impl State {
     pub fn open(root: &Path) -> Result<State> {
         let dir = state_dir(root)?;
         ensure_private_dir(&dir, 0o700)?;
-        Ok(State { dir })
+        Ok(State {
+            ensured: std::cell::RefCell::new(vec![dir.clone()]),
+            dir,
+        })
+    }
+
+    /// [`ensure_private_dir`] of `path` at 0700, once per `State`.
+    fn ensure_dir(&self, path: &Path) -> Result<()> {
+        if self.ensured.borrow().iter().any(|d| d == path) {
+            return Ok(());
+        }
+        ensure_private_dir(path, 0o700)?;
+        self.ensured.borrow_mut().push(path.to_path_buf());
+        Ok(())
     }
 
     pub fn instance_dir(&self, iid: &str) -> PathBuf {
@@ -304,11 +320,11 @@ impl State {
             if let Some(p) = prev.as_deref().filter(|p| !p.is_empty()) {
                 write_id("previous-instance-id", p)?;
             }
-            ensure_private_dir(&self.instance_dir(iid), 0o700)?;
+            self.ensure_dir(&self.instance_dir(iid))?;
             write_id("instance-id", iid)?;
         }
         let idir = self.instance_dir(iid);
-        ensure_private_dir(&idir, 0o700)?;
+        self.ensure_dir(&idir)?;
         Journal::open(&idir.join("journal.jsonl"), boot_id())
     }
 
@@ -317,7 +333,7 @@ impl State {
     /// them in /run), so after a power loss the next run replaces whatever survived.
     pub fn save_all(&self, iid: &str, items: &[(&str, &[u8], u32)]) -> Result<()> {
         let idir = self.instance_dir(iid);
-        ensure_private_dir(&idir, 0o700)?;
+        self.ensure_dir(&idir)?;
         for (name, data, mode) in items {
             replace(&idir.join(name), data, *mode, false)?;
         }
@@ -327,7 +343,7 @@ impl State {
     /// Keep a copy of rendered userdata / instance data for `query`, `render`, `collect-logs`.
     pub fn save(&self, iid: &str, name: &str, data: &[u8], mode: u32) -> Result<()> {
         let idir = self.instance_dir(iid);
-        ensure_private_dir(&idir, 0o700)?;
+        self.ensure_dir(&idir)?;
         write_atomic(&idir.join(name), data, mode)
     }
 }
