@@ -7,7 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for p in hyperfine time; do dpkg -s "$p" >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$p" >/dev/null; done
-BIN=$(packaging/build-release)
+cargo build --release -q -p nodeagent
+BIN=$PWD/target/release/nodeagent
 CORPUS=${CORPUS:-$PWD/../shared/corpus/capi}   # the shared corpus beside the repository
 W=${BENCH_DIR:-$PWD/target/apply-bench}   # under target/: the real disk
 rm -rf "$W"; mkdir -p "$W/d"

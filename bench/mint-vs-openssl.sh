@@ -13,12 +13,12 @@
 #                vs  openssl: only the 1000 bootstrap tokens (`openssl rand`), no userdata at all
 #   baseline     process start + one token (`nodeagent mint token` vs `openssl rand`): how much
 #                of each row is the machine's scheduling latency rather than the work
-# Needs the release build: packaging/build-release
+# Needs a release build: cargo build --release -p nodeagent
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-15}
-BIN=${NODEAGENT:-$(packaging/build-release)}
-[ -x "$BIN" ] || { echo "no binary at $BIN" >&2; exit 1; }
+BIN=${NODEAGENT:-target/release/nodeagent}
+[ -x "$BIN" ] || { echo "build first: cargo build --release -p nodeagent" >&2; exit 1; }
 command -v openssl >/dev/null || apt-get install -y -q openssl >/dev/null
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT

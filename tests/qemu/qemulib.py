@@ -216,12 +216,8 @@ def build_initramfs(kernel):
 
 def cargo_build(bin_name="nodeagent", package="nodeagent"):
     """Build a workspace binary and return its path: the debug profile (the warm one), or the
-    build that ships (packaging/build-release: release profile, static) with QEMU_RELEASE=1, as
-    the boot benchmark sets it."""
+    release profile (what ships) with QEMU_RELEASE=1, as the boot benchmark sets it."""
     release = os.environ.get("QEMU_RELEASE") == "1"
-    if release and (package, bin_name) == ("nodeagent", "nodeagent"):
-        return subprocess.run([os.path.join(REPO, "packaging", "build-release")], cwd=REPO, check=True,
-                              stdout=subprocess.PIPE, text=True).stdout.strip()
     run(["cargo", "build", "--quiet", *(["--release"] if release else []), "-p", package, "--bin", bin_name], cwd=REPO)
     return os.path.join(REPO, "target", "release" if release else "debug", bin_name)
 
