@@ -205,4 +205,39 @@ mod tests {
         ));
         assert_eq!(path_state(&t, "/etc/loop1"), PathState::Symlink);
     }
+
+    /// `observe` keeps the ancestors it looked up for the next path: the answers must be the
+    /// ones each path gets on its own (shared ancestors that exist, are missing, or are files).
+    #[test]
+    fn shared_ancestors_give_the_same_states_as_one_path_at_a_time() {
+        let d = crate::confine::test_root(&["etc/dir"], &[]);
+        let r = d.path();
+        std::fs::write(r.join("etc/file"), "x").unwrap();
+        let paths: Vec<String> = [
+            "/etc/new/a/x",
+            "/etc/new/a/y",
+            "/etc/new/b",
+            "/etc/dir/x",
+            "/etc/dir/y",
+            "/etc/file/x",
+            "/etc/file/y/z",
+            "/etc/file",
+        ]
+        .map(String::from)
+        .to_vec();
+        let wanted = Wanted {
+            paths: paths.clone(),
+            host_tools: Default::default(),
+        };
+        let seen = observe(r, &wanted);
+        let t = Target::new(r);
+        for p in &paths {
+            assert_eq!(seen.paths[p], path_state(&t, p), "{p}");
+        }
+        assert!(matches!(
+            &seen.paths["/etc/file/y/z"],
+            PathState::Blocked(_)
+        ));
+        assert_eq!(seen.paths["/etc/new/b"], PathState::Missing);
+    }
 }
