@@ -328,16 +328,39 @@ impl State {
         Journal::open(&idir.join("journal.jsonl"), boot_id())
     }
 
-    /// Several files of the instance directory, each atomic (temp, rename). Not fsynced:
-    /// they are copies every run writes afresh before it applies anything (cloud-init keeps
-    /// them in /run), so after a power loss the next run replaces whatever survived.
-    pub fn save_all(&self, iid: &str, items: &[(&str, &[u8], u32)]) -> Result<()> {
+    /// Several files of the instance directory, each atomic (temp, rename), committed as one
+    /// batch. Not fsynced, but for the names in `durable`: the others are copies every run
+    /// writes afresh before it applies anything (cloud-init keeps them in /run), so after a
+    /// power loss the next run replaces whatever survived.
+    pub fn save_all(
+        &self,
+        iid: &str,
+        items: &[(&str, &[u8], u32)],
+        durable: &[&str],
+    ) -> Result<()> {
         let idir = self.instance_dir(iid);
         self.ensure_dir(&idir)?;
+        let mut staged = Vec::new();
         for (name, data, mode) in items {
-            replace(&idir.join(name), data, *mode, false)?;
+            let opts = crate::fsio::Options::new(*mode);
+            let opts = if durable.contains(name) {
+                opts
+            } else {
+                opts.volatile()
+            };
+            let path = idir.join(name);
+            match crate::fsio::stage(&path, data, &opts) {
+                Ok(s) => staged.push(s),
+                Err(e) => {
+                    crate::fsio::discard(staged);
+                    return Err(Error::caused(Stage::State, path.display().to_string(), e));
+                }
+            }
         }
-        Ok(())
+        crate::fsio::commit(staged).map_err(|e| {
+            let place = e.path.display().to_string();
+            Error::caused(Stage::State, place, e)
+        })
     }
 
     /// Keep a copy of rendered userdata / instance data for `query`, `render`, `collect-logs`.
@@ -358,6 +381,9 @@ pub struct Journal {
     /// Last `begin` record per step.
     begun: HashMap<String, Record>,
     dirty: bool,
+    /// The file was empty when opened: its directory entry is synced with the first sync of
+    /// a record (nothing relies on an empty journal), once.
+    entry_unsynced: bool,
 }
 
 /// Parse journal text; unparsable (torn) lines are skipped.
@@ -390,13 +416,6 @@ impl Journal {
         file.read_to_end(&mut raw)
             .map_err(|e| Error::io(Stage::State, &place, "", e))?;
         text.push_str(&String::from_utf8_lossy(&raw));
-        if raw.is_empty() {
-            // A new journal: make its directory entry durable before any record relies on it.
-            let dir = path.parent().unwrap_or(Path::new("."));
-            File::open(dir)
-                .and_then(|d| d.sync_all())
-                .map_err(|e| Error::io(Stage::State, dir.display().to_string(), "", e))?;
-        }
         if !raw.is_empty() && !raw.ends_with(b"\n") {
             // A torn last line: terminate it so the next record starts clean.
             file.write_all(b"\n")
@@ -414,6 +433,7 @@ impl Journal {
             done,
             begun,
             dirty: false,
+            entry_unsynced: raw.is_empty(),
         })
     }
 
@@ -421,7 +441,10 @@ impl Journal {
     /// (`apply` does this once it holds the run lock).
     pub fn reopen(&mut self) -> Result<()> {
         let path = self.path.clone();
+        let entry_unsynced = self.entry_unsynced;
         *self = Journal::open(&path, self.boot.clone())?;
+        // Created by this process and not yet synced: still owed, whatever was appended since.
+        self.entry_unsynced |= entry_unsynced;
         Ok(())
     }
 
@@ -476,12 +499,21 @@ impl Journal {
         Ok(())
     }
 
+    /// The records appended so far made durable; for a journal this process created, its
+    /// directory entry too, before any record relies on it.
     pub fn sync(&mut self) -> Result<()> {
         if self.dirty {
             self.file
                 .sync_data()
                 .map_err(|e| Error::io(Stage::State, self.path.display().to_string(), "", e))?;
             self.dirty = false;
+        }
+        if self.entry_unsynced {
+            let dir = self.path.parent().unwrap_or(Path::new("."));
+            File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| Error::io(Stage::State, dir.display().to_string(), "", e))?;
+            self.entry_unsynced = false;
         }
         Ok(())
     }

@@ -140,6 +140,9 @@ pub struct Options {
     /// The nodeagent binary that supervises commands (`__supervise`): `/proc/self/exe` for the
     /// CLI; tests that apply in-process name the built binary.
     pub supervisor: PathBuf,
+    /// The run's end is this apply's end: its `run-end` record is synced. False for the local
+    /// half of `--stage all`, whose records the main half's syncs cover.
+    pub ends_run: bool,
 }
 
 /// What happened to each step of one run.
@@ -310,8 +313,9 @@ pub fn apply(
         }
     };
     // A run that held the lock before us may have finished steps (an append!) since our
-    // journal was read: read it again under the lock.
-    if let Err(e) = journal.reopen() {
+    // journal was read: read it again under the lock. A caller that held the lock already
+    // (`run`) opened the journal under it.
+    if took_lock && let Err(e) = journal.reopen() {
         release();
         return Err(e);
     }
@@ -450,8 +454,11 @@ fn apply_locked(
         summary.warnings.append(&mut ctx.warnings);
         match res {
             Ok(outcome) => {
-                // A `skipped` record (no --exec) finishes nothing, so it needs no sync.
-                let durable = needs_durable_begin(&step.action) && outcome != Outcome::Skipped;
+                // A `skipped` record (no --exec) finishes nothing, so it needs no sync; the
+                // last step's record is synced with the run's end, appended right after it.
+                let last = pos + batch_len == order.len() && deferred.is_none() && opts.ends_run;
+                let durable =
+                    needs_durable_begin(&step.action) && outcome != Outcome::Skipped && !last;
                 record_done(&mut ctx, step, ms, outcome.result(), durable)?;
                 if outcome == Outcome::Skipped {
                     summary.skipped.push(step.id.clone());
@@ -491,7 +498,7 @@ fn apply_locked(
         duration_ms: run_started.elapsed().as_secs_f64() * 1000.0,
         result: RunResult::Ok,
     });
-    ctx.journal.append(r, true)?;
+    ctx.journal.append(r, opts.ends_run)?;
     Ok(())
 }
 

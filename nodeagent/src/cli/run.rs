@@ -308,18 +308,27 @@ fn execute_locked(job: &Job, target: Target, mut earlier: Option<Earlier>) -> Re
     // What cloud-init keeps in /run/cloud-init and /var/lib/cloud/instance, for query/render.
     // The main stage (or the main half of `--stage all`) writes it with the facts of the
     // network it waited for: the local stage, on the boot's path to multi-user, leaves it.
+    let exec = args.exec || target.is_host();
+    // The platform's copies are blanked after success (redact_platform): the saved ones later
+    // boots read instead are durable from the start.
+    let redacting = stage != RunStage::Local
+        && exec
+        && args.only.is_none()
+        && !report::keys_to_redact(inputs.image.redact_userdata, &prepared.metadata.redact)
+            .is_empty();
     if stage != RunStage::Local {
-        save_instance(&state, iid, prepared, inputs)?;
+        save_instance(&state, iid, prepared, inputs, redacting)?;
     }
 
     let opts = Options {
-        exec: args.exec || target.is_host(),
+        exec,
         target,
         stage,
         compat: inputs.compat,
         config: inputs.image.clone(),
         // This very binary, even if the file was replaced since it started.
         supervisor: "/proc/self/exe".into(),
+        ends_run: !(stage == RunStage::Local && args.stage == RunStage::All),
     };
     // `single` leaves the bootstrap's status and the platform alone, as `cloud-init single`
     // does: its reporter writes to a private scratch directory, removed on return.
@@ -365,7 +374,7 @@ fn execute_locked(job: &Job, target: Target, mut earlier: Option<Earlier>) -> Re
         // Only with --exec (always on a real node): a --root dry run leaves the platform's
         // data alone.
         if opts.exec && scratch.is_none() {
-            for w in redact_platform(&state, iid, job, opts.config.redact_userdata)? {
+            for w in redact_platform(job, opts.config.redact_userdata) {
                 reporter.warning(&w);
                 all.warnings.push(w);
             }
@@ -419,47 +428,29 @@ fn print_json(args: &Args, iid: &str, all: &Earlier, code: i32) {
 
 /// After success: the image config's `redact_userdata` and the metadata's `redact:` keys are
 /// overwritten with `---` (cloud-init does the latter right after reading; the main stage
-/// here reads the platform again, so both wait for success). Returns a warning for each key
+/// here reads the platform again, so both wait for success). Later boots read the copies
+/// `save_instance` made durable before anything was applied. Returns a warning for each key
 /// left readable: a secret left on the platform is a degraded run (exit 2), with why.
-fn redact_platform(
-    state: &State,
-    iid: &str,
-    job: &Job,
-    redact_userdata: bool,
-) -> Result<Vec<String>> {
-    let (inputs, prepared) = (job.inputs, job.prepared);
-    let keys = report::keys_to_redact(redact_userdata, &prepared.metadata.redact);
-    // Later boots read the saved copies once the platform's are blanked: make them durable
-    // before blanking.
-    if !keys.is_empty() {
-        for (name, data) in [
-            (pipeline::SAVED_USERDATA, prepared.userdata.as_ref()),
-            (
-                pipeline::SAVED_METADATA,
-                inputs.raw.metadata.as_ref().map(|d| &d.text),
-            ),
-        ] {
-            if let Some(text) = data {
-                state.save(iid, name, text.as_bytes(), 0o600)?;
-            }
-        }
-    }
+fn redact_platform(job: &Job, redact_userdata: bool) -> Vec<String> {
+    let keys = report::keys_to_redact(redact_userdata, &job.prepared.metadata.redact);
     let mut warnings = Vec::new();
-    for (failed, why) in report::redact_guestinfo(inputs.transport.as_ref(), &keys) {
+    for (failed, why) in report::redact_guestinfo(job.inputs.transport.as_ref(), &keys) {
         let key = failed.strip_prefix("guestinfo.").unwrap_or(&failed);
         let w = format!("guestinfo.{key} could not be redacted: {why}");
         eprintln!("warning: {}", crate::redact::redact_text(&w));
         warnings.push(w);
     }
-    Ok(warnings)
+    warnings
 }
 
-/// Instance data, the rendered userdata and the saved platform copies of this run.
+/// Instance data, the rendered userdata and the saved platform copies of this run; the
+/// saved copies durable when the platform's are to be blanked.
 fn save_instance(
     state: &State,
     iid: &str,
     prepared: &pipeline::Prepared,
     inputs: &pipeline::Inputs,
+    durable_copies: bool,
 ) -> Result<()> {
     let tree = &prepared.instance_data;
     let sensitive = instance::to_python_json(tree);
@@ -478,7 +469,12 @@ fn save_instance(
     if let Some(md) = inputs.raw.metadata.as_ref() {
         keep.push((pipeline::SAVED_METADATA, md.text.as_bytes(), 0o600));
     }
-    state.save_all(iid, &keep)
+    let durable: &[&str] = if durable_copies {
+        &[pipeline::SAVED_USERDATA, pipeline::SAVED_METADATA]
+    } else {
+        &[]
+    };
+    state.save_all(iid, &keep, durable)
 }
 
 /// A fresh 0700 directory under the temp dir for `single`'s reporter (created, never an

@@ -82,6 +82,7 @@ pub fn opts(root: &Path, exec: bool, compat: bool) -> Options {
         compat,
         config: ImageConfig::default(),
         supervisor: env!("CARGO_BIN_EXE_nodeagent").into(),
+        ends_run: true,
     }
 }
 
