@@ -248,7 +248,7 @@ pub fn run_streaming(
         program: program.clone(),
         source,
     };
-    let pidfd = pidfd_open(&child);
+    let pidfd = pidfd_open(child.id() as i32);
     let (mut pipes, mut input) = take_pipes(&mut child, stdin).map_err(io_err)?;
     let mut exited: Option<ExitStatus> = None;
     let mut drain_until: Option<Instant> = None;
@@ -424,7 +424,7 @@ pub fn run_inherited(mut cmd: Command, limits: &Limits) -> Result<ExitStatus, Pr
     let program = program_name(&cmd);
     let (deadline, budget) = bounds(limits, &program)?;
     let mut child = spawn(&mut cmd, &program)?;
-    let pidfd = pidfd_open(&child);
+    let pidfd = pidfd_open(child.id() as i32);
     let exited = match deadline {
         None => true,
         Some(d) => exits_by(&mut child, pidfd.as_ref(), d),
@@ -446,10 +446,71 @@ pub fn run_inherited(mut cmd: Command, limits: &Limits) -> Result<ExitStatus, Pr
     }
 }
 
+/// A started program this module may signal: its pid leads its own process group.
+trait Leader {
+    fn pid(&self) -> i32;
+    /// Whether it has exited, without blocking (reaping it if so: `wait` then answers at once).
+    fn exited(&mut self) -> bool;
+    fn wait(&mut self) -> io::Result<ExitStatus>;
+}
+
+impl Leader for Child {
+    fn pid(&self) -> i32 {
+        self.id() as i32
+    }
+    fn exited(&mut self) -> bool {
+        !matches!(self.try_wait(), Ok(None))
+    }
+    fn wait(&mut self) -> io::Result<ExitStatus> {
+        Child::wait(self)
+    }
+}
+
+/// A child made by `fork` without exec ([`run_forked`]).
+struct Forked {
+    pid: libc::pid_t,
+    status: Option<ExitStatus>,
+}
+
+impl Forked {
+    fn waitpid(&mut self, flags: libc::c_int) -> io::Result<Option<ExitStatus>> {
+        use std::os::unix::process::ExitStatusExt;
+        if self.status.is_none() {
+            let mut raw = 0;
+            // SAFETY: waitpid on our own child, writing into a local int.
+            match unsafe { libc::waitpid(self.pid, &mut raw, flags) } {
+                0 => {}
+                n if n == self.pid => self.status = Some(ExitStatus::from_raw(raw)),
+                _ => return Err(io::Error::last_os_error()),
+            }
+        }
+        Ok(self.status)
+    }
+}
+
+impl Leader for Forked {
+    fn pid(&self) -> i32 {
+        self.pid
+    }
+    fn exited(&mut self) -> bool {
+        !matches!(self.waitpid(libc::WNOHANG), Ok(None))
+    }
+    fn wait(&mut self) -> io::Result<ExitStatus> {
+        loop {
+            match self.waitpid(0) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+                Ok(Some(s)) => return Ok(s),
+                Ok(None) => {}
+            }
+        }
+    }
+}
+
 /// SIGTERM (when `grace` is not zero), then SIGKILL to the child's process group; reap the
 /// leader within REAP_AFTER_KILL.
-fn kill_group(child: &mut Child, pidfd: Option<&OwnedFd>, grace: Duration) {
-    let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
+fn kill_group(child: &mut dyn Leader, pidfd: Option<&OwnedFd>, grace: Duration) {
+    let pgid = nix::unistd::Pid::from_raw(child.pid());
     use nix::sys::signal::{Signal, killpg};
     if !grace.is_zero() {
         let _ = killpg(pgid, Signal::SIGTERM);
@@ -466,7 +527,7 @@ fn kill_group(child: &mut Child, pidfd: Option<&OwnedFd>, grace: Duration) {
 }
 
 /// Whether the child exits before `deadline`, without reaping it.
-fn exits_by(child: &mut Child, pidfd: Option<&OwnedFd>, deadline: Instant) -> bool {
+fn exits_by(child: &mut dyn Leader, pidfd: Option<&OwnedFd>, deadline: Instant) -> bool {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         match pidfd {
@@ -484,7 +545,7 @@ fn exits_by(child: &mut Child, pidfd: Option<&OwnedFd>, deadline: Instant) -> bo
             }
             None => {
                 // No pidfd: poll the status (this reaps it; `wait` then returns it again).
-                if !matches!(child.try_wait(), Ok(None)) {
+                if child.exited() {
                     return true;
                 }
                 if left.is_zero() {
@@ -496,11 +557,82 @@ fn exits_by(child: &mut Child, pidfd: Option<&OwnedFd>, deadline: Instant) -> bo
     }
 }
 
-fn pidfd_open(child: &Child) -> Option<OwnedFd> {
+fn pidfd_open(pid: i32) -> Option<OwnedFd> {
     // SAFETY: pidfd_open returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id() as libc::pid_t, 0) };
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
     // SAFETY: a fresh descriptor we own.
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Whether this process runs one thread only: [`run_forked`]'s condition (`/proc/self/stat`
+/// field 20; false when it cannot be read).
+pub fn single_threaded() -> bool {
+    std::fs::read_to_string("/proc/self/stat").is_ok_and(|stat| {
+        // Fields after the command name, which is in parentheses and may hold anything.
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(17))
+            .is_some_and(|n| n == "1")
+    })
+}
+
+/// Run `f` in a forked child of this process, without exec: the child starts with a copy of
+/// the caller's memory and descriptors (what it keeps of them is `f`'s business) in a
+/// process group of its own, and exits with `f`'s value; a panic in it ends it with 101.
+/// Bounded as [`run_inherited`]: at the deadline the group is killed. Far cheaper than
+/// starting a program (no exec, no loading), for work this binary does itself.
+///
+/// Only when [`single_threaded`]: in the child only the calling thread exists, and a lock
+/// another thread held at the fork (the allocator's aside, which glibc resets) would never
+/// be released there. The child logs nothing (tracing is silenced in it).
+pub fn run_forked(
+    name: &str,
+    limits: &Limits,
+    f: impl FnOnce() -> i32,
+) -> Result<ExitStatus, ProcessError> {
+    let (deadline, budget) = bounds(limits, name)?;
+    tracing::debug!(name, "fork");
+    // SAFETY: single-threaded (the caller checked), so the child can run ordinary code.
+    let pid = match unsafe { libc::fork() } {
+        -1 => {
+            return Err(ProcessError::Spawn {
+                program: name.to_string(),
+                source: io::Error::last_os_error(),
+            });
+        }
+        0 => {
+            // SAFETY: the child's own process group, before anything else runs in it.
+            unsafe { libc::setpgid(0, 0) };
+            let _quiet =
+                tracing::subscriber::set_default(tracing::subscriber::NoSubscriber::default());
+            std::panic::set_hook(Box::new(|info| eprintln!("{info}")));
+            let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(101);
+            // SAFETY: ends the child without the parent's atexit handlers or destructors.
+            unsafe { libc::_exit(code) }
+        }
+        pid => pid,
+    };
+    // Also from here, so that a kill at the deadline never finds the group not yet made
+    // (EACCES once the child has set it itself: harmless).
+    // SAFETY: setpgid on our own child.
+    unsafe { libc::setpgid(pid, pid) };
+    let mut child = Forked { pid, status: None };
+    let pidfd = pidfd_open(pid);
+    let exited = match deadline {
+        None => true,
+        Some(d) => exits_by(&mut child, pidfd.as_ref(), d),
+    };
+    if !exited {
+        kill_group(&mut child, pidfd.as_ref(), limits.kill_grace);
+        tracing::warn!(name, "killed at its deadline");
+        return Err(ProcessError::TimedOut {
+            program: name.to_string(),
+            after: budget,
+        });
+    }
+    child.wait().map_err(|source| ProcessError::Io {
+        program: name.to_string(),
+        source,
+    })
 }
 
 fn pollfd(fd: RawFd, events: libc::c_short) -> libc::pollfd {
@@ -661,6 +793,49 @@ mod tests {
         assert!(t.elapsed() < Duration::from_secs(8));
         let s = run_inherited(sh("exit 4"), &Limits::new(Duration::from_secs(20))).unwrap();
         assert_eq!(s.code(), Some(4));
+    }
+
+    #[test]
+    fn forked_children_exit_with_their_value_and_die_with_their_group_at_the_deadline() {
+        // This harness runs other threads (run_forked's callers check single_threaded); the
+        // children here only start a shell, which no other thread of a test touches.
+        let limits = Limits::new(Duration::from_secs(20));
+        assert_eq!(run_forked("t", &limits, || 7).unwrap().code(), Some(7));
+        assert_eq!(
+            run_forked("t", &limits, || panic!("boom")).unwrap().code(),
+            Some(101)
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let shell = format!("echo $$ > {}; exec sleep 60", pid_file.display());
+        let t = Instant::now();
+        let e = run_forked("t", &Limits::new(Duration::from_secs(1)), move || {
+            sh(&shell).status().map_or(2, |s| s.code().unwrap_or(1))
+        })
+        .unwrap_err();
+        assert!(matches!(e, ProcessError::TimedOut { .. }), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(8));
+        // The grandchild (`sleep`, in the child's process group) was killed with it.
+        let pid: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let gone = (0..500).any(|_| {
+            // SAFETY: signal 0 only checks whether the pid exists.
+            let dead = unsafe { libc::kill(pid, 0) } != 0;
+            if !dead {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            dead
+        });
+        assert!(gone, "sleep {pid} outlived its group's kill");
+    }
+
+    #[test]
+    fn single_threaded_counts_this_process_s_threads() {
+        // The test harness runs this test on a thread of its own.
+        assert!(!single_threaded());
     }
 
     #[test]

@@ -3,9 +3,12 @@
 //! It holds the step's lock (fd 9) while the command runs, enforces the timeout, then records
 //! the exit status in RC_FILE durably, so the status outlives a killed agent.
 //!
-//! It is the agent's own binary, entered before argument parsing: one exec per command instead
-//! of the shell + `timeout` + `sync` + `mv` + `sync` it replaces (about 20 ms a command here),
-//! and no dependency on coreutils in the image.
+//! It is the agent's own code: a forked child of the agent for commands ([`supervise`], from
+//! `commands.rs`, when the agent is single-threaded), else the agent's binary entered before
+//! argument parsing. Either replaces the shell + `timeout` + `sync` + `mv` + `sync` of old
+//! (about 20 ms a command here) with no dependency on coreutils in the image; the fork also
+//! spares the exec and loading of the binary (under TCG emulation ~80 ms, `nodeagent
+//! --version` against `/bin/true` in the guest).
 
 use crate::process;
 use std::ffi::OsString;
@@ -85,20 +88,35 @@ fn main_with(args: &[OsString], piped: bool) -> i32 {
             libc::fcntl(LOCK_FD, libc::F_SETFD, flags | libc::FD_CLOEXEC);
         }
     }
-    let pgid_file = Path::new(rc_file).with_extension("pgid");
-    let rc = run(
+    supervise(
+        Path::new(rc_file),
+        Duration::from_secs(timeout),
         program,
         &args[3..],
-        Duration::from_secs(timeout),
         piped,
         chroot,
-        &pgid_file,
-    );
+    )
+}
+
+/// What the supervisor does once started: run the program, then record its status in
+/// `rc_file`. Entered from [`main`] in a process of its own, or, for commands, straight in a
+/// forked child of the agent (`commands.rs`: no exec of this binary, which costs more than
+/// the rest of a short command's supervision), its stdio and the step's lock set up alike.
+pub fn supervise(
+    rc_file: &Path,
+    timeout: Duration,
+    program: &OsString,
+    args: &[OsString],
+    piped: bool,
+    chroot: Option<&Path>,
+) -> i32 {
+    let pgid_file = rc_file.with_extension("pgid");
+    let rc = run(program, args, timeout, piped, chroot, &pgid_file);
     let _ = std::fs::remove_file(&pgid_file);
-    if let Err(e) = record(Path::new(rc_file), rc) {
+    if let Err(e) = record(rc_file, rc) {
         eprintln!(
             "nodeagent {ARG}: cannot record exit status in {}: {e}",
-            Path::new(rc_file).display()
+            rc_file.display()
         );
         return if rc == 0 { 1 } else { rc };
     }

@@ -3,6 +3,8 @@
 //! command-execution record with an uninterrupted run. The agent here is this test binary
 //! re-executed (`crash_child`): the same apply engine `nodeagent run` uses, on a hand-built
 //! plan, in an overlay of a debootstrap'd Debian rootfs, with the image's real shadow tools.
+//! Every other agent supervises its commands in forked children (as `nodeagent run` does),
+//! the others by starting the binary, so kills hit both.
 //!
 //! * `crash_test_500_kills` (CI): the agent alone is killed; no kubeadm step.
 //! * `crash_test_with_kubeadm` (opt-in, `--run-ignored`): the plan ends in `kubeadm init`;
@@ -339,6 +341,12 @@ fn spawn(root: &Path, v: Variant) -> std::process::Child {
     freezer().enter(&mut cmd, true);
     if v == Variant::Kubeadm {
         cmd.env("CRASH_KUBEADM", "1");
+    }
+    // Every other agent supervises its commands in forked children, as `nodeagent run` does,
+    // the others through the binary (apply_common::opts).
+    static SPAWNED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    if SPAWNED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 2 == 1 {
+        cmd.env("NODEAGENT_TEST_FORK_SUPERVISOR", "1");
     }
     cmd.args([
         "--ignored",

@@ -10,9 +10,10 @@
 //! module never runs again, finished or not. nodeagent instead supervises each command so that
 //! its exit status outlives the agent:
 //! * the agent takes an exclusive `flock` on `cmd/<h>.lock` (in the instance state dir) and
-//!   starts the supervisor (its own binary, `supervise.rs`) in its own process group with the
-//!   lock as fd 9; the supervisor keeps it, the command itself does not get it (a daemon it
-//!   starts cannot hold it);
+//!   starts the supervisor (`supervise.rs`) in its own process group, holding the lock: a
+//!   forked child of the agent (no exec) when the agent runs single-threaded, as `nodeagent
+//!   run` does, else its own binary started anew with the lock as fd 9; the supervisor keeps
+//!   the lock, the command itself does not get it (a daemon it starts cannot hold it);
 //! * the supervisor runs the command with the per-command timeout (which keeps working if the
 //!   agent is gone), then writes the exit status to `cmd/<h>.rc` atomically and durably (temp,
 //!   fsync, rename, fsync dir), and exits, releasing the lock;
@@ -205,23 +206,31 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
     super::begin(ctx, step, None)?;
 
     let timeout = command_timeout(ctx, c);
-    let mut cmd = supervisor_command(ctx, place, &fl, c, timeout)?;
-    // Its own process group comes from process::run_inherited.
-    crate::supervise::pass_lock(&mut cmd, lock.as_raw_fd());
+    let sup = supervision(ctx, place, &fl, c, timeout)?;
     tracing::info!(step = %step.id, command = %shown(&c.run), "command start");
     // The supervisor enforces `timeout` itself (and keeps doing so if the agent dies); this
     // bound is the backstop should the supervisor itself hang.
     let backstop = Duration::from_secs(timeout) + crate::supervise::KILL_AFTER + SUPERVISOR_SLACK;
-    let status =
-        process::run_inherited(cmd, &process::Limits::new(backstop)).map_err(|e| match e {
-            process::ProcessError::Spawn { source, .. } => Error::io(
-                Stage::Apply,
-                place,
-                &format!("{}: cannot start", shown(&c.run)),
-                source,
-            ),
-            e => Error::caused(Stage::Apply, place, e).map_message(|_| shown(&c.run).to_string()),
-        })?;
+    let limits = process::Limits::new(backstop);
+    // A forked child of this process supervises (no exec of this binary) when that is safe;
+    // else (tests in a threaded harness) the binary started anew.
+    let started = if ctx.opts.fork_supervisor {
+        supervise_forked(&sup, lock.as_raw_fd(), &limits)
+    } else {
+        let mut cmd = supervisor_command(ctx, &sup)?;
+        crate::supervise::pass_lock(&mut cmd, lock.as_raw_fd());
+        // Its own process group comes from process::run_inherited.
+        process::run_inherited(cmd, &limits)
+    };
+    let status = started.map_err(|e| match e {
+        process::ProcessError::Spawn { source, .. } => Error::io(
+            Stage::Apply,
+            place,
+            &format!("{}: cannot start", shown(&c.run)),
+            source,
+        ),
+        e => Error::caused(Stage::Apply, place, e).map_message(|_| shown(&c.run).to_string()),
+    })?;
     drop(lock);
     let tail = log_output(&ctx.target().root, &fl.out, &step.id);
     let rc = read_rc(&fl.rc).or(status.code()).unwrap_or(-1);
@@ -245,18 +254,26 @@ fn command_timeout(ctx: &Ctx<'_>, c: &CommandSpec) -> u64 {
     }
 }
 
-/// `nodeagent __supervise RC TIMEOUT ARGV...` for the command, its output into the step's
-/// output file, run in the target root.
-fn supervisor_command(
+/// What the supervisor of one command is given: the program and its arguments, where its
+/// status goes, its timeout, its output file (opened here), the root it runs chrooted into.
+struct Supervision {
+    argv: Vec<std::ffi::OsString>,
+    rc: PathBuf,
+    timeout: u64,
+    out: File,
+    chroot: Option<PathBuf>,
+}
+
+fn supervision(
     ctx: &Ctx<'_>,
     place: &str,
     fl: &Files,
     c: &CommandSpec,
     timeout: u64,
-) -> Result<Command> {
-    let argv: Vec<String> = match &c.run {
-        Run::Shell(s) => vec!["/bin/sh".into(), "-c".into(), s.clone()],
-        Run::Argv(a) => a.clone(),
+) -> Result<Supervision> {
+    let argv: Vec<std::ffi::OsString> = match &c.run {
+        Run::Shell(s) => vec!["/bin/sh".into(), "-c".into(), s.into()],
+        Run::Argv(a) => a.iter().map(Into::into).collect(),
     };
     if argv.is_empty() {
         return Err(Error::new(Stage::Apply, place, "empty command"));
@@ -266,23 +283,89 @@ fn supervisor_command(
         .truncate(true)
         .open(&fl.out)
         .map_err(|e| Error::io(Stage::Apply, place, "output file", e))?;
-    let out2 = out
-        .try_clone()
-        .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
+    Ok(Supervision {
+        argv,
+        rc: fl.rc.clone(),
+        timeout,
+        out,
+        // As cloud-init on that node: the command sees the root's /etc, /bin/sh and PATH.
+        chroot: (!ctx.target().is_host()).then(|| ctx.target().root.clone()),
+    })
+}
+
+/// `nodeagent __supervise [--chroot R] RC TIMEOUT ARGV...`, its output into the step's
+/// output file.
+fn supervisor_command(ctx: &Ctx<'_>, sup: &Supervision) -> Result<Command> {
+    let io = |e| Error::io(Stage::Apply, "supervisor", "output file", e);
     let mut cmd = Command::new(&ctx.opts.supervisor);
     cmd.arg0("nodeagent").arg(crate::supervise::ARG);
-    if !ctx.target().is_host() {
-        // As cloud-init on that node: the command sees the root's /etc, /bin/sh and PATH.
-        cmd.arg(crate::supervise::CHROOT).arg(&ctx.target().root);
+    if let Some(root) = &sup.chroot {
+        cmd.arg(crate::supervise::CHROOT).arg(root);
     }
-    cmd.arg(&fl.rc)
-        .arg(timeout.to_string())
-        .args(&argv)
+    cmd.arg(&sup.rc)
+        .arg(sup.timeout.to_string())
+        .args(&sup.argv)
         .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(out2)
+        .stdout(sup.out.try_clone().map_err(io)?)
+        .stderr(sup.out.try_clone().map_err(io)?)
         .current_dir("/");
     Ok(cmd)
+}
+
+/// The supervisor as a forked child: the same stdio, working directory and lock as
+/// [`supervisor_command`]'s, none of the agent's other descriptors, then `supervise.rs`.
+fn supervise_forked(
+    sup: &Supervision,
+    lock_fd: std::os::fd::RawFd,
+    limits: &process::Limits,
+) -> std::result::Result<std::process::ExitStatus, process::ProcessError> {
+    let null = File::open("/dev/null").map_err(|source| process::ProcessError::Spawn {
+        program: "/dev/null".into(),
+        source,
+    })?;
+    let (null_fd, out_fd) = (null.as_raw_fd(), sup.out.as_raw_fd());
+    process::run_forked(crate::supervise::ARG, limits, move || {
+        // SAFETY: descriptor calls on the child's own table. The step's lock stays open (as
+        // the exec'd supervisor's fd 9) and close-on-exec: the command never gets it.
+        unsafe {
+            if libc::dup2(null_fd, 0) < 0
+                || libc::dup2(out_fd, 1) < 0
+                || libc::dup2(out_fd, 2) < 0
+                || libc::chdir(c"/".as_ptr()) != 0
+            {
+                return 127;
+            }
+            close_from(3, lock_fd);
+        }
+        let Some((program, args)) = sup.argv.split_first() else {
+            return 127; // refused by `supervision`
+        };
+        crate::supervise::supervise(
+            &sup.rc,
+            Duration::from_secs(sup.timeout),
+            program,
+            args,
+            false,
+            sup.chroot.as_deref(),
+        )
+    })
+}
+
+/// Close every descriptor from `first` on but `keep` (the agent's journal, run lock and
+/// platform channels are not the supervisor's to hold).
+///
+/// # Safety
+/// Only in a forked child that will not use the closed descriptors again.
+unsafe fn close_from(first: libc::c_uint, keep: std::os::fd::RawFd) {
+    let keep = keep as libc::c_uint;
+    // SAFETY: close_range(2) on this process's own table (Linux 5.9; older kernels: ENOSYS,
+    // and the descriptors stay open as they are).
+    unsafe {
+        if keep > first {
+            libc::close_range(first, keep - 1, 0);
+        }
+        libc::close_range(keep.max(first - 1) + 1, libc::c_uint::MAX, 0);
+    }
 }
 
 /// The error of a command that ended with status `rc`: why, and its last output line.

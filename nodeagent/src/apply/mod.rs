@@ -140,6 +140,10 @@ pub struct Options {
     /// The nodeagent binary that supervises commands (`__supervise`): `/proc/self/exe` for the
     /// CLI; tests that apply in-process name the built binary.
     pub supervisor: PathBuf,
+    /// Supervise commands in a forked child of this process instead (no exec of the binary):
+    /// only where no other thread can hold a lock the child needs (`process::run_forked`);
+    /// the CLI sets it when it runs single-threaded.
+    pub fork_supervisor: bool,
     /// The run's end is this apply's end: its `run-end` record is synced. False for the local
     /// half of `--stage all`, whose records the main half's syncs cover.
     pub ends_run: bool,

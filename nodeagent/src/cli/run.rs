@@ -328,6 +328,7 @@ fn execute_locked(job: &Job, target: Target, mut earlier: Option<Earlier>) -> Re
         config: inputs.image.clone(),
         // This very binary, even if the file was replaced since it started.
         supervisor: "/proc/self/exe".into(),
+        fork_supervisor: crate::process::single_threaded(),
         ends_run: !(stage == RunStage::Local && args.stage == RunStage::All),
     };
     // `single` leaves the bootstrap's status and the platform alone, as `cloud-init single`
