@@ -29,11 +29,14 @@ pub(super) fn convert(m: &serde_json::Map<String, Json>) -> serde_json::Map<Stri
         let value = &m[key];
         if let Json::Object(child) = value {
             let converted = convert(child);
-            out.insert(key.clone(), Json::Object(converted.clone()));
             if is_version_key(key) {
+                // Kept under its own name and its children promoted: the one copy needed.
+                out.insert(key.clone(), Json::Object(converted.clone()));
                 for (k, v) in converted {
                     out.insert(k, v);
                 }
+            } else {
+                out.insert(key.clone(), Json::Object(converted));
             }
         } else {
             out.insert(key.clone(), value.clone());
