@@ -284,6 +284,13 @@ fn needs_durable_begin(a: &Action) -> bool {
     )
 }
 
+/// Whether a finished step's `done` is synced at once. A `skipped` record (no --exec)
+/// finishes nothing; an idempotent write is done again if its record is lost; the record of
+/// the run's last step is synced with the run's end, appended right after it.
+fn durable_done(step: &Step, outcome: Outcome, ends_the_run: bool) -> bool {
+    needs_durable_begin(&step.action) && outcome != Outcome::Skipped && !ends_the_run
+}
+
 fn is_runcmd_like(a: &Action) -> bool {
     match a {
         Action::Command(c) => c.origin.starts_with("runcmd"),
@@ -458,11 +465,8 @@ fn apply_locked(
         summary.warnings.append(&mut ctx.warnings);
         match res {
             Ok(outcome) => {
-                // A `skipped` record (no --exec) finishes nothing, so it needs no sync; the
-                // last step's record is synced with the run's end, appended right after it.
-                let last = pos + batch_len == order.len() && deferred.is_none() && opts.ends_run;
-                let durable =
-                    needs_durable_begin(&step.action) && outcome != Outcome::Skipped && !last;
+                let last = pos + batch_len == order.len() && deferred.is_none();
+                let durable = durable_done(step, outcome, last && opts.ends_run);
                 record_done(&mut ctx, step, ms, outcome.result(), durable)?;
                 if outcome == Outcome::Skipped {
                     summary.skipped.push(step.id.clone());

@@ -309,15 +309,8 @@ fn execute_locked(job: &Job, target: Target, mut earlier: Option<Earlier>) -> Re
     // The main stage (or the main half of `--stage all`) writes it with the facts of the
     // network it waited for: the local stage, on the boot's path to multi-user, leaves it.
     let exec = args.exec || target.is_host();
-    // The platform's copies are blanked after success (redact_platform): the saved ones later
-    // boots read instead are durable from the start.
-    let redacting = stage != RunStage::Local
-        && exec
-        && args.only.is_none()
-        && !report::keys_to_redact(inputs.image.redact_userdata, &prepared.metadata.redact)
-            .is_empty();
     if stage != RunStage::Local {
-        save_instance(&state, iid, prepared, inputs, redacting)?;
+        save_instance(&state, iid, prepared, inputs, blanks_platform(job, exec))?;
     }
 
     let opts = Options {
@@ -391,6 +384,19 @@ fn execute_locked(job: &Job, target: Target, mut earlier: Option<Earlier>) -> Re
         print_json(args, iid, &all, code);
     }
     Ok(Executed { code, earlier: all })
+}
+
+/// Whether this run blanks the platform's copies of the data after success
+/// ([`redact_platform`]): then the saved ones later boots read instead are made durable first.
+fn blanks_platform(job: &Job, exec: bool) -> bool {
+    job.stage != RunStage::Local
+        && exec
+        && job.args.only.is_none()
+        && !report::keys_to_redact(
+            job.inputs.image.redact_userdata,
+            &job.prepared.metadata.redact,
+        )
+        .is_empty()
 }
 
 /// The run's reporter: into `scratch` for `single`; the local half's, carried on, for the main
