@@ -6,7 +6,6 @@
 #![deny(clippy::string_slice, clippy::indexing_slicing)]
 
 use x509_parser::extensions::GeneralName;
-use x509_parser::pem::Pem;
 use x509_parser::x509::SubjectPublicKeyInfo;
 
 /// A public key in a comparable form: RSA `(n, e)` without leading zeros, EC point bytes.
@@ -60,12 +59,47 @@ pub struct CertInfo {
     pub der: Vec<u8>,
 }
 
-/// Every PEM block in `data` as `(label, DER)`.
+/// Every PEM block in `data` as `(label, DER)`, framed by x509-parser's rules (its
+/// `Pem::iter_from_buffer` did this before, and the tests keep it as the reference): lines up
+/// to a `-----BEGIN LABEL-----` line are skipped (undecodable ones too), the body lines are
+/// trimmed at their end and joined up to a line starting `-----END `, and the body is strict
+/// base64. The decoding is the `base64` crate's: x509-parser builds a String per line and
+/// decodes with `data_encoding`, which made PEM the largest part of kubeadm pre-flight's cost.
 pub fn pem_blocks(data: &[u8]) -> Result<Vec<(String, Vec<u8>)>, String> {
+    use base64::Engine as _;
     let mut out = Vec::new();
-    for p in Pem::iter_from_buffer(data) {
-        let p: Pem = p.map_err(|e| format!("bad PEM: {e}"))?;
-        out.push((p.label, p.contents));
+    let mut lines = data.split_inclusive(|&b| b == b'\n');
+    'blocks: loop {
+        let label = loop {
+            let Some(line) = lines.next() else {
+                break 'blocks;
+            };
+            let Ok(line) = std::str::from_utf8(line) else {
+                continue;
+            };
+            if let Some(rest) = line.strip_prefix("-----BEGIN ") {
+                // `-----BEGIN LABEL-----…`: the label up to its first `-`.
+                if !line.get(11..).is_some_and(|r| r.contains("-----")) {
+                    return Err("bad PEM: invalid header".into());
+                }
+                break rest.split('-').next().unwrap_or_default().to_string();
+            }
+        };
+        let mut body = Vec::new();
+        loop {
+            let Some(line) = lines.next() else {
+                return Err("bad PEM: incomplete PEM".into());
+            };
+            let line = std::str::from_utf8(line).map_err(|_| "bad PEM: not UTF-8".to_string())?;
+            if line.starts_with("-----END ") {
+                break;
+            }
+            body.extend_from_slice(line.trim_end().as_bytes());
+        }
+        let der = base64::engine::general_purpose::STANDARD
+            .decode(&body)
+            .map_err(|_| "bad PEM: base64 decode error".to_string())?;
+        out.push((label, der));
     }
     if out.is_empty() {
         return Err("no PEM block found".into());
@@ -332,6 +366,56 @@ pub fn fmt_residual(secs: i64) -> String {
 #[allow(clippy::indexing_slicing, clippy::string_slice)]
 mod tests {
     use super::*;
+
+    /// x509-parser's PEM iterator, which `pem_blocks` replaced: the reference for its framing.
+    fn x509_parser_blocks(data: &[u8]) -> Result<Vec<(String, Vec<u8>)>, String> {
+        let mut out = Vec::new();
+        for p in x509_parser::pem::Pem::iter_from_buffer(data) {
+            let p = p.map_err(|e| format!("bad PEM: {e}"))?;
+            out.push((p.label, p.contents));
+        }
+        if out.is_empty() {
+            return Err("no PEM block found".into());
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn pem_blocks_frame_as_x509_parser_does() {
+        let b = "-----BEGIN CERTIFICATE-----\nTUlJQg==\n-----END CERTIFICATE-----\n";
+        let cases: Vec<Vec<u8>> = vec![
+            b.into(),
+            format!("junk before\n{b}between\n{b}").into(),
+            b.replace('\n', "\r\n").into(),
+            b.replace("TUlJQg==", "TUlJ  \nQg==\t").into(),
+            b.replace("-----END CERTIFICATE", "-----END OTHER").into(),
+            b.replace("BEGIN CERTIFICATE", "BEGIN RSA PRIVATE KEY")
+                .into(),
+            b.replace("BEGIN CERTIFICATE-----", "BEGIN CERTIFICATE")
+                .into(),
+            b.replace("\n-----END CERTIFICATE-----\n", "\n").into(),
+            b.replace("TUlJQg==", "TUlJQg").into(),
+            b.replace("TUlJQg==", "TUlJQh==").into(),
+            b.replace("TUlJQg==", " TUlJQg==").into(),
+            b.replace("TUlJQg==", "").into(),
+            [b"\xff\xfe\n".as_slice(), b.as_bytes()].concat(),
+            [b.as_bytes(), b"-----BEGIN X-----\n\xff\n-----END X-----\n"].concat(),
+            b"no pem here\n".to_vec(),
+            Vec::new(),
+            b"-----BEGIN A-B-----\nQQ==\n-----END A-B-----".to_vec(),
+        ];
+        for data in cases {
+            let (ours, theirs) = (pem_blocks(&data), x509_parser_blocks(&data));
+            match (&ours, &theirs) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b, "{:?}", String::from_utf8_lossy(&data)),
+                (Err(_), Err(_)) => {}
+                _ => panic!(
+                    "{ours:?} against {theirs:?} for {:?}",
+                    String::from_utf8_lossy(&data)
+                ),
+            }
+        }
+    }
 
     #[test]
     fn der_lengths() {
