@@ -473,8 +473,9 @@ pub fn kubeadm_preflight(plan: &Plan, disk: &Disk, root: &Path, now: i64) -> Res
     {
         disk.to_mut().finished = Some(finished_steps(root, &plan.instance_id));
     }
+    let memo = preflight::Memo::default();
     for _ in 0..PREFLIGHT_ROUNDS {
-        let (result, unread) = preflight::check_and_unread(plan, &disk, now);
+        let (result, unread) = preflight::check_and_unread(plan, &disk, now, &memo);
         if unread.is_empty() {
             return result;
         }

@@ -30,6 +30,71 @@ type ClusterCa = Option<(String, Vec<crate::pki::inspect::CertInfo>)>;
 struct View<'a> {
     disk: &'a Disk,
     unread: RefCell<BTreeSet<String>>,
+    memo: &'a Memo,
+}
+
+/// A CA check's inputs: certificate path and bytes, key path and bytes.
+type CaInputs = (String, Vec<u8>, Option<(String, Vec<u8>)>);
+/// A config file's path and bytes.
+type ConfigInputs = (String, Vec<u8>);
+
+/// What pre-flight parsed, by its inputs. The reading side checks again once it has read
+/// what a pass looked up, over the same config and PKI: each is parsed and checked once.
+#[derive(Default)]
+pub struct Memo {
+    configs: RefCell<Vec<(ConfigInputs, Result<KubeadmConfig>)>>,
+    cas: RefCell<Vec<(CaInputs, Result<Vec<crate::pki::inspect::CertInfo>>)>>,
+}
+
+impl Memo {
+    fn config(
+        &self,
+        path: &str,
+        bytes: &[u8],
+        parse: impl FnOnce() -> Result<KubeadmConfig>,
+    ) -> Result<KubeadmConfig> {
+        let found = self
+            .configs
+            .borrow()
+            .iter()
+            .find_map(|((p, b), r)| (p == path && b.as_slice() == bytes).then(|| r.clone()));
+        found.unwrap_or_else(|| {
+            let r = parse();
+            let key = (path.to_string(), bytes.to_vec());
+            self.configs.borrow_mut().push((key, r.clone()));
+            r
+        })
+    }
+
+    /// [`check::check_ca`], once per certificate and key.
+    fn check_ca(
+        &self,
+        cert_path: &str,
+        cert: &[u8],
+        key: Option<(&str, &[u8])>,
+        now: i64,
+    ) -> Result<Vec<crate::pki::inspect::CertInfo>> {
+        let same = |(p, c, k): &CaInputs| {
+            p == cert_path
+                && c.as_slice() == cert
+                && k.as_ref().map(|(kp, kb)| (kp.as_str(), kb.as_slice())) == key
+        };
+        let found = self
+            .cas
+            .borrow()
+            .iter()
+            .find_map(|(i, r)| same(i).then(|| r.clone()));
+        found.unwrap_or_else(|| {
+            let r = check::check_ca(cert_path, cert, key, now);
+            let inputs = (
+                cert_path.to_string(),
+                cert.to_vec(),
+                key.map(|(p, b)| (p.to_string(), b.to_vec())),
+            );
+            self.cas.borrow_mut().push((inputs, r.clone()));
+            r
+        })
+    }
 }
 
 /// Where a file the kubeadm step needs comes from.
@@ -77,30 +142,37 @@ fn file_at<'a>(plan: &'a Plan, before: usize, disk: &View<'_>, path: &str) -> So
 /// Check every kubeadm step of `plan` against what it writes and what `disk` holds, at
 /// time `now` (seconds since the epoch).
 pub fn check(plan: &Plan, disk: &Disk, now: i64) -> Result<()> {
-    check_in(plan, &view(disk), now)
+    check_in(plan, &view(disk, &Memo::default()), now)
 }
 
 /// The paths [`check`] looks up that `disk` does not hold: what the reading side fetches
 /// before checking again (a config or certificate already on disk, a `certificatesDir` of
 /// its own). Empty when `disk` has all the checks need.
 pub fn unread(plan: &Plan, disk: &Disk, now: i64) -> Vec<String> {
-    let v = view(disk);
+    let memo = Memo::default();
+    let v = view(disk, &memo);
     let _ = check_in(plan, &v, now);
     v.unread.into_inner().into_iter().collect()
 }
 
 /// [`check`] and [`unread`] in one pass: the result, and what it looked up that `disk` does
-/// not hold (when that is empty, the result is final).
-pub fn check_and_unread(plan: &Plan, disk: &Disk, now: i64) -> (Result<()>, Vec<String>) {
-    let v = view(disk);
+/// not hold (when that is empty, the result is final). Passes over the same plan share `memo`.
+pub fn check_and_unread(
+    plan: &Plan,
+    disk: &Disk,
+    now: i64,
+    memo: &Memo,
+) -> (Result<()>, Vec<String>) {
+    let v = view(disk, memo);
     let result = check_in(plan, &v, now);
     (result, v.unread.into_inner().into_iter().collect())
 }
 
-fn view(disk: &Disk) -> View<'_> {
+fn view<'a>(disk: &'a Disk, memo: &'a Memo) -> View<'a> {
     View {
         disk,
         unread: RefCell::new(BTreeSet::new()),
+        memo,
     }
 }
 
@@ -148,13 +220,13 @@ fn check_pki(
     let dir = cfg.certificates_dir();
     let dir = dir.trim_end_matches('/');
     let at = |p: &str| file_at(plan, index, disk, p);
-    let cluster_ca = check_cas(cfg, dir, &at, now)?;
+    let cluster_ca = check_cas(cfg, dir, &at, disk.memo, now)?;
     let (sa_key, sa_pub) = (format!("{dir}/sa.key"), format!("{dir}/sa.pub"));
     if let (Some(k), Some(p)) = (at(&sa_key).bytes(), at(&sa_pub).bytes()) {
         check::check_sa(&sa_key, k, &sa_pub, p)?;
     }
     if let Some(j) = &cfg.join {
-        check_join(j, spec, dir, &cluster_ca, &at, now)?;
+        check_join(j, spec, dir, &cluster_ca, &at, disk.memo, now)?;
     }
     let serving = format!("{dir}/apiserver.crt");
     if let Some(b) = at(&serving).bytes() {
@@ -181,6 +253,7 @@ fn check_cas<'a>(
     cfg: &KubeadmConfig,
     dir: &str,
     at: &dyn Fn(&str) -> Source<'a>,
+    memo: &Memo,
     now: i64,
 ) -> Result<ClusterCa> {
     let external_ca = cfg
@@ -206,7 +279,7 @@ fn check_cas<'a>(
         let key_bytes = key.as_ref().and_then(|(p, s)| s.bytes().map(|b| (*p, b)));
         match cert.bytes() {
             Some(cb) => {
-                let certs = check::check_ca(&cert_path, cb, key_bytes, now)?;
+                let certs = memo.check_ca(&cert_path, cb, key_bytes, now)?;
                 if crt == "ca.crt" {
                     cluster_ca = Some((cert_path.clone(), certs));
                 }
@@ -233,6 +306,7 @@ fn check_join<'a>(
     dir: &str,
     cluster_ca: &ClusterCa,
     at: &dyn Fn(&str) -> Source<'a>,
+    memo: &Memo,
     now: i64,
 ) -> Result<()> {
     // File discovery: the kubeconfig must be there when kubeadm runs (CABPK writes it
@@ -262,7 +336,7 @@ fn check_join<'a>(
     let ca = match &cluster_ca {
         Some((p, certs)) if *p == ca_path => Some(certs.clone()),
         _ => match at(&ca_path).bytes() {
-            Some(b) => Some(check::check_ca(&ca_path, b, None, now)?),
+            Some(b) => Some(memo.check_ca(&ca_path, b, None, now)?),
             None => None,
         },
     };
@@ -307,7 +381,9 @@ fn load_config(
             "kubeadm config is not UTF-8 text",
         )
     })?;
-    config::parse(text, &spec.config_path)
+    disk.memo.config(&spec.config_path, bytes, || {
+        config::parse(text, &spec.config_path)
+    })
 }
 
 fn check_mode(cfg: &KubeadmConfig, spec: &KubeadmSpec) -> Result<()> {
