@@ -263,6 +263,24 @@ pub fn write_atomic(path: &Path, data: &[u8], opts: &Options) -> WriteResult<()>
     commit(vec![stage(path, data, opts)?])
 }
 
+/// Replace several files as one batch ([`stage`] each, then [`commit`]): on an error while
+/// staging, the files staged so far are dropped and no target has been touched.
+pub fn write_batch<'a>(
+    files: impl IntoIterator<Item = (&'a Path, &'a [u8], Options)>,
+) -> WriteResult<()> {
+    let mut staged = Vec::new();
+    for (path, data, opts) in files {
+        match stage(path, data, &opts) {
+            Ok(s) => staged.push(s),
+            Err(e) => {
+                discard(staged);
+                return Err(e);
+            }
+        }
+    }
+    commit(staged)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

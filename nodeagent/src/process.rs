@@ -567,12 +567,14 @@ fn pidfd_open(pid: i32) -> Option<OwnedFd> {
 /// Whether this process runs one thread only: [`run_forked`]'s condition (`/proc/self/stat`
 /// field 20; false when it cannot be read).
 pub fn single_threaded() -> bool {
-    std::fs::read_to_string("/proc/self/stat").is_ok_and(|stat| {
-        // Fields after the command name, which is in parentheses and may hold anything.
-        stat.rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(17))
-            .is_some_and(|n| n == "1")
-    })
+    std::fs::read_to_string("/proc/self/stat").is_ok_and(|stat| threads_in_stat(&stat) == Some(1))
+}
+
+/// Field 20 (`num_threads`) of a `/proc/PID/stat` line.
+fn threads_in_stat(stat: &str) -> Option<u64> {
+    // The fields after the command name, which is in parentheses and may hold anything.
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(17)?.parse().ok()
 }
 
 /// Run `f` in a forked child of this process, without exec: the child starts with a copy of
@@ -830,6 +832,19 @@ mod tests {
             dead
         });
         assert!(gone, "sleep {pid} outlived its group's kill");
+    }
+
+    #[test]
+    fn the_thread_count_is_read_after_any_command_name() {
+        let line = |comm: &str, threads: &str| {
+            format!(
+                "4242 ({comm}) S 1 4242 4242 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 {threads} 0 99 1 2"
+            )
+        };
+        assert_eq!(threads_in_stat(&line("nodeagent", "1")), Some(1));
+        assert_eq!(threads_in_stat(&line("a) (b 7 8", "3")), Some(3));
+        assert_eq!(threads_in_stat(&line("x", "many")), None);
+        assert_eq!(threads_in_stat("4242 (cut"), None);
     }
 
     #[test]

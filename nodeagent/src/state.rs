@@ -340,24 +340,17 @@ impl State {
     ) -> Result<()> {
         let idir = self.instance_dir(iid);
         self.ensure_dir(&idir)?;
-        let mut staged = Vec::new();
-        for (name, data, mode) in items {
+        let paths: Vec<PathBuf> = items.iter().map(|(name, ..)| idir.join(name)).collect();
+        let files = items.iter().zip(&paths).map(|((name, data, mode), path)| {
             let opts = crate::fsio::Options::new(*mode);
             let opts = if durable.contains(name) {
                 opts
             } else {
                 opts.volatile()
             };
-            let path = idir.join(name);
-            match crate::fsio::stage(&path, data, &opts) {
-                Ok(s) => staged.push(s),
-                Err(e) => {
-                    crate::fsio::discard(staged);
-                    return Err(Error::caused(Stage::State, path.display().to_string(), e));
-                }
-            }
-        }
-        crate::fsio::commit(staged).map_err(|e| {
+            (path.as_path(), *data, opts)
+        });
+        crate::fsio::write_batch(files).map_err(|e| {
             let place = e.path.display().to_string();
             Error::caused(Stage::State, place, e)
         })

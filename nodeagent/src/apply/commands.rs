@@ -361,10 +361,14 @@ unsafe fn close_from(first: libc::c_uint, keep: std::os::fd::RawFd) {
     // SAFETY: close_range(2) on this process's own table (Linux 5.9; older kernels: ENOSYS,
     // and the descriptors stay open as they are).
     unsafe {
-        if keep > first {
-            libc::close_range(first, keep - 1, 0);
+        if keep < first {
+            libc::close_range(first, libc::c_uint::MAX, 0);
+        } else {
+            if keep > first {
+                libc::close_range(first, keep - 1, 0);
+            }
+            libc::close_range(keep + 1, libc::c_uint::MAX, 0);
         }
-        libc::close_range(keep.max(first - 1) + 1, libc::c_uint::MAX, 0);
     }
 }
 

@@ -67,9 +67,10 @@ pub enum Command {
 }
 
 /// `nodeagent run …`, the boot units' command, parsed by the `run` subcommand's own parser:
-/// the same argument definitions, without building every other subcommand's (a third of
-/// the CPU a `nodeagent --version` takes, far more under emulation). Whatever it does not take
-/// (`--help`, a bad argument) is left to the full parser, whose output is the reference.
+/// the same argument definitions, without building every other subcommand's (a short `run
+/// --stage local`: 1.62 M user-space instructions with the full parser, 1.29 M with this one,
+/// callgrind). Whatever it does not take (`--help`, a bad argument) is left to the full
+/// parser, whose output is the reference.
 fn run_args_alone(args: &[std::ffi::OsString]) -> Option<run::Args> {
     use clap::{Args as _, FromArgMatches as _};
     if args.get(1).is_none_or(|a| a != "run") {

@@ -41,36 +41,29 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
 }
 
 /// Write many files atomically at once, with `write_atomic`'s guarantees for each, as one
-/// fsio.rs batch: every temp file is created with its mode and written, all are fsynced (in
-/// parallel, so the filesystem can commit them together instead of one journal commit per
-/// file) before the first rename, and each distinct directory is fsynced once. On error the
-/// temp files are removed and no target has been replaced unless all data was durable.
+/// fsio.rs batch: every temp file is created with its mode and written, all are fsynced
+/// (after their writeback was started together) before the first rename, and each distinct
+/// directory is fsynced once. On error the temp files are removed and no target has been
+/// replaced unless all data was durable.
 /// `durable: false` skips both fsync rounds (still atomic: create-with-mode, write, rename)
 /// for regenerable output without private keys, such as worker bundle fleets.
 pub fn write_batch(files: &[(std::path::PathBuf, Vec<u8>, u32)], durable: bool) -> Result<()> {
-    let mut staged = Vec::with_capacity(files.len());
     // Files come grouped by directory: create each directory once.
     let mut made_dir: Option<&Path> = None;
-    for (path, bytes, mode) in files {
+    for (path, ..) in files {
         let dir = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        let opts = crate::fsio::Options::new(*mode);
-        let opts = if durable { opts } else { opts.volatile() };
-        let made = if made_dir == Some(dir) {
-            Ok(())
-        } else {
-            mkdir_p(dir)
-        };
-        made_dir = Some(dir);
-        match made.and_then(|()| crate::fsio::stage(path, bytes, &opts).map_err(write_err)) {
-            Ok(s) => staged.push(s),
-            Err(e) => {
-                crate::fsio::discard(staged);
-                return Err(e);
-            }
+        if made_dir != Some(dir) {
+            mkdir_p(dir)?;
+            made_dir = Some(dir);
         }
     }
-    crate::fsio::commit(staged).map_err(write_err)
+    let batch = files.iter().map(|(path, bytes, mode)| {
+        let opts = crate::fsio::Options::new(*mode);
+        let opts = if durable { opts } else { opts.volatile() };
+        (path.as_path(), bytes.as_slice(), opts)
+    });
+    crate::fsio::write_batch(batch).map_err(write_err)
 }
