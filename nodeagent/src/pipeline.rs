@@ -300,12 +300,17 @@ fn datasource(transport: &dyn Transport) -> crate::instance::Datasource {
 /// parse, render and check what did not change once. A different input is computed afresh.
 #[derive(Default)]
 pub struct Memo {
-    metadata: RefCell<Option<(String, Result<Metadata>)>>,
-    render: RefCell<Option<(RenderInputs, Result<Rendered>)>>,
-    parse: RefCell<Option<(ParseInputs, Result<cloudconfig::Parsed>)>>,
+    metadata: Kept<String, Metadata>,
+    instance: Kept<InstanceInputs, (String, Value)>,
+    render: Kept<RenderInputs, Rendered>,
+    parse: Kept<ParseInputs, cloudconfig::Parsed>,
     preflight: preflight::Memo,
 }
 
+/// The latest result of one step, with its inputs.
+type Kept<I, T> = RefCell<Option<(I, Result<T>)>>;
+/// Metadata, host facts, datasource.
+type InstanceInputs = (Metadata, Facts, crate::instance::Datasource);
 /// Userdata text, instance data, compat.
 type RenderInputs = (String, Value, bool);
 /// [`render_userdata`]'s result: the text to parse, its name in error places, warnings.
@@ -331,12 +336,31 @@ fn remembered<K, V: Clone>(
 }
 
 impl Memo {
-    fn metadata(&self, text: &str) -> Result<Metadata> {
+    /// The platform's metadata, parsed.
+    pub fn metadata(&self, text: &str) -> Result<Metadata> {
         remembered(
             &self.metadata,
             |k| k == text,
             || text.to_string(),
             || metadata::parse(text, "guestinfo.metadata"),
+        )
+    }
+
+    /// The instance-id and instance data.
+    fn instance(
+        &self,
+        md: &Metadata,
+        facts: &Facts,
+        ds: &crate::instance::Datasource,
+    ) -> Result<(String, Value)> {
+        remembered(
+            &self.instance,
+            |(m, f, d)| m == md && f == facts && d == ds,
+            || (md.clone(), facts.clone(), ds.clone()),
+            || {
+                let iid = ds.instance_id(md, facts)?;
+                Ok((iid, crate::instance::build_for(md, facts, ds)?))
+            },
         )
     }
 
@@ -369,8 +393,7 @@ fn instance(inputs: &Inputs, memo: &Memo) -> Result<(Metadata, String, Value)> {
         md.network = nocloud_network(seed, &md)?;
     }
     let ds = datasource(inputs.transport.as_ref());
-    let iid = ds.instance_id(&md, &inputs.facts)?;
-    let tree = crate::instance::build_for(&md, &inputs.facts, &ds)?;
+    let (iid, tree) = memo.instance(&md, &inputs.facts, &ds)?;
     Ok((md, iid, tree))
 }
 
@@ -396,7 +419,12 @@ fn nocloud_network(seed: &Path, md: &Metadata) -> Result<Option<Value>> {
 
 /// The instance-id alone: failure reports name it even when the userdata is bad.
 pub fn instance_id(inputs: &Inputs) -> Result<String> {
-    instance(inputs, &Memo::default()).map(|(_, iid, _)| iid)
+    instance_id_with(inputs, &Memo::default())
+}
+
+/// [`instance_id`], sharing `memo` with the run's plans.
+pub fn instance_id_with(inputs: &Inputs, memo: &Memo) -> Result<String> {
+    instance(inputs, memo).map(|(_, iid, _)| iid)
 }
 
 /// Instance data alone (for `render` and `query`): no plan, so nothing else can fail.

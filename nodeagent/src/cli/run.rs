@@ -55,17 +55,19 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     let stage = args.stage;
     let publish = args.only.is_none();
     let mut inputs = gather(args, &target)?;
+    // The run's plans share what did not change between them (pipeline::Memo).
+    let memo = pipeline::Memo::default();
     // The main unit waits for the network before host facts feed the templates; `--stage
     // all` waits after its local half (below), once the network configuration is written.
     let net_warning = if stage == RunStage::Main && args.data.facts.is_none() && publish {
-        let (facts, warning) = wait_on_network(&inputs, &target);
+        let (facts, warning) = wait_on_network(&inputs, &target, &memo);
         inputs.facts = facts;
         warning
     } else {
         None
     };
     if stage == RunStage::All {
-        return run_all(args, &mut inputs, target);
+        return run_all(args, &mut inputs, target, &memo);
     }
     // From here a panic on this thread also reaches the platform (report::install_panic_hook).
     let _panic_channel = report::arm_panic_channel(inputs.transport.as_ref());
@@ -83,11 +85,11 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
             .facts
             .local_ipv6
             .get_or_insert_with(|| "2001:db8::1".into());
-        let checked = pipeline::prepare(&inputs);
+        let checked = pipeline::prepare_with(&inputs, &memo);
         inputs.facts = real;
-        checked.and_then(|_| pipeline::prepare_local(&inputs))
+        checked.and_then(|_| pipeline::prepare_local_with(&inputs, &memo))
     } else {
-        pipeline::prepare(&inputs)
+        pipeline::prepare_with(&inputs, &memo)
     };
     let prepared = prepared.map_err(|e| report_bad_input(&inputs, &target, e, publish))?;
     let earlier = Earlier {
@@ -135,19 +137,22 @@ fn gather(args: &Args, target: &Target) -> Result<pipeline::Inputs> {
 /// the hostname in init-local, and the network stage gathers host facts after that, so
 /// `{{ ds.meta_data.hostname }}` and friends see the new name. The whole plan is validated
 /// first with the first facts: bad input still stops before any write.
-fn run_all(args: &Args, inputs: &mut pipeline::Inputs, target: Target) -> Result<i32> {
+fn run_all(
+    args: &Args,
+    inputs: &mut pipeline::Inputs,
+    target: Target,
+    memo: &pipeline::Memo,
+) -> Result<i32> {
     let publish = args.only.is_none();
     // From here a panic on this thread also reaches the platform (report::install_panic_hook).
     let _panic_channel = report::arm_panic_channel(inputs.transport.as_ref());
-    // The plans of both halves share what did not change between them.
-    let memo = pipeline::Memo::default();
-    let prepared = pipeline::prepare_with(inputs, &memo)
+    let prepared = pipeline::prepare_with(inputs, memo)
         .map_err(|e| report_bad_input(inputs, &target, e, publish))?;
     if args.exec && !target.is_host() {
         refuse_without_shell(&prepared.plan, &target.root)
             .map_err(|e| report_bad_input(inputs, &target, e, publish))?;
     }
-    let local = pipeline::prepare_local_with(inputs, &memo)
+    let local = pipeline::prepare_local_with(inputs, memo)
         .map_err(|e| report_bad_input(inputs, &target, e, publish))?;
     let job = Job {
         args,
@@ -159,7 +164,7 @@ fn run_all(args: &Args, inputs: &mut pipeline::Inputs, target: Target) -> Result
     let prepared = if args.data.facts.is_none() {
         let first = std::mem::replace(&mut inputs.facts, crate::facts::Facts::detect(&inputs.root));
         if publish {
-            let (facts, warning) = wait_on_network(inputs, &target);
+            let (facts, warning) = wait_on_network(inputs, &target, memo);
             inputs.facts = facts;
             earlier.warnings.extend(warning);
         }
@@ -168,7 +173,7 @@ fn run_all(args: &Args, inputs: &mut pipeline::Inputs, target: Target) -> Result
             // not set on this host): the plan made from the first facts stands.
             prepared
         } else {
-            pipeline::prepare_with(inputs, &memo)
+            pipeline::prepare_with(inputs, memo)
                 .map_err(|e| report_bad_input(inputs, &target, e, publish))?
         }
     } else {
@@ -536,18 +541,19 @@ struct Executed {
 fn wait_on_network(
     inputs: &pipeline::Inputs,
     target: &Target,
+    memo: &pipeline::Memo,
 ) -> (crate::facts::Facts, Option<String>) {
     let want = inputs
         .raw
         .metadata
         .as_ref()
-        .and_then(|d| crate::metadata::parse(&d.text, "guestinfo.metadata").ok())
+        .and_then(|d| memo.metadata(&d.text).ok())
         .map(|md| md.wait_on_network)
         .filter(|w| w.ipv4 || w.ipv6);
     let Some(want) = want else {
         return (inputs.facts.clone(), None);
     };
-    let iid = pipeline::instance_id(inputs).unwrap_or_default();
+    let iid = pipeline::instance_id_with(inputs, memo).unwrap_or_default();
     let timeout = std::time::Duration::from_secs(inputs.image.wait_on_network_timeout_secs);
     let root = inputs.root.clone();
     let first = inputs.facts.clone();
