@@ -8,7 +8,7 @@
 
 use crate::cloudconfig::{CloudConfig, CmdItem, ManageEtcHosts, UserItem};
 use crate::config::ImageConfig;
-use crate::error::{Error, Result, Stage};
+use crate::error::{Error, Result, Stage, ensure};
 use crate::facts::Facts;
 use crate::metadata::Metadata;
 use crate::plan::*;
@@ -322,27 +322,15 @@ fn split_name(name: &str) -> (String, String) {
 }
 
 fn check_name(n: &str, place: String) -> Result<()> {
-    if valid_account_name(n) {
-        Ok(())
-    } else {
-        Err(Error::new(
-            Stage::Plan,
-            place,
-            format!("{n:?} is not a valid user or group name"),
-        ))
-    }
+    ensure(valid_account_name(n), Stage::Plan, place, || {
+        format!("{n:?} is not a valid user or group name")
+    })
 }
 
 fn check_host_name(n: &str, place: &str) -> Result<()> {
-    if valid_host_name(n) {
-        Ok(())
-    } else {
-        Err(Error::new(
-            Stage::Plan,
-            place,
-            format!("{n:?} is not a valid host name"),
-        ))
-    }
+    ensure(valid_host_name(n), Stage::Plan, place, || {
+        format!("{n:?} is not a valid host name")
+    })
 }
 
 /// Make a write_files path absolute and clean. Strict: relative paths and `..` are refused;
