@@ -178,19 +178,7 @@ pub fn steps(input: &PlanInput<'_>) -> Result<Plan> {
 
 fn bootcmd(b: &mut Builder<'_>, cfg: &CloudConfig) {
     for (i, item) in cfg.bootcmd.iter().enumerate() {
-        if let Some(run) = command(item) {
-            let spec = CommandSpec {
-                origin: format!("bootcmd[{i}]"),
-                run,
-                timeout_secs: b.input.image.command_timeout_secs,
-            };
-            b.push(
-                format!("bootcmd[{i}]"),
-                RunStage::Main,
-                Frequency::PerBoot,
-                Action::Command(spec),
-            );
-        }
+        command(b, format!("bootcmd[{i}]"), item, Frequency::PerBoot);
     }
 }
 
@@ -292,28 +280,24 @@ fn runcmd(b: &mut Builder<'_>, cfg: &CloudConfig) {
             );
             continue;
         }
-        if let Some(run) = command(item) {
-            let spec = CommandSpec {
-                origin: format!("runcmd[{i}]"),
-                run,
-                timeout_secs: b.input.image.command_timeout_secs,
-            };
-            b.push(
-                format!("runcmd[{i}]"),
-                RunStage::Main,
-                Frequency::PerInstance,
-                Action::Command(spec),
-            );
-        }
+        command(b, format!("runcmd[{i}]"), item, Frequency::PerInstance);
     }
 }
 
-fn command(item: &CmdItem) -> Option<Run> {
-    match item {
-        CmdItem::Shell(s) => Some(Run::Shell(s.clone())),
-        CmdItem::Argv(a) if !a.is_empty() => Some(Run::Argv(a.clone())),
-        _ => None,
-    }
+/// The command step of a bootcmd or runcmd item, its id and origin `origin`; a skipped
+/// (null) item or an empty argv list is no step.
+fn command(b: &mut Builder<'_>, origin: String, item: &CmdItem, frequency: Frequency) {
+    let run = match item {
+        CmdItem::Shell(s) => Run::Shell(s.clone()),
+        CmdItem::Argv(a) if !a.is_empty() => Run::Argv(a.clone()),
+        _ => return,
+    };
+    let spec = CommandSpec {
+        origin: origin.clone(),
+        run,
+        timeout_secs: b.input.image.command_timeout_secs,
+    };
+    b.push(origin, RunStage::Main, frequency, Action::Command(spec));
 }
 
 fn split_name(name: &str) -> (String, String) {
