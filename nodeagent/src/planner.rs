@@ -395,9 +395,9 @@ pub fn decode_permissions(v: Option<&Value>) -> std::result::Result<Option<u32>,
             }
         }
         Some(other) => {
-            return Err(format!(
-                "permissions must be a string or an integer, found {}",
-                crate::metadata::kind(other)
+            return Err(crate::metadata::found(
+                "permissions must be a string or an integer",
+                other,
             ));
         }
     };

@@ -139,10 +139,7 @@ fn disk_spec(dev: &str, entry: &DiskEntry, device: &str) -> Result<DiskSpec> {
             return Err(Error::new(
                 Stage::Plan,
                 format!("{place}.layout"),
-                format!(
-                    "expected true, false or a list, found {}",
-                    crate::metadata::kind(other)
-                ),
+                crate::metadata::found("expected true, false or a list", other),
             ));
         }
     };
