@@ -600,23 +600,20 @@ fn check_owners(b: &Builder<'_>) -> Result<()> {
             Action::WriteFile(f) => {
                 // Owners are names resolved in the target's database, as cloud-init's
                 // chownbyname does: "1000" is a user called 1000, not uid 1000.
-                if let Some(u) = f.owner.user.as_deref().filter(|u| !users.contains(u)) {
-                    return Err(Error::new(
-                        Stage::Plan,
-                        format!("{}.owner", step.id),
-                        format!(
-                            "user '{u}' does not exist in the target and is not created before this file"
-                        ),
-                    ));
-                }
-                if let Some(g) = f.owner.group.as_deref().filter(|g| !groups.contains(g)) {
-                    return Err(Error::new(
-                        Stage::Plan,
-                        format!("{}.owner", step.id),
-                        format!(
-                            "group '{g}' does not exist in the target and is not created before this file"
-                        ),
-                    ));
+                let owner = [
+                    ("user", &f.owner.user, &users),
+                    ("group", &f.owner.group, &groups),
+                ];
+                for (what, name, known) in owner {
+                    if let Some(n) = name.as_deref().filter(|n| !known.contains(n)) {
+                        return Err(Error::new(
+                            Stage::Plan,
+                            format!("{}.owner", step.id),
+                            format!(
+                                "{what} '{n}' does not exist in the target and is not created before this file"
+                            ),
+                        ));
+                    }
                 }
             }
             _ => {}
