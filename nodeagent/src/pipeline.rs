@@ -18,6 +18,7 @@ use crate::planner::{self, PlanInput, UserDb};
 use crate::template::{self, Header};
 use crate::transport::{self, RawData, Transport};
 use serde_json::Value;
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
 /// Where the data comes from and how strictly to treat it (the CLI's common flags).
@@ -294,10 +295,74 @@ fn datasource(transport: &dyn Transport) -> crate::instance::Datasource {
     }
 }
 
+/// The results of the pure steps of planning, each kept with its whole input: plans made
+/// in one process (`run --stage all` plans again once the local stage changed the facts)
+/// parse, render and check what did not change once. A different input is computed afresh.
+#[derive(Default)]
+pub struct Memo {
+    metadata: RefCell<Option<(String, Result<Metadata>)>>,
+    render: RefCell<Option<(RenderInputs, Result<Rendered>)>>,
+    parse: RefCell<Option<(ParseInputs, Result<cloudconfig::Parsed>)>>,
+    preflight: preflight::Memo,
+}
+
+/// Userdata text, instance data, compat.
+type RenderInputs = (String, Value, bool);
+/// [`render_userdata`]'s result: the text to parse, its name in error places, warnings.
+type Rendered = (Option<String>, &'static str, Vec<String>);
+/// Rendered text, its name, compat.
+type ParseInputs = (String, &'static str, bool);
+
+/// The value kept in `cell` for `same` inputs, else `compute`'s, kept with `key()`.
+fn remembered<K, V: Clone>(
+    cell: &RefCell<Option<(K, V)>>,
+    same: impl Fn(&K) -> bool,
+    key: impl FnOnce() -> K,
+    compute: impl FnOnce() -> V,
+) -> V {
+    if let Some((k, v)) = &*cell.borrow()
+        && same(k)
+    {
+        return v.clone();
+    }
+    let v = compute();
+    *cell.borrow_mut() = Some((key(), v.clone()));
+    v
+}
+
+impl Memo {
+    fn metadata(&self, text: &str) -> Result<Metadata> {
+        remembered(
+            &self.metadata,
+            |k| k == text,
+            || text.to_string(),
+            || metadata::parse(text, "guestinfo.metadata"),
+        )
+    }
+
+    fn render(&self, text: &str, tree: &Value, compat: bool) -> Result<Rendered> {
+        remembered(
+            &self.render,
+            |(t, v, c)| t == text && v == tree && *c == compat,
+            || (text.to_string(), tree.clone(), compat),
+            || render_userdata(text, tree, compat),
+        )
+    }
+
+    fn parse(&self, text: &str, source: &'static str, compat: bool) -> Result<cloudconfig::Parsed> {
+        remembered(
+            &self.parse,
+            |(t, s, c)| t == text && *s == source && *c == compat,
+            || (text.to_string(), source, compat),
+            || cloudconfig::parse(text, source, compat),
+        )
+    }
+}
+
 /// Metadata and instance data, shared by the local and main stages.
-fn instance(inputs: &Inputs) -> Result<(Metadata, String, Value)> {
+fn instance(inputs: &Inputs, memo: &Memo) -> Result<(Metadata, String, Value)> {
     let mut md = match &inputs.raw.metadata {
-        Some(d) => metadata::parse(&d.text, "guestinfo.metadata")?,
+        Some(d) => memo.metadata(&d.text)?,
         None => Metadata::default(),
     };
     if let Some(seed) = inputs.transport.nocloud_seed() {
@@ -331,17 +396,22 @@ fn nocloud_network(seed: &Path, md: &Metadata) -> Result<Option<Value>> {
 
 /// The instance-id alone: failure reports name it even when the userdata is bad.
 pub fn instance_id(inputs: &Inputs) -> Result<String> {
-    instance(inputs).map(|(_, iid, _)| iid)
+    instance(inputs, &Memo::default()).map(|(_, iid, _)| iid)
 }
 
 /// Instance data alone (for `render` and `query`): no plan, so nothing else can fail.
 pub fn instance_data(inputs: &Inputs) -> Result<Value> {
-    instance(inputs).map(|(_, _, tree)| tree)
+    instance(inputs, &Memo::default()).map(|(_, _, tree)| tree)
 }
 
 /// The local stage only needs metadata: hostname and network, before the network is up.
 pub fn prepare_local(inputs: &Inputs) -> Result<Prepared> {
-    let (md, iid, tree) = instance(inputs)?;
+    prepare_local_with(inputs, &Memo::default())
+}
+
+/// [`prepare_local`], sharing `memo` with the run's other plans.
+pub fn prepare_local_with(inputs: &Inputs, memo: &Memo) -> Result<Prepared> {
+    let (md, iid, tree) = instance(inputs, memo)?;
     let plan = planner::build_local(&iid, &md, &inputs.facts, inputs.compat)?;
     check_target(&plan, inputs)?;
     let warnings = [inputs.raw.warnings(), plan.warnings.clone()].concat();
@@ -359,20 +429,26 @@ pub fn prepare_local(inputs: &Inputs) -> Result<Prepared> {
 
 /// Metadata → instance data → rendered userdata → cloud-config → plan. Pure.
 pub fn prepare(inputs: &Inputs) -> Result<Prepared> {
-    let (md, iid, tree) = instance(inputs)?;
+    prepare_with(inputs, &Memo::default())
+}
+
+/// [`prepare`], sharing `memo` with the run's other plans: `run --stage all` plans again
+/// after the local stage changed the facts, and redoes only what the change reaches.
+pub fn prepare_with(inputs: &Inputs, memo: &Memo) -> Result<Prepared> {
+    let (md, iid, tree) = instance(inputs, memo)?;
     let mut warnings = inputs.raw.warnings();
     let userdata = inputs.raw.userdata.as_ref().map(|d| d.text.clone());
     let mut source = "userdata";
     let (rendered, config) = match &userdata {
         None => (None, CloudConfig::default()),
         Some(text) => {
-            let (rendered, src, mut w) = render_userdata(text, &tree, inputs.compat)?;
+            let (rendered, src, mut w) = memo.render(text, &tree, inputs.compat)?;
             source = src;
             warnings.append(&mut w);
             match rendered {
                 None => (None, CloudConfig::default()),
                 Some(r) => {
-                    let parsed = cloudconfig::parse(&r, source, inputs.compat)?;
+                    let parsed = memo.parse(&r, source, inputs.compat)?;
                     warnings.extend(parsed.warnings);
                     (Some(r), parsed.config)
                 }
@@ -404,7 +480,7 @@ pub fn prepare(inputs: &Inputs) -> Result<Prepared> {
         disk: &inputs.disk,
         now: inputs.now,
     })
-    .and_then(|plan| preflight_reads(&plan, inputs).map(|()| plan))
+    .and_then(|plan| preflight_reads(&plan, inputs, memo).map(|()| plan))
     .and_then(|plan| check_target(&plan, inputs).map(|()| plan))
     .map_err(placed)?;
     warnings.extend(plan.warnings.iter().cloned());
@@ -456,14 +532,30 @@ fn check_target(plan: &Plan, inputs: &Inputs) -> Result<()> {
 const PREFLIGHT_ROUNDS: usize = 4;
 
 /// kubeadm pre-flight (`planner::preflight`, pure) over what the target holds.
-fn preflight_reads(plan: &Plan, inputs: &Inputs) -> Result<()> {
-    kubeadm_preflight(plan, &inputs.disk, &inputs.root, inputs.now)
+fn preflight_reads(plan: &Plan, inputs: &Inputs, memo: &Memo) -> Result<()> {
+    kubeadm_preflight_with(
+        plan,
+        &inputs.disk,
+        &inputs.root,
+        inputs.now,
+        &memo.preflight,
+    )
 }
 
 /// kubeadm pre-flight of `plan` on `disk` completed from `root`: the journal (a finished
 /// kubeadm step is not checked again) and the files pre-flight looks up that `disk` does not
 /// hold yet, read under the root through the confined resolver.
 pub fn kubeadm_preflight(plan: &Plan, disk: &Disk, root: &Path, now: i64) -> Result<()> {
+    kubeadm_preflight_with(plan, disk, root, now, &preflight::Memo::default())
+}
+
+fn kubeadm_preflight_with(
+    plan: &Plan,
+    disk: &Disk,
+    root: &Path,
+    now: i64,
+    memo: &preflight::Memo,
+) -> Result<()> {
     let mut disk = std::borrow::Cow::Borrowed(disk);
     if disk.finished.is_none()
         && plan
@@ -473,9 +565,8 @@ pub fn kubeadm_preflight(plan: &Plan, disk: &Disk, root: &Path, now: i64) -> Res
     {
         disk.to_mut().finished = Some(finished_steps(root, &plan.instance_id));
     }
-    let memo = preflight::Memo::default();
     for _ in 0..PREFLIGHT_ROUNDS {
-        let (result, unread) = preflight::check_and_unread(plan, &disk, now, &memo);
+        let (result, unread) = preflight::check_and_unread(plan, &disk, now, memo);
         if unread.is_empty() {
             return result;
         }
@@ -651,4 +742,46 @@ pub fn gather_with_userdata(opts: &Options, userdata: String) -> Result<Inputs> 
         warnings: Vec::new(),
     });
     Ok(inputs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    #[test]
+    fn a_remembered_value_is_computed_again_only_for_other_inputs() {
+        let cell = RefCell::new(None);
+        let computed = Cell::new(0);
+        let get = |input: &str| {
+            remembered(
+                &cell,
+                |k: &String| k == input,
+                || input.to_string(),
+                || {
+                    computed.set(computed.get() + 1);
+                    input.len()
+                },
+            )
+        };
+        assert_eq!(get("abc"), 3);
+        assert_eq!(get("abc"), 3);
+        assert_eq!(computed.get(), 1);
+        assert_eq!(get("abcd"), 4);
+        assert_eq!(computed.get(), 2);
+        assert_eq!(get("abc"), 3);
+        assert_eq!(computed.get(), 3, "only the latest input is kept");
+    }
+
+    #[test]
+    fn a_rendering_is_kept_for_the_same_tree_only() {
+        let memo = Memo::default();
+        let text = "## template: jinja\n#cloud-config\nhostname: {{ v1.local_hostname }}\n";
+        let tree = |h: &str| serde_json::json!({"v1": {"local_hostname": h}});
+        let first = memo.render(text, &tree("a"), false).unwrap();
+        assert_eq!(first.0.as_deref(), Some("#cloud-config\nhostname: a\n"));
+        assert_eq!(memo.render(text, &tree("a"), false).unwrap(), first);
+        let other = memo.render(text, &tree("b"), false).unwrap();
+        assert_eq!(other.0.as_deref(), Some("#cloud-config\nhostname: b\n"));
+    }
 }

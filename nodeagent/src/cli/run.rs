@@ -139,13 +139,15 @@ fn run_all(args: &Args, inputs: &mut pipeline::Inputs, target: Target) -> Result
     let publish = args.only.is_none();
     // From here a panic on this thread also reaches the platform (report::install_panic_hook).
     let _panic_channel = report::arm_panic_channel(inputs.transport.as_ref());
-    let prepared =
-        pipeline::prepare(inputs).map_err(|e| report_bad_input(inputs, &target, e, publish))?;
+    // The plans of both halves share what did not change between them.
+    let memo = pipeline::Memo::default();
+    let prepared = pipeline::prepare_with(inputs, &memo)
+        .map_err(|e| report_bad_input(inputs, &target, e, publish))?;
     if args.exec && !target.is_host() {
         refuse_without_shell(&prepared.plan, &target.root)
             .map_err(|e| report_bad_input(inputs, &target, e, publish))?;
     }
-    let local = pipeline::prepare_local(inputs)
+    let local = pipeline::prepare_local_with(inputs, &memo)
         .map_err(|e| report_bad_input(inputs, &target, e, publish))?;
     let job = Job {
         args,
@@ -166,7 +168,8 @@ fn run_all(args: &Args, inputs: &mut pipeline::Inputs, target: Target) -> Result
             // not set on this host): the plan made from the first facts stands.
             prepared
         } else {
-            pipeline::prepare(inputs).map_err(|e| report_bad_input(inputs, &target, e, publish))?
+            pipeline::prepare_with(inputs, &memo)
+                .map_err(|e| report_bad_input(inputs, &target, e, publish))?
         }
     } else {
         // `--facts FILE` stands for the host as it is; it is not detected again.

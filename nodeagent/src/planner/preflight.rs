@@ -33,13 +33,14 @@ struct View<'a> {
     memo: &'a Memo,
 }
 
-/// A CA check's inputs: certificate path and bytes, key path and bytes.
-type CaInputs = (String, Vec<u8>, Option<(String, Vec<u8>)>);
+/// A CA check's inputs: certificate path and bytes, key path and bytes, the clock.
+type CaInputs = (String, Vec<u8>, Option<(String, Vec<u8>)>, i64);
 /// A config file's path and bytes.
 type ConfigInputs = (String, Vec<u8>);
 
 /// What pre-flight parsed, by its inputs. The reading side checks again once it has read
-/// what a pass looked up, over the same config and PKI: each is parsed and checked once.
+/// what a pass looked up, over the same config and PKI, and `run --stage all` plans twice:
+/// each is parsed and checked once.
 #[derive(Default)]
 pub struct Memo {
     configs: RefCell<Vec<(ConfigInputs, Result<KubeadmConfig>)>>,
@@ -74,10 +75,11 @@ impl Memo {
         key: Option<(&str, &[u8])>,
         now: i64,
     ) -> Result<Vec<crate::pki::inspect::CertInfo>> {
-        let same = |(p, c, k): &CaInputs| {
+        let same = |(p, c, k, t): &CaInputs| {
             p == cert_path
                 && c.as_slice() == cert
                 && k.as_ref().map(|(kp, kb)| (kp.as_str(), kb.as_slice())) == key
+                && *t == now
         };
         let found = self
             .cas
@@ -90,6 +92,7 @@ impl Memo {
                 cert_path.to_string(),
                 cert.to_vec(),
                 key.map(|(p, b)| (p.to_string(), b.to_vec())),
+                now,
             );
             self.cas.borrow_mut().push((inputs, r.clone()));
             r

@@ -71,6 +71,34 @@ fn operator_aliases() {
     assert!(!is_version_key("v") && !is_version_key("v1a") && !is_version_key("xv1"));
 }
 
+/// jinja2's lexer rule as first written here: at each position, every operator longest
+/// first, else the character itself. The scan in `alias` must give the same names.
+fn alias_by_trying_every_operator(key: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut rest = key;
+    let mut changed = false;
+    'outer: while let Some(c) = rest.chars().next() {
+        for op in super::variables::OPERATORS {
+            if let Some(r) = rest.strip_prefix(op) {
+                out.push('_');
+                rest = r;
+                changed = true;
+                continue 'outer;
+            }
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    changed.then_some(out)
+}
+
+proptest::proptest! {
+    #[test]
+    fn aliases_match_trying_every_operator(key in "[-/*=!><+%~()\\[\\]{}.:|,;a1é ]{0,12}") {
+        proptest::prop_assert_eq!(alias(&key), alias_by_trying_every_operator(&key));
+    }
+}
+
 #[test]
 fn path_walk_names_first_missing_hop() {
     let vars = serde_json::json!({"ds": {"meta_data": {"a": [{"b": 1}]}}});

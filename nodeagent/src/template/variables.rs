@@ -58,27 +58,34 @@ pub(super) fn is_version_key(key: &str) -> bool {
     !d.is_empty() && d.chars().all(|c| c.is_ascii_digit())
 }
 
-/// The key with every jinja operator token replaced by `_`, if that changes it.
+/// The key with every jinja operator token replaced by `_`, if that changes it. Operators
+/// are tried only where the key has an operator character (all are ASCII): MACs and IPs are
+/// most keys with one, and trying all 26 at every character was most of the tree's cost.
 pub(super) fn alias(key: &str) -> Option<String> {
     const OP_CHARS: &str = "/*=!><+-%~[](){}.:|,;";
     if !key.contains(|c| OP_CHARS.contains(c)) {
         return None;
     }
     let mut out = String::with_capacity(key.len());
-    let mut rest = key;
     let mut changed = false;
-    'outer: while !rest.is_empty() {
-        for op in OPERATORS {
-            if let Some(r) = rest.strip_prefix(op) {
+    let mut chars = key.char_indices();
+    while let Some((i, c)) = chars.next() {
+        let op = OP_CHARS
+            .contains(c)
+            .then(|| key.get(i..))
+            .flatten()
+            .and_then(|rest| OPERATORS.iter().find(|op| rest.starts_with(*op)));
+        match op {
+            Some(op) => {
                 out.push('_');
-                rest = r;
                 changed = true;
-                continue 'outer;
+                // The operator's other characters (ASCII) are consumed with it.
+                for _ in 1..op.len() {
+                    chars.next();
+                }
             }
+            None => out.push(c),
         }
-        let c = rest.chars().next().unwrap_or_default();
-        out.push(c);
-        rest = &rest[c.len_utf8()..];
     }
     changed.then_some(out)
 }
