@@ -195,6 +195,21 @@ impl Error {
     }
 }
 
+/// `Ok` when `valid`, else an invalid-input error at `place`: the one shape of the
+/// `check_*` guards around a validity rule. The message is built only for the error.
+pub fn ensure<M: Into<String>>(
+    valid: bool,
+    stage: Stage,
+    place: impl Into<String>,
+    message: impl FnOnce() -> M,
+) -> Result<()> {
+    if valid {
+        Ok(())
+    } else {
+        Err(Error::new(stage, place, message()))
+    }
+}
+
 fn io_kind(e: &std::io::Error) -> ErrorKind {
     match e.kind() {
         std::io::ErrorKind::NotFound => ErrorKind::NotFound,

@@ -78,7 +78,7 @@ pub fn parse(text: &str, place: &str) -> Result<Metadata> {
         Error::new(
             Stage::Metadata,
             format!("{place}: {key}"),
-            format!("expected a string, found {}", kind(other)),
+            found("expected a string", other),
         )
     };
     md.instance_id =
@@ -109,7 +109,7 @@ pub fn parse(text: &str, place: &str) -> Result<Metadata> {
             return Err(Error::new(
                 Stage::Metadata,
                 format!("{place}: redact"),
-                format!("expected a list of keys, found {}", kind(other)),
+                found("expected a list of keys", other),
             ));
         }
     };
@@ -227,6 +227,11 @@ pub fn scalar_text(v: Option<&Value>) -> std::result::Result<Option<String>, &Va
         Some(Value::Number(n)) => Ok(Some(n.to_string())),
         Some(other) => Err(other),
     }
+}
+
+/// The message for a value of the wrong kind: `{expected}, found a list`.
+pub fn found(expected: &str, v: &Value) -> String {
+    format!("{expected}, found {}", kind(v))
 }
 
 pub fn kind(v: &Value) -> &'static str {

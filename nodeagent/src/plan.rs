@@ -384,15 +384,20 @@ pub fn valid_account_name(n: &str) -> bool {
 /// A host name the kernel, /etc/hosts and Kubernetes can all take: dot-separated labels of
 /// letters, digits, `-` and `_`, 1-63 characters each, not starting with `-`, 253 in all.
 pub fn valid_host_name(n: &str) -> bool {
+    dotted_name(n, |l| {
+        l.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    })
+}
+
+/// The frame of every dotted name (host names here, DNS names of `mint`'s endpoints): 1-253
+/// characters of dot-separated labels of 1-63 characters, none starting with `-`; `label_ok`
+/// says what a label may hold besides.
+pub fn dotted_name(n: &str, label_ok: impl Fn(&str) -> bool) -> bool {
     !n.is_empty()
         && n.len() <= 253
-        && n.split('.').all(|l| {
-            !l.is_empty()
-                && l.len() <= 63
-                && !l.starts_with('-')
-                && l.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        })
+        && n.split('.')
+            .all(|l| !l.is_empty() && l.len() <= 63 && !l.starts_with('-') && label_ok(l))
 }
 
 /// Paths on tmpfs that do not survive a reboot: written every boot, and never fsynced.

@@ -8,7 +8,7 @@
 
 use crate::cloudconfig::{CloudConfig, CmdItem, ManageEtcHosts, UserItem};
 use crate::config::ImageConfig;
-use crate::error::{Error, Result, Stage};
+use crate::error::{Error, Result, Stage, ensure};
 use crate::facts::Facts;
 use crate::metadata::Metadata;
 use crate::plan::*;
@@ -178,19 +178,7 @@ pub fn steps(input: &PlanInput<'_>) -> Result<Plan> {
 
 fn bootcmd(b: &mut Builder<'_>, cfg: &CloudConfig) {
     for (i, item) in cfg.bootcmd.iter().enumerate() {
-        if let Some(run) = command(item) {
-            let spec = CommandSpec {
-                origin: format!("bootcmd[{i}]"),
-                run,
-                timeout_secs: b.input.image.command_timeout_secs,
-            };
-            b.push(
-                format!("bootcmd[{i}]"),
-                RunStage::Main,
-                Frequency::PerBoot,
-                Action::Command(spec),
-            );
-        }
+        command(b, format!("bootcmd[{i}]"), item, Frequency::PerBoot);
     }
 }
 
@@ -292,28 +280,24 @@ fn runcmd(b: &mut Builder<'_>, cfg: &CloudConfig) {
             );
             continue;
         }
-        if let Some(run) = command(item) {
-            let spec = CommandSpec {
-                origin: format!("runcmd[{i}]"),
-                run,
-                timeout_secs: b.input.image.command_timeout_secs,
-            };
-            b.push(
-                format!("runcmd[{i}]"),
-                RunStage::Main,
-                Frequency::PerInstance,
-                Action::Command(spec),
-            );
-        }
+        command(b, format!("runcmd[{i}]"), item, Frequency::PerInstance);
     }
 }
 
-fn command(item: &CmdItem) -> Option<Run> {
-    match item {
-        CmdItem::Shell(s) => Some(Run::Shell(s.clone())),
-        CmdItem::Argv(a) if !a.is_empty() => Some(Run::Argv(a.clone())),
-        _ => None,
-    }
+/// The command step of a bootcmd or runcmd item, its id and origin `origin`; a skipped
+/// (null) item or an empty argv list is no step.
+fn command(b: &mut Builder<'_>, origin: String, item: &CmdItem, frequency: Frequency) {
+    let run = match item {
+        CmdItem::Shell(s) => Run::Shell(s.clone()),
+        CmdItem::Argv(a) if !a.is_empty() => Run::Argv(a.clone()),
+        _ => return,
+    };
+    let spec = CommandSpec {
+        origin: origin.clone(),
+        run,
+        timeout_secs: b.input.image.command_timeout_secs,
+    };
+    b.push(origin, RunStage::Main, frequency, Action::Command(spec));
 }
 
 fn split_name(name: &str) -> (String, String) {
@@ -322,27 +306,15 @@ fn split_name(name: &str) -> (String, String) {
 }
 
 fn check_name(n: &str, place: String) -> Result<()> {
-    if valid_account_name(n) {
-        Ok(())
-    } else {
-        Err(Error::new(
-            Stage::Plan,
-            place,
-            format!("{n:?} is not a valid user or group name"),
-        ))
-    }
+    ensure(valid_account_name(n), Stage::Plan, place, || {
+        format!("{n:?} is not a valid user or group name")
+    })
 }
 
 fn check_host_name(n: &str, place: &str) -> Result<()> {
-    if valid_host_name(n) {
-        Ok(())
-    } else {
-        Err(Error::new(
-            Stage::Plan,
-            place,
-            format!("{n:?} is not a valid host name"),
-        ))
-    }
+    ensure(valid_host_name(n), Stage::Plan, place, || {
+        format!("{n:?} is not a valid host name")
+    })
 }
 
 /// Make a write_files path absolute and clean. Strict: relative paths and `..` are refused;
@@ -423,9 +395,9 @@ pub fn decode_permissions(v: Option<&Value>) -> std::result::Result<Option<u32>,
             }
         }
         Some(other) => {
-            return Err(format!(
-                "permissions must be a string or an integer, found {}",
-                crate::metadata::kind(other)
+            return Err(crate::metadata::found(
+                "permissions must be a string or an integer",
+                other,
             ));
         }
     };
@@ -628,23 +600,20 @@ fn check_owners(b: &Builder<'_>) -> Result<()> {
             Action::WriteFile(f) => {
                 // Owners are names resolved in the target's database, as cloud-init's
                 // chownbyname does: "1000" is a user called 1000, not uid 1000.
-                if let Some(u) = f.owner.user.as_deref().filter(|u| !users.contains(u)) {
-                    return Err(Error::new(
-                        Stage::Plan,
-                        format!("{}.owner", step.id),
-                        format!(
-                            "user '{u}' does not exist in the target and is not created before this file"
-                        ),
-                    ));
-                }
-                if let Some(g) = f.owner.group.as_deref().filter(|g| !groups.contains(g)) {
-                    return Err(Error::new(
-                        Stage::Plan,
-                        format!("{}.owner", step.id),
-                        format!(
-                            "group '{g}' does not exist in the target and is not created before this file"
-                        ),
-                    ));
+                let owner = [
+                    ("user", &f.owner.user, &users),
+                    ("group", &f.owner.group, &groups),
+                ];
+                for (what, name, known) in owner {
+                    if let Some(n) = name.as_deref().filter(|n| !known.contains(n)) {
+                        return Err(Error::new(
+                            Stage::Plan,
+                            format!("{}.owner", step.id),
+                            format!(
+                                "{what} '{n}' does not exist in the target and is not created before this file"
+                            ),
+                        ));
+                    }
                 }
             }
             _ => {}

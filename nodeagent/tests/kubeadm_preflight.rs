@@ -242,6 +242,57 @@ fn join_without_discovery_and_bad_configs() {
     );
 }
 
+/// Each mode needs its own documents and refuses the other mode's, naming the document.
+#[test]
+fn init_and_join_each_refuse_the_other_modes_config() {
+    if !prereq::corpus_present() {
+        return;
+    }
+    const INIT_PATH: &str = "/run/kubeadm/kubeadm.yaml";
+    let init_cfg = String::from_utf8(file(&corpus_files(), INIT_PATH).to_vec()).unwrap();
+    let join_cfg = worker_join_config("10.0.0.10:6443", &[]);
+    // The corpus config's ClusterConfiguration (1) and InitConfiguration (2), then the join (3).
+    let both = format!("{init_cfg}\n{join_cfg}");
+    let e = fails(
+        &[(INIT_PATH.into(), join_cfg.clone().into_bytes())],
+        &init_line(),
+    );
+    assert_eq!(
+        (e.place.as_str(), e.message.as_str()),
+        (
+            "step kubeadm: /run/kubeadm/kubeadm.yaml",
+            "`kubeadm init` needs an InitConfiguration or ClusterConfiguration document"
+        )
+    );
+    let e = fails(
+        &[(INIT_PATH.into(), both.clone().into_bytes())],
+        &init_line(),
+    );
+    assert_eq!(
+        (e.place, e.message),
+        (
+            format!("step kubeadm: {INIT_PATH}: document 3 (JoinConfiguration)"),
+            "a JoinConfiguration in the config of `kubeadm init`".to_string()
+        )
+    );
+    let e = fails(&[(JOIN_PATH.into(), init_cfg.into_bytes())], JOIN_LINE);
+    assert_eq!(
+        (e.place, e.message),
+        (
+            format!("step kubeadm: {JOIN_PATH}"),
+            "`kubeadm join` needs a JoinConfiguration document (with discovery)".to_string()
+        )
+    );
+    let e = fails(&[(JOIN_PATH.into(), both.into_bytes())], JOIN_LINE);
+    assert_eq!(
+        (e.place, e.message),
+        (
+            format!("step kubeadm: {JOIN_PATH}: document 2 (InitConfiguration)"),
+            "an InitConfiguration in the config of `kubeadm join`".to_string()
+        )
+    );
+}
+
 #[test]
 fn serving_cert_must_cover_the_endpoint() {
     if !prereq::corpus_present() {

@@ -97,3 +97,27 @@ fn plans_from_inputs_built_in_memory() {
     let e = pipeline::prepare(&inputs(&ud, disk, now)).unwrap_err();
     assert!(e.message.contains("not a CA"), "{e}");
 }
+
+/// A key holding a value of the wrong kind is refused, naming the kind it found.
+#[test]
+fn a_value_of_the_wrong_kind_is_named() {
+    let refused = |body: &str| {
+        let ud = format!("#cloud-config\n{body}");
+        match pipeline::prepare(&inputs(&ud, Disk::default(), 0)) {
+            Ok(_) => panic!("planned: {body}"),
+            Err(e) => e.to_string(),
+        }
+    };
+    assert_eq!(
+        [
+            refused("users:\n- name: a\n  sudo: 5\n"),
+            refused("disk_setup:\n  /dev/sdb:\n    table_type: gpt\n    layout: x\n"),
+            refused("write_files:\n- path: /etc/x\n  permissions: [1]\n"),
+        ],
+        [
+            "users[0].sudo: expected a rule string or a list, found a number (userdata line 4 column 9)",
+            "disk_setup./dev/sdb.layout: expected true, false or a list, found a string (userdata line 5 column 13)",
+            "write_files[0].permissions: permissions must be a string or an integer, found a list (userdata line 4 column 16)",
+        ]
+    );
+}

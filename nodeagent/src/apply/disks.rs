@@ -7,20 +7,17 @@
 //! file is written even without `--exec`, `mount -a` runs only with `--exec` on a real node.
 
 use super::{Ctx, Outcome, commands, files};
-use crate::error::{Error, ErrorKind, Result, Stage};
+use crate::error::{Error, ErrorKind, Result, Stage, ensure};
 use crate::plan::{DiskSetupSpec, FileWrite, FsSetupSpec, MountsSpec};
 
 /// The plan's rule (plan.rs), checked again here as a last guard.
 fn check_device(d: &str, place: &str) -> Result<()> {
-    if crate::plan::valid_device_path(d) {
-        Ok(())
-    } else {
-        Err(Error::new(
-            Stage::Apply,
-            place,
-            format!("{d:?} is not a device path"),
-        ))
-    }
+    ensure(
+        crate::plan::valid_device_path(d),
+        Stage::Apply,
+        place,
+        || format!("{d:?} is not a device path"),
+    )
 }
 
 /// `blkid -p -o value -s <tag> dev`: empty when the device has no such signature.
@@ -124,15 +121,12 @@ fn settle_device(dev: &str) -> Result<()> {
         ],
         None,
     );
-    if std::path::Path::new(dev).exists() {
-        Ok(())
-    } else {
-        Err(Error::new(
-            Stage::Apply,
-            dev,
-            "device did not exist and did not appear after udevadm settle",
-        ))
-    }
+    ensure(
+        std::path::Path::new(dev).exists(),
+        Stage::Apply,
+        dev,
+        || "device did not exist and did not appear after udevadm settle",
+    )
 }
 
 pub fn disk_setup(ctx: &mut Ctx<'_>, d: &DiskSetupSpec) -> Result<Outcome> {

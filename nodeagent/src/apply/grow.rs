@@ -535,7 +535,14 @@ mod tests {
             .collect()
     }
 
-    const GROWPART_OK: &str = "[ \"$1\" = --help ] && { echo '  -u|--update   R|on|off|auto'; exit 0; }\n[ \"$1\" = --dry-run ] && exit 0\ntruncate -s 2048 \"$DEV\"; exit 0";
+    /// A growpart that grows: it makes the fake `dev/vda1` under `root` 2048 bytes.
+    fn growpart_ok(root: &Path) -> String {
+        let dev = root.join("dev/vda1");
+        format!(
+            "[ \"$1\" = --help ] && {{ echo '  -u|--update   R|on|off|auto'; exit 0; }}\n[ \"$1\" = --dry-run ] && exit 0\ntruncate -s 2048 \"{}\"; exit 0",
+            dev.display()
+        )
+    }
 
     fn spec() -> GrowpartSpec {
         GrowpartSpec {
@@ -553,7 +560,7 @@ mod tests {
     #[test]
     fn grows_the_root_partition_found_through_mountinfo_and_sysfs() {
         let d = tempfile::tempdir().unwrap();
-        let body = GROWPART_OK.replace("$DEV", &d.path().join("dev/vda1").display().to_string());
+        let body = growpart_ok(d.path());
         let (log, warnings) = grow(d.path(), &body, &spec());
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(
@@ -586,7 +593,7 @@ mod tests {
     #[test]
     fn a_partition_that_fills_its_disk_in_sysfs_starts_no_tool() {
         let d = tempfile::tempdir().unwrap();
-        let body = GROWPART_OK.replace("$DEV", &d.path().join("dev/vda1").display().to_string());
+        let body = growpart_ok(d.path());
         let host = fake(d.path(), MOUNTINFO, &body, "exit 0");
         let w = |rel: &str, n: u64| {
             std::fs::write(

@@ -1,7 +1,7 @@
 //! hostname, fqdn, /etc/hostname, kernel hostname, /etc/hosts.
 
 use super::{Ctx, Outcome, files};
-use crate::error::{Error, Result, Stage};
+use crate::error::{Error, Result, Stage, ensure};
 use crate::plan::{EtcHosts, FileWrite, HostnameSpec};
 
 fn root_file(path: &str, content: Vec<u8>, mode: u32) -> FileWrite {
@@ -45,13 +45,12 @@ pub fn apply(ctx: &mut Ctx<'_>, h: &HostnameSpec) -> Result<Outcome> {
         &h.hostname
     };
     // The plan's one rule (plans built elsewhere, e.g. by tests, are checked here too).
-    if !crate::plan::valid_host_name(name) {
-        return Err(Error::new(
-            Stage::Apply,
-            "hostname",
-            format!("{name:?} is not a valid host name"),
-        ));
-    }
+    ensure(
+        crate::plan::valid_host_name(name),
+        Stage::Apply,
+        "hostname",
+        || format!("{name:?} is not a valid host name"),
+    )?;
     let t = ctx.target().clone();
     let db = ctx.db()?.clone();
     // /etc/hostname and /etc/hosts are committed together (one directory sync).

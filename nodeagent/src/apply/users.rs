@@ -8,7 +8,7 @@
 
 use super::accounts::{self, Accounts};
 use super::{Ctx, Outcome, UserDb, commands, files};
-use crate::error::{Error, ErrorKind, Result, Stage};
+use crate::error::{Error, ErrorKind, Result, Stage, ensure};
 use crate::plan::{Content, FileWrite, GroupSpec, Owner, UserSpec};
 
 /// Names the shadow tools accept: the plan's rule, checked again here as a last guard.
@@ -17,15 +17,9 @@ pub fn valid_name(n: &str) -> bool {
 }
 
 fn check_name(n: &str, place: &str) -> Result<()> {
-    if valid_name(n) {
-        Ok(())
-    } else {
-        Err(Error::new(
-            Stage::Apply,
-            place,
-            format!("{n:?} is not a valid user or group name"),
-        ))
-    }
+    ensure(valid_name(n), Stage::Apply, place, || {
+        format!("{n:?} is not a valid user or group name")
+    })
 }
 
 pub fn group(ctx: &mut Ctx<'_>, g: &GroupSpec) -> Result<Outcome> {

@@ -36,10 +36,7 @@ pub struct CloudConfig {
 
 /// The error for a value of the wrong kind: `{expected}, found a list`.
 fn found<E: de::Error>(expected: &str, other: &Value) -> E {
-    E::custom(format!(
-        "{expected}, found {}",
-        crate::metadata::kind(other)
-    ))
+    E::custom(crate::metadata::found(expected, other))
 }
 
 /// `vendor_data:` in user-data: whether the platform's vendordata applies (stages.py

@@ -58,6 +58,15 @@ fn tree<T: Serialize + ?Sized>(v: &T) -> Result<Y, Error> {
     to_y(v)
 }
 
+/// The serializers of the integer types that fit an `i64` (all but `u64`): a YAML int.
+macro_rules! ints {
+    ($($name:ident: $t:ty),* $(,)?) => {
+        $(fn $name(self, v: $t) -> Out {
+            some(Y::Int(i64::from(v)))
+        })*
+    };
+}
+
 impl ser::Serializer for Ser {
     type Ok = Option<Y>;
     type Error = Error;
@@ -72,26 +81,14 @@ impl ser::Serializer for Ser {
     fn serialize_bool(self, v: bool) -> Out {
         some(Y::Bool(v))
     }
-    fn serialize_i8(self, v: i8) -> Out {
-        some(Y::Int(v.into()))
-    }
-    fn serialize_i16(self, v: i16) -> Out {
-        some(Y::Int(v.into()))
-    }
-    fn serialize_i32(self, v: i32) -> Out {
-        some(Y::Int(v.into()))
-    }
-    fn serialize_i64(self, v: i64) -> Out {
-        some(Y::Int(v))
-    }
-    fn serialize_u8(self, v: u8) -> Out {
-        some(Y::Int(v.into()))
-    }
-    fn serialize_u16(self, v: u16) -> Out {
-        some(Y::Int(v.into()))
-    }
-    fn serialize_u32(self, v: u32) -> Out {
-        some(Y::Int(v.into()))
+    ints! {
+        serialize_i8: i8,
+        serialize_i16: i16,
+        serialize_i32: i32,
+        serialize_i64: i64,
+        serialize_u8: u8,
+        serialize_u16: u16,
+        serialize_u32: u32,
     }
     fn serialize_u64(self, v: u64) -> Out {
         some(i64::try_from(v).map_or_else(|_| Y::Num(v.to_string()), Y::Int))

@@ -48,16 +48,11 @@ pub fn endpoint(flag: &str, v: &str) -> Result<(String, u16)> {
     Ok((host, port))
 }
 
+/// A DNS name (RFC 1123): stricter than the plan's host name, no `_` and no label ending in `-`.
 fn dns_name(h: &str) -> bool {
-    !h.is_empty()
-        && h.len() <= 253
-        && h.split('.').all(|l| {
-            !l.is_empty()
-                && l.len() <= 63
-                && !l.starts_with('-')
-                && !l.ends_with('-')
-                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        })
+    crate::plan::dotted_name(h, |l| {
+        !l.ends_with('-') && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    })
 }
 
 /// `vMAJOR.MINOR.PATCH[-pre]` → (minor, the version as given). Major must be 1.
@@ -204,6 +199,29 @@ mod tests {
         ] {
             let e = endpoint("--endpoint", b).unwrap_err();
             assert_eq!(e.place, "--endpoint", "{b}");
+        }
+    }
+
+    /// The two dotted-name rules share their frame and differ only inside a label.
+    #[test]
+    fn dns_names_are_host_names_without_underscores_or_trailing_dashes() {
+        let long_label = "a".repeat(64);
+        let long_name = vec!["a".repeat(63); 4].join(".");
+        for (n, dns, host) in [
+            ("api.example.com", true, true),
+            ("a-1.b", true, true),
+            ("under_score", false, true),
+            ("trailing-", false, true),
+            ("-leading", false, false),
+            ("", false, false),
+            ("a..b", false, false),
+            ("a b", false, false),
+            (long_label.as_str(), false, false),
+            (&long_name[..253], true, true),
+            (&format!("{}a", &long_name[..253]), false, false),
+        ] {
+            assert_eq!(dns_name(n), dns, "dns {n:?}");
+            assert_eq!(crate::plan::valid_host_name(n), host, "host {n:?}");
         }
     }
 

@@ -6,7 +6,7 @@
 //! `now`. A file the checks look up that the [`Disk`] does not hold counts as absent and is
 //! listed by [`unread`], so the reading side can fetch it and check again.
 
-use crate::error::{Error, Result, Stage};
+use crate::error::{Error, Result, Stage, ensure};
 use crate::kubeadm::config::{self, KubeadmConfig};
 use crate::pki::check;
 use crate::plan::{Action, KubeadmMode, KubeadmSpec, Plan};
@@ -389,41 +389,35 @@ fn load_config(
     })
 }
 
+/// The config holds the documents its mode needs, and not the other mode's.
 fn check_mode(cfg: &KubeadmConfig, spec: &KubeadmSpec) -> Result<()> {
-    let place = spec.config_path.clone();
-    match spec.mode {
-        KubeadmMode::Init => {
-            if cfg.init.is_none() && cfg.cluster.is_none() {
-                return Err(Error::new(
-                    Stage::Kubeadm,
-                    place,
-                    "`kubeadm init` needs an InitConfiguration or ClusterConfiguration document",
-                ));
-            }
-            if let Some(j) = &cfg.join {
-                return Err(Error::new(
-                    Stage::Kubeadm,
-                    format!("{place}: document {} (JoinConfiguration)", j.index),
-                    "a JoinConfiguration in the config of `kubeadm init`",
-                ));
-            }
-        }
-        KubeadmMode::Join => {
-            if cfg.join.is_none() {
-                return Err(Error::new(
-                    Stage::Kubeadm,
-                    place,
-                    "`kubeadm join` needs a JoinConfiguration document (with discovery)",
-                ));
-            }
-            if let Some(i) = &cfg.init {
-                return Err(Error::new(
-                    Stage::Kubeadm,
-                    format!("{place}: document {} (InitConfiguration)", i.index),
-                    "an InitConfiguration in the config of `kubeadm join`",
-                ));
-            }
-        }
+    let place = &spec.config_path;
+    // (has what it needs, the error if not, the other mode's document: (index, kind, error))
+    let (has_own, missing, other) = match spec.mode {
+        KubeadmMode::Init => (
+            cfg.init.is_some() || cfg.cluster.is_some(),
+            "`kubeadm init` needs an InitConfiguration or ClusterConfiguration document",
+            cfg.join.as_ref().map(|j| {
+                let why = "a JoinConfiguration in the config of `kubeadm init`";
+                (j.index, "JoinConfiguration", why)
+            }),
+        ),
+        KubeadmMode::Join => (
+            cfg.join.is_some(),
+            "`kubeadm join` needs a JoinConfiguration document (with discovery)",
+            cfg.init.as_ref().map(|i| {
+                let why = "an InitConfiguration in the config of `kubeadm join`";
+                (i.index, "InitConfiguration", why)
+            }),
+        ),
+    };
+    ensure(has_own, Stage::Kubeadm, place, || missing)?;
+    if let Some((index, kind, why)) = other {
+        return Err(Error::new(
+            Stage::Kubeadm,
+            format!("{place}: document {index} ({kind})"),
+            why,
+        ));
     }
     Ok(())
 }

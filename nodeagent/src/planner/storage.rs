@@ -139,10 +139,7 @@ fn disk_spec(dev: &str, entry: &DiskEntry, device: &str) -> Result<DiskSpec> {
             return Err(Error::new(
                 Stage::Plan,
                 format!("{place}.layout"),
-                format!(
-                    "expected true, false or a list, found {}",
-                    crate::metadata::kind(other)
-                ),
+                crate::metadata::found("expected true, false or a list", other),
             ));
         }
     };
@@ -321,15 +318,9 @@ pub(super) fn layout_part(
 }
 
 pub(super) fn check_device(d: &str, place: &str) -> Result<()> {
-    if valid_device_path(d) {
-        Ok(())
-    } else {
-        Err(Error::new(
-            Stage::Plan,
-            place,
-            format!("{d:?} is not a device path (absolute, or a device_aliases name)"),
-        ))
-    }
+    ensure(valid_device_path(d), Stage::Plan, place, || {
+        format!("{d:?} is not a device path (absolute, or a device_aliases name)")
+    })
 }
 
 /// Sizes add up to at most 100 %, and an MBR table has at most 4 (primary) partitions, as

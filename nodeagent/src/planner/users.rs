@@ -56,10 +56,7 @@ pub(super) fn user(
             return Err(Error::new(
                 Stage::Plan,
                 format!("{place}.sudo"),
-                format!(
-                    "expected a rule string or a list, found {}",
-                    crate::metadata::kind(other)
-                ),
+                crate::metadata::found("expected a rule string or a list", other),
             ));
         }
     };
