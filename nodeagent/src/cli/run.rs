@@ -553,11 +553,11 @@ fn wait_on_network(
     let Some(want) = want else {
         return (inputs.facts.clone(), None);
     };
-    let iid = pipeline::instance_id_with(inputs, memo).unwrap_or_default();
     let timeout = std::time::Duration::from_secs(inputs.image.wait_on_network_timeout_secs);
     let root = inputs.root.clone();
     let first = inputs.facts.clone();
-    let mut reporter = Reporter::new(Some(inputs.transport.as_ref()), &target.root, &iid);
+    // Made when the wait is first reported: a network already up reports nothing.
+    let mut reporter: Option<Reporter> = None;
     let (facts, warning) = crate::netwait::wait(
         &want,
         first,
@@ -566,6 +566,10 @@ fn wait_on_network(
         || crate::facts::Facts::detect(&root),
         |detail| {
             tracing::info!("{detail}");
+            let reporter = reporter.get_or_insert_with(|| {
+                let iid = pipeline::instance_id_with(inputs, memo).unwrap_or_default();
+                Reporter::new(Some(inputs.transport.as_ref()), &target.root, &iid)
+            });
             if reporter.status().phase != Phase::Waiting {
                 reporter.phase(Phase::Waiting, Some("wait-on-network"));
             }
