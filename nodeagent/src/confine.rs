@@ -29,6 +29,28 @@ pub fn dir(root: &Path, rel: &str) -> io::Result<PathBuf> {
     resolve(root, rel, true)
 }
 
+/// Metadata of the in-target path `rel`, every symlink on the way (the last one too) resolved
+/// inside `root` by the kernel, as [`read`] opens: one `openat2(O_PATH)` and an `fstat`
+/// instead of a `statx` for each component of each path (the plan probes some forty).
+pub fn metadata(root: &Path, rel: &str) -> io::Result<std::fs::Metadata> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+    if root == Path::new("/") {
+        return std::fs::metadata(Path::new("/").join(rel.trim_start_matches('/')));
+    }
+    let dirfd = nix::fcntl::open(
+        root,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    match nix::fcntl::openat2(&dirfd, rel.trim_start_matches('/'), how) {
+        Err(nix::errno::Errno::ENOSYS) => std::fs::metadata(dir(root, rel)?),
+        r => std::fs::File::from(r?).metadata(),
+    }
+}
+
 /// Contents of the in-target file `rel`, every symlink on the way (the last one too) resolved
 /// inside `root` by the kernel in the same call that opens it (`openat2(2)` with
 /// `RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS`), so a link swapped in after any check cannot lead
@@ -145,6 +167,24 @@ mod tests {
         assert_eq!(file(r, "/real/x/last").unwrap(), r.join("real/x/last"));
         assert_eq!(dir(r, "/real/x/last").unwrap(), r.join("etc/passwd"));
         assert_eq!(file(Path::new("/"), "run/x").unwrap(), Path::new("/run/x"));
+    }
+
+    #[test]
+    fn metadata_follows_links_inside_the_root_only() {
+        // `sbin/tool` points at the host's /etc/passwd: inside the root nothing is there.
+        let d = test_root(&["usr/sbin", "sbin"], &[("/etc/passwd", "sbin/tool")]);
+        let r = d.path();
+        assert!(
+            metadata(r, "/sbin/tool").is_err(),
+            "followed out of the root"
+        );
+        std::fs::create_dir_all(r.join("etc")).unwrap();
+        std::fs::write(r.join("etc/passwd"), "root:x:0:0::/root:/bin/sh\n").unwrap();
+        let m = metadata(r, "/sbin/tool").unwrap();
+        assert!(m.is_file());
+        assert_eq!(m.len(), 26, "the root's file, not the host's");
+        assert!(metadata(r, "/usr/sbin").unwrap().is_dir());
+        assert!(metadata(Path::new("/"), "/proc/self").unwrap().is_dir());
     }
 
     /// A link planted between check and use: another thread keeps swapping `a` between a

@@ -600,9 +600,7 @@ fn kubeadm_preflight_with(
         }
         let files = &mut disk.to_mut().files;
         for path in unread {
-            let bytes = crate::confine::dir(root, &path)
-                .and_then(std::fs::read)
-                .ok();
+            let bytes = crate::confine::read(root, &path).ok();
             files.insert(path, bytes);
         }
     }

@@ -33,10 +33,7 @@ pub fn view(root: &Path) -> TargetView {
     // as a symlink is followed as the chroot will follow it, never to the host's file).
     let in_target = |name: &str| {
         BIN_DIRS.iter().any(|d| {
-            crate::confine::dir(&t.root, &format!("{d}/{name}"))
-                .ok()
-                .and_then(|p| std::fs::metadata(p).ok())
-                .is_some_and(|m| m.is_file())
+            crate::confine::metadata(&t.root, &format!("{d}/{name}")).is_ok_and(|m| m.is_file())
         })
     };
     let (chrony, timesyncd) = crate::apply::ntp::installed(&t);

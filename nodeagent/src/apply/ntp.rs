@@ -16,8 +16,9 @@ pub enum Client {
     Timesyncd,
 }
 
+/// Whether `p` exists in the target, its symlinks (the last one too) followed inside it.
 fn exists(t: &Target, p: &str) -> bool {
-    t.path(p).map(|p| p.exists()).unwrap_or(false)
+    crate::confine::metadata(&t.root, p).is_ok()
 }
 
 /// Which clients the image has installed, as cloud-init's check_exe finds them: (chrony,
