@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark: a full `nodeagent run --root` of the real CABPK control-plane init userdata
 # (shared corpus), release build, fsync on, root directory on the real disk (not tmpfs).
-# Wall time with hyperfine, peak memory with /usr/bin/time -v. Results: BENCHMARKS.md "## Apply".
+# Wall time with hyperfine, peak memory with /usr/bin/time -v. Results: BENCHMARKS.md "Apply alone: time, syncs, memory".
 #   bench/apply-run.sh            # 100 runs
 #   RUNS=20 bench/apply-run.sh    # quicker
 set -euo pipefail
