@@ -33,21 +33,13 @@ pub fn dir(root: &Path, rel: &str) -> io::Result<PathBuf> {
 /// inside `root` by the kernel, as [`read`] opens: one `openat2(O_PATH)` and an `fstat`
 /// instead of a `statx` for each component of each path (the plan probes some forty).
 pub fn metadata(root: &Path, rel: &str) -> io::Result<std::fs::Metadata> {
-    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+    use nix::fcntl::OFlag;
     if root == Path::new("/") {
         return std::fs::metadata(Path::new("/").join(rel.trim_start_matches('/')));
     }
-    let dirfd = nix::fcntl::open(
-        root,
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        nix::sys::stat::Mode::empty(),
-    )?;
-    let how = OpenHow::new()
-        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
-        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-    match nix::fcntl::openat2(&dirfd, rel.trim_start_matches('/'), how) {
-        Err(nix::errno::Errno::ENOSYS) => std::fs::metadata(dir(root, rel)?),
-        r => std::fs::File::from(r?).metadata(),
+    match open_in_root(root, rel, OFlag::O_PATH | OFlag::O_CLOEXEC)? {
+        Some(fd) => std::fs::File::from(fd).metadata(),
+        None => std::fs::metadata(dir(root, rel)?),
     }
 }
 
@@ -57,31 +49,45 @@ pub fn metadata(root: &Path, rel: &str) -> io::Result<std::fs::Metadata> {
 /// out of the root. Opened non-blocking: a FIFO planted there cannot stall the reader. Kernels
 /// without openat2 (before 5.6, `ENOSYS`) fall back to the walk of [`dir`].
 pub fn read(root: &Path, rel: &str) -> io::Result<Vec<u8>> {
-    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+    use nix::fcntl::OFlag;
     let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK;
-    let fd = if root == Path::new("/") {
-        nix::fcntl::open(
-            &Path::new("/").join(rel.trim_start_matches('/')),
-            flags,
-            nix::sys::stat::Mode::empty(),
-        )
-    } else {
-        let dirfd = nix::fcntl::open(
-            root,
-            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-            nix::sys::stat::Mode::empty(),
-        )?;
-        let how = OpenHow::new()
-            .flags(flags)
-            .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-        match nix::fcntl::openat2(&dirfd, rel.trim_start_matches('/'), how) {
-            Err(nix::errno::Errno::ENOSYS) => return std::fs::read(dir(root, rel)?),
-            r => r,
-        }
-    }?;
+    let Some(fd) = open_in_root(root, rel, flags)? else {
+        return std::fs::read(dir(root, rel)?);
+    };
     let mut out = Vec::new();
     std::fs::File::from(fd).read_to_end(&mut out)?;
     Ok(out)
+}
+
+/// `rel` opened with `flags`, resolved inside `root` by the kernel (on the host, as it is);
+/// `None` on a kernel without `openat2`.
+fn open_in_root(
+    root: &Path,
+    rel: &str,
+    flags: nix::fcntl::OFlag,
+) -> io::Result<Option<std::os::fd::OwnedFd>> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+    let rel = rel.trim_start_matches('/');
+    let none = nix::sys::stat::Mode::empty();
+    if root == Path::new("/") {
+        return Ok(Some(nix::fcntl::open(
+            &Path::new("/").join(rel),
+            flags,
+            none,
+        )?));
+    }
+    let dirfd = nix::fcntl::open(
+        root,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        none,
+    )?;
+    let how = OpenHow::new()
+        .flags(flags)
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    match nix::fcntl::openat2(&dirfd, rel, how) {
+        Err(nix::errno::Errno::ENOSYS) => Ok(None),
+        r => Ok(Some(r?)),
+    }
 }
 
 fn resolve(root: &Path, rel: &str, follow_last: bool) -> io::Result<PathBuf> {
