@@ -558,6 +558,46 @@ fn detect_picks_vmware_on_vmware_dmi_with_a_tool() {
     );
 }
 
+/// Detection reads metadata (and userdata when metadata is absent); the run's read right after
+/// gets those values from detection, one RPC each, and a key set in between is read again.
+#[test]
+fn a_value_detection_read_is_not_read_from_the_platform_twice() {
+    let f = fake_tools(&[("vmware-rpctool", "ok")]);
+    f.put("userdata", b"#cloud-config\n");
+    let root = tempfile::tempdir().unwrap();
+    write(
+        &root.path().join("sys/class/dmi/id/product_name"),
+        b"VMware7,1\n",
+    );
+    let (t, _) = detect_with_path(&order(DEFAULT), root.path(), Some(f.bin.as_os_str())).unwrap();
+    let raw = read_all(t.as_ref()).unwrap();
+    assert!(raw.metadata.is_none());
+    // guestinfo values are right-stripped as cloud-init does.
+    assert_eq!(raw.userdata.unwrap().text, "#cloud-config");
+    let gets = |key: &str| {
+        let rpc = format!("info-get guestinfo.{key}");
+        f.calls().iter().filter(|c| c[1] == rpc).count()
+    };
+    assert_eq!(
+        (gets("metadata"), gets("userdata")),
+        (1, 1),
+        "{:?}",
+        f.calls()
+    );
+    // Handed out once: a later read, or one after a set, asks the platform.
+    t.get("userdata").unwrap();
+    assert_eq!(gets("userdata"), 2);
+    let (t, _) = detect_with_path(&order(DEFAULT), root.path(), Some(f.bin.as_os_str())).unwrap();
+    t.set("userdata", b"---").unwrap();
+    t.get("userdata").unwrap();
+    assert_eq!(
+        gets("userdata"),
+        4,
+        "read again after the set: {:?}",
+        f.calls()
+    );
+}
+
 #[test]
 fn detect_skips_vmware_off_vmware_and_without_tools_and_logs_why() {
     let f = fake_tools(&[("vmware-rpctool", "ok")]);

@@ -184,10 +184,15 @@ pub fn detect_with_path(
             Spec::Dir(p) => Box::new(dir::DirTransport::new(under(root, &p))),
             Spec::NoCloud(p) => Box::new(nocloud::NoCloudTransport::new(under(root, &p))),
         };
-        match has_data(t.as_ref()) {
+        let mut read = Vec::new();
+        match has_data(t.as_ref(), &mut read) {
             Ok(Some(key)) => {
                 log.push(format!("{spec}: selected: guestinfo.{key} present"));
-                return Ok((t, log));
+                let primed = Primed {
+                    inner: t,
+                    read: std::cell::RefCell::new(read),
+                };
+                return Ok((Box::new(primed), log));
             }
             Ok(None) => log.push(format!("{spec}: skipped: no metadata or userdata")),
             Err(e) => log.push(format!("{spec}: skipped: {e}")),
@@ -207,16 +212,54 @@ pub fn detect_with_path(
     ))
 }
 
-/// Which of metadata/userdata is present (ds-identify rule: `---` and blank are absent).
-fn has_data(t: &dyn Transport) -> Result<Option<&'static str>> {
+/// Which of metadata/userdata is present (ds-identify rule: `---` and blank are absent);
+/// the values it read are added to `read`.
+fn has_data(
+    t: &dyn Transport,
+    read: &mut Vec<(String, Option<Vec<u8>>)>,
+) -> Result<Option<&'static str>> {
     for key in ["metadata", "userdata"] {
-        if t.get(key)?
-            .is_some_and(|raw| matches!(t.name(), "nocloud" | "ovf") || decode::is_present(&raw))
-        {
+        let raw = t.get(key)?;
+        let present = raw
+            .as_deref()
+            .is_some_and(|raw| matches!(t.name(), "nocloud" | "ovf") || decode::is_present(raw));
+        read.push((key.to_string(), raw));
+        if present {
             return Ok(Some(key));
         }
     }
     Ok(None)
+}
+
+/// The detected transport, holding the values detection read: the run reads them again at
+/// once, and on vSphere each read is a `vmware-rpctool` process. Each is handed out once (a
+/// later read goes to the platform) and dropped when the key is set.
+struct Primed {
+    inner: Box<dyn Transport>,
+    read: std::cell::RefCell<Vec<(String, Option<Vec<u8>>)>>,
+}
+
+impl Transport for Primed {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        let mut read = self.read.borrow_mut();
+        match read.iter().position(|(k, _)| k == key) {
+            Some(i) => Ok(read.swap_remove(i).1),
+            None => self.inner.get(key),
+        }
+    }
+
+    fn set(&self, key: &str, value: &[u8]) -> Result<()> {
+        self.read.borrow_mut().retain(|(k, _)| k != key);
+        self.inner.set(key, value)
+    }
+
+    fn nocloud_seed(&self) -> Option<&std::path::Path> {
+        self.inner.nocloud_seed()
+    }
 }
 
 fn read_dmi_product(root: &Path) -> Option<String> {
