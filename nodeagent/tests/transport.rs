@@ -541,8 +541,8 @@ fn order(specs: &[&str]) -> Vec<String> {
 
 const DEFAULT: &[&str] = &["vmware", "fwcfg", "nocloud:/var/lib/cloud/seed/nocloud"];
 
-#[test]
-fn detect_picks_vmware_on_vmware_dmi_with_a_tool() {
+/// A VMware guest (DMI product) with `vmware-rpctool` and a cloud-config userdata.
+fn vmware_with_userdata() -> (FakeTools, tempfile::TempDir) {
     let f = fake_tools(&[("vmware-rpctool", "ok")]);
     f.put("userdata", b"#cloud-config\n");
     let root = tempfile::tempdir().unwrap();
@@ -550,6 +550,12 @@ fn detect_picks_vmware_on_vmware_dmi_with_a_tool() {
         &root.path().join("sys/class/dmi/id/product_name"),
         b"VMware7,1\n",
     );
+    (f, root)
+}
+
+#[test]
+fn detect_picks_vmware_on_vmware_dmi_with_a_tool() {
+    let (f, root) = vmware_with_userdata();
     let (t, log) = detect_with_path(&order(DEFAULT), root.path(), Some(f.bin.as_os_str())).unwrap();
     assert_eq!(t.name(), "vmware");
     assert_eq!(
@@ -562,13 +568,7 @@ fn detect_picks_vmware_on_vmware_dmi_with_a_tool() {
 /// gets those values from detection, one RPC each, and a key set in between is read again.
 #[test]
 fn a_value_detection_read_is_not_read_from_the_platform_twice() {
-    let f = fake_tools(&[("vmware-rpctool", "ok")]);
-    f.put("userdata", b"#cloud-config\n");
-    let root = tempfile::tempdir().unwrap();
-    write(
-        &root.path().join("sys/class/dmi/id/product_name"),
-        b"VMware7,1\n",
-    );
+    let (f, root) = vmware_with_userdata();
     let (t, _) = detect_with_path(&order(DEFAULT), root.path(), Some(f.bin.as_os_str())).unwrap();
     let raw = read_all(t.as_ref()).unwrap();
     assert!(raw.metadata.is_none());
