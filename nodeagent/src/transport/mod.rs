@@ -245,9 +245,13 @@ impl Transport for Primed {
     }
 
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
-        let mut read = self.read.borrow_mut();
-        match read.iter().position(|(k, _)| k == key) {
-            Some(i) => Ok(read.swap_remove(i).1),
+        let kept = {
+            let mut read = self.read.borrow_mut();
+            let at = read.iter().position(|(k, _)| k == key);
+            at.map(|i| read.swap_remove(i).1)
+        };
+        match kept {
+            Some(value) => Ok(value),
             None => self.inner.get(key),
         }
     }
