@@ -472,7 +472,10 @@ impl<'t> Reporter<'t> {
                     Ok(()) => {
                         self.platform_unreachable = false;
                         // Only through a channel that answers: a dead one costs no more RPCs.
-                        self.publish_vm_operator(t);
+                        // VM Operator reads guestinfo; a NoCloud seed has no reader for them.
+                        if t.nocloud_seed().is_none() {
+                            self.publish_vm_operator(t);
+                        }
                     }
                     Err(e) => {
                         self.platform_unreachable = true;

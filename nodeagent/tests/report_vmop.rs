@@ -158,3 +158,47 @@ fn a_node_run_publishes_the_condition_and_readiness_keys() {
     assert!(message.contains("kubeadm init failed"), "{message}");
     assert_eq!(read(READY_KEY), "false");
 }
+
+#[test]
+fn a_nocloud_run_publishes_its_status_but_no_vm_operator_keys_and_blanks_nothing() {
+    // NoCloud's write-back is `nodeagent.KEY` files beside the seed: the status goes there,
+    // VM Operator's keys (read from guestinfo only) and a "blanked" userdata (which would
+    // leave the seed's own user-data as it is) do not.
+    let t = tempfile::tempdir().unwrap();
+    let seed = t.path().join("seed");
+    let root = t.path().join("root");
+    std::fs::create_dir_all(&seed).unwrap();
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(seed.join("meta-data"), "instance-id: i-nc\n").unwrap();
+    let userdata = "#cloud-config\nwrite_files:\n- path: /etc/from-seed\n  content: s\n";
+    std::fs::write(seed.join("user-data"), userdata).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nodeagent"))
+        .args(["run", "--exec", "--transport"])
+        .arg(format!("nocloud:{}", seed.display()))
+        .arg("--root")
+        .arg(&root)
+        .env("NODEAGENT_LOG", "warn")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("etc/from-seed")).unwrap(),
+        "s"
+    );
+    let status = std::fs::read_to_string(seed.join("nodeagent.nodeagent.status")).unwrap();
+    assert!(status.contains(r#""phase":"done""#), "{status}");
+    let mut files: Vec<String> = std::fs::read_dir(&seed)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        ["meta-data", "nodeagent.nodeagent.status", "user-data"]
+    );
+    assert_eq!(
+        std::fs::read_to_string(seed.join("user-data")).unwrap(),
+        userdata
+    );
+}

@@ -400,11 +400,17 @@ fn blanks_platform(job: &Job, exec: bool) -> bool {
     job.stage != RunStage::Local
         && exec
         && job.args.only.is_none()
-        && !report::keys_to_redact(
-            job.inputs.image.redact_userdata,
-            &job.prepared.metadata.redact,
-        )
-        .is_empty()
+        && !keys_to_blank(job, job.inputs.image.redact_userdata).is_empty()
+}
+
+/// The platform keys [`redact_platform`] blanks. None through a NoCloud seed: its write-back
+/// goes to `nodeagent.KEY` side files, so a blanked `nodeagent.userdata` would leave the
+/// seed's own `user-data` as it was (cloud-init does not redact NoCloud either).
+fn keys_to_blank(job: &Job, redact_userdata: bool) -> Vec<String> {
+    if job.inputs.transport.nocloud_seed().is_some() {
+        return Vec::new();
+    }
+    report::keys_to_redact(redact_userdata, &job.prepared.metadata.redact)
 }
 
 /// The run's reporter: into `scratch` for `single`; the local half's, carried on, for the main
@@ -447,7 +453,7 @@ fn print_json(args: &Args, iid: &str, all: &Earlier, code: i32) {
 /// `save_instance` made durable before anything was applied. Returns a warning for each key
 /// left readable: a secret left on the platform is a degraded run (exit 2), with why.
 fn redact_platform(job: &Job, redact_userdata: bool) -> Vec<String> {
-    let keys = report::keys_to_redact(redact_userdata, &job.prepared.metadata.redact);
+    let keys = keys_to_blank(job, redact_userdata);
     let mut warnings = Vec::new();
     for (failed, why) in report::redact_guestinfo(job.inputs.transport.as_ref(), &keys) {
         let key = failed.strip_prefix("guestinfo.").unwrap_or(&failed);
