@@ -10,12 +10,43 @@
 //! agent does). [`read`] has no such window: the kernel resolves the path inside the root in
 //! the call that opens it (`openat2` with `RESOLVE_IN_ROOT`); the writers still go by path.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 /// Most symlinks followed in one path (Linux's own limit).
 const MAX_HOPS: usize = 40;
+
+/// Directories already resolved by [`resolve`], `(root, in-target components) -> host path`.
+/// The agent itself makes only directories and files under a root, never links, so a
+/// resolution holds until another process runs: `process.rs` empties this ([`Forget`]) when
+/// a child starts and again when it has ended. Saves a `statx` per component of every path
+/// after the first (a CABPK apply resolved some 200 components, mostly `/etc` again).
+static RESOLVED: Mutex<Option<HashMap<(PathBuf, String), PathBuf>>> = Mutex::new(None);
+
+/// Forget [`RESOLVED`] now and again when dropped: held across the life of a child process,
+/// which may make or swap links inside a root.
+pub struct Forget(());
+
+impl Forget {
+    pub fn now() -> Forget {
+        forget();
+        Forget(())
+    }
+}
+
+impl Drop for Forget {
+    fn drop(&mut self) {
+        forget();
+    }
+}
+
+fn forget() {
+    if let Ok(mut m) = RESOLVED.lock() {
+        *m = None;
+    }
+}
 
 /// Host path of the in-target path `rel` (`/`-separated, leading `/` optional) for a file:
 /// the parent directories are resolved inside `root`, the final component is returned
@@ -102,6 +133,27 @@ fn resolve(root: &Path, rel: &str, follow_last: bool) -> io::Result<PathBuf> {
         Some((last, parents)) if !follow_last => (Some(*last), parents),
         _ => (None, comps.as_slice()),
     };
+    let key = (root.to_path_buf(), parents.join("/"));
+    let known = RESOLVED
+        .lock()
+        .ok()
+        .and_then(|m| m.as_ref().and_then(|m| m.get(&key).cloned()));
+    let mut out = match known {
+        Some(dir) => dir,
+        None => {
+            let dir = walk(root, parents)?;
+            if let Ok(mut m) = RESOLVED.lock() {
+                m.get_or_insert_with(HashMap::new).insert(key, dir.clone());
+            }
+            dir
+        }
+    };
+    out.extend(last);
+    Ok(out)
+}
+
+/// Host path of the in-target directory `parents`, each component resolved inside `root`.
+fn walk(root: &Path, parents: &[&str]) -> io::Result<PathBuf> {
     let mut cur: Vec<String> = Vec::new();
     let mut todo: VecDeque<String> = parents.iter().map(|s| s.to_string()).collect();
     let mut hops = 0;
@@ -134,7 +186,6 @@ fn resolve(root: &Path, rel: &str, follow_last: bool) -> io::Result<PathBuf> {
     }
     let mut out = root.to_path_buf();
     out.extend(cur);
-    out.extend(last);
     Ok(out)
 }
 
@@ -155,6 +206,25 @@ pub(crate) fn test_root(dirs: &[&str], links: &[(&str, &str)]) -> tempfile::Temp
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_link_a_child_process_made_is_followed_by_the_next_resolution() {
+        let d = test_root(&["b"], &[]);
+        let root = d.path();
+        assert_eq!(file(root, "/a/x").unwrap(), root.join("a/x"));
+        // The agent's own resolutions are remembered; a process may change the tree.
+        let mut ln = std::process::Command::new("ln");
+        ln.args(["-s", "/b"]).arg(root.join("a"));
+        let limits = crate::process::Limits::new(std::time::Duration::from_secs(10));
+        assert!(
+            crate::process::run(ln, &limits, None)
+                .unwrap()
+                .status
+                .success()
+        );
+        assert_eq!(file(root, "/a/x").unwrap(), root.join("b/x"));
+        assert_eq!(dir(root, "/a").unwrap(), root.join("b"));
+    }
 
     #[test]
     fn links_resolve_inside_the_root() {

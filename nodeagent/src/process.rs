@@ -236,6 +236,8 @@ pub fn run_streaming(
 ) -> Result<ExitStatus, ProcessError> {
     let program = program_name(&cmd);
     let (deadline, budget) = bounds(limits, &program)?;
+    // The child may change the tree under a `--root` (confine.rs).
+    let _forget = crate::confine::Forget::now();
     cmd.stdin(if stdin.is_some() {
         Stdio::piped()
     } else {
@@ -421,6 +423,8 @@ fn poll_ms(wait: Option<Duration>) -> i32 {
 /// Run `cmd` with the stdio the caller set up (the supervisor's output file), bounded by
 /// `limits.deadline` and the run deadline; the group is killed when it passes.
 pub fn run_inherited(mut cmd: Command, limits: &Limits) -> Result<ExitStatus, ProcessError> {
+    // The child may change the tree under a `--root` (confine.rs).
+    let _forget = crate::confine::Forget::now();
     let program = program_name(&cmd);
     let (deadline, budget) = bounds(limits, &program)?;
     let mut child = spawn(&mut cmd, &program)?;
@@ -592,6 +596,8 @@ pub fn run_forked(
     f: impl FnOnce() -> i32,
 ) -> Result<ExitStatus, ProcessError> {
     let (deadline, budget) = bounds(limits, name)?;
+    // The child may change the tree under a `--root` (confine.rs).
+    let _forget = crate::confine::Forget::now();
     tracing::debug!(name, "fork");
     // SAFETY: single-threaded (the caller checked), so the child can run ordinary code.
     let pid = match unsafe { libc::fork() } {
