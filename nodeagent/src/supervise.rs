@@ -110,6 +110,7 @@ pub fn supervise(
     piped: bool,
     chroot: Option<&Path>,
 ) -> i32 {
+    normal_priority();
     let pgid_file = rc_file.with_extension("pgid");
     let rc = run(program, args, timeout, piped, chroot, &pgid_file);
     let _ = std::fs::remove_file(&pgid_file);
@@ -121,6 +122,21 @@ pub fn supervise(
         return if rc == 0 { 1 } else { rc };
     }
     rc
+}
+
+/// The agent's main unit runs at a raised boot priority (units/nodeagent.service `Nice=`):
+/// the supervisor, and so the user's command or kubeadm and any daemon they leave behind, go
+/// back to the normal one, as under cloud-init. A nice value someone set higher is kept.
+fn normal_priority() {
+    // SAFETY: getpriority/setpriority on this process only. -1 is also a valid nice value, so
+    // errno tells a failure apart; raising the value back to 0 needs no privilege.
+    unsafe {
+        *libc::__errno_location() = 0;
+        let nice = libc::getpriority(libc::PRIO_PROCESS, 0);
+        if nice < 0 && *libc::__errno_location() == 0 {
+            libc::setpriority(libc::PRIO_PROCESS, 0, 0);
+        }
+    }
 }
 
 /// Run the command in its own process group (process.rs); its exit status as a shell reports
@@ -260,6 +276,34 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&rc).unwrap(), "127\n");
         assert_eq!(main(&os(&[p, "5", "true"])), 0);
         assert_eq!(std::fs::read_to_string(&rc).unwrap(), "0\n");
+    }
+
+    #[test]
+    fn the_command_runs_at_the_normal_priority_but_a_lowered_one_is_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let rc = d.path().join("x.rc");
+        let out = d.path().join("nice");
+        // Field 19 of /proc/PID/stat is the nice value (`comm` here is `(sh)`, no blanks).
+        let script = format!(
+            "read -r s < /proc/$$/stat; set -- $s; echo ${{19}} > {}",
+            out.display()
+        );
+        let nice_of_command = |nice: i32| {
+            // SAFETY: this test's own thread (nextest runs each test in its own process).
+            if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0 {
+                return None;
+            }
+            assert_eq!(
+                main(&os(&[rc.to_str().unwrap(), "5", "/bin/sh", "-c", &script])),
+                0
+            );
+            Some(std::fs::read_to_string(&out).unwrap().trim().to_string())
+        };
+        match nice_of_command(-5) {
+            Some(n) => assert_eq!(n, "0", "a raised priority goes back to the normal one"),
+            None => eprintln!("skipped the raised case: cannot raise the priority (not root)"),
+        }
+        assert_eq!(nice_of_command(7).as_deref(), Some("7"));
     }
 
     #[test]
