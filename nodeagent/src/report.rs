@@ -472,8 +472,7 @@ impl<'t> Reporter<'t> {
                     Ok(()) => {
                         self.platform_unreachable = false;
                         // Only through a channel that answers: a dead one costs no more RPCs.
-                        // VM Operator reads guestinfo; a NoCloud seed has no reader for them.
-                        if t.nocloud_seed().is_none() {
+                        if t.publishes_guestinfo() {
                             self.publish_vm_operator(t);
                         }
                     }

@@ -403,11 +403,10 @@ fn blanks_platform(job: &Job, exec: bool) -> bool {
         && !keys_to_blank(job, job.inputs.image.redact_userdata).is_empty()
 }
 
-/// The platform keys [`redact_platform`] blanks. None through a NoCloud seed: its write-back
-/// goes to `nodeagent.KEY` side files, so a blanked `nodeagent.userdata` would leave the
-/// seed's own `user-data` as it was (cloud-init does not redact NoCloud either).
+/// The platform keys [`redact_platform`] blanks: none where publishing does not reach what
+/// the platform reads (a NoCloud seed; cloud-init does not redact NoCloud either).
 fn keys_to_blank(job: &Job, redact_userdata: bool) -> Vec<String> {
-    if job.inputs.transport.nocloud_seed().is_some() {
+    if !job.inputs.transport.publishes_guestinfo() {
         return Vec::new();
     }
     report::keys_to_redact(redact_userdata, &job.prepared.metadata.redact)

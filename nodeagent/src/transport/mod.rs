@@ -16,6 +16,12 @@ pub trait Transport {
     fn nocloud_seed(&self) -> Option<&std::path::Path> {
         None
     }
+    /// Whether `set` publishes into guestinfo (or a stand-in for it: the `dir:` files, fw_cfg's
+    /// status port): where VM Operator reads its keys, and where a blanked `userdata` replaces
+    /// what `get` reads. A NoCloud seed's `nodeagent.KEY` side files are neither.
+    fn publishes_guestinfo(&self) -> bool {
+        true
+    }
 }
 
 pub mod dir;
@@ -263,6 +269,10 @@ impl Transport for Primed {
 
     fn nocloud_seed(&self) -> Option<&std::path::Path> {
         self.inner.nocloud_seed()
+    }
+
+    fn publishes_guestinfo(&self) -> bool {
+        self.inner.publishes_guestinfo()
     }
 }
 

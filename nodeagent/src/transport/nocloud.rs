@@ -51,6 +51,10 @@ impl Transport for NoCloudTransport {
         Some(&self.dir)
     }
 
+    fn publishes_guestinfo(&self) -> bool {
+        false
+    }
+
     /// Writes `DIR/nodeagent.K` atomically (so `get` of a non-seed key reads it back).
     fn set(&self, key: &str, value: &[u8]) -> Result<()> {
         check_key(key)?;
