@@ -110,7 +110,6 @@ pub fn supervise(
     piped: bool,
     chroot: Option<&Path>,
 ) -> i32 {
-    normal_priority();
     let pgid_file = rc_file.with_extension("pgid");
     let rc = run(program, args, timeout, piped, chroot, &pgid_file);
     let _ = std::fs::remove_file(&pgid_file);
@@ -122,21 +121,6 @@ pub fn supervise(
         return if rc == 0 { 1 } else { rc };
     }
     rc
-}
-
-/// The agent's main unit runs at a raised boot priority (units/nodeagent.service `Nice=`):
-/// the supervisor, and so the user's command or kubeadm and any daemon they leave behind, go
-/// back to the normal one, as under cloud-init. A nice value someone set higher is kept.
-fn normal_priority() {
-    // SAFETY: getpriority/setpriority on this process only. -1 is also a valid nice value, so
-    // errno tells a failure apart; raising the value back to 0 needs no privilege.
-    unsafe {
-        *libc::__errno_location() = 0;
-        let nice = libc::getpriority(libc::PRIO_PROCESS, 0);
-        if nice < 0 && *libc::__errno_location() == 0 {
-            libc::setpriority(libc::PRIO_PROCESS, 0, 0);
-        }
-    }
 }
 
 /// Run the command in its own process group (process.rs); its exit status as a shell reports
