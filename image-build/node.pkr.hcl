@@ -1,4 +1,4 @@
-# Node image with nodeagent instead of cloud-init doing the first boot (owner: pack).
+# Node image with nodeagent instead of cloud-init doing the first boot.
 # Three sources share one provisioning script (scripts/provision.sh), which is also what
 # the QEMU test images and CI run in a chroot:
 #   vsphere-clone.node  clone an existing node template (e.g. image-builder's CAPV OVA)

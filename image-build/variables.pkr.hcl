@@ -1,4 +1,4 @@
-# Variables of the node image build (owner: pack). Kept within what Debian's packer 1.6.6
+# Variables of the node image build. Kept within what Debian's packer 1.6.6
 # understands: no `packer { required_plugins }` block, no regex() in validations.
 # Dummy values for `packer validate` are in example.pkrvars.hcl.
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Pack a vSphere export (OVF + VMDK + SHA256 manifest, as Packer's vsphere `export {}`
-# writes it) into an OVA (owner: pack). packer 1.6.6 cannot write .ova itself. Same layout
+# writes it) into an OVA. packer 1.6.6 cannot write .ova itself. Same layout
 # as image-builder's hack/image-build-ova.py default path: a plain tar with the OVF first,
 # then the manifest, then the disks, plus <ova>.sha256.
 #

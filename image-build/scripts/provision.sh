@@ -1,5 +1,5 @@
 #!/bin/sh
-# Bake nodeagent into a node image (owner: pack). The one provisioning script every image
+# Bake nodeagent into a node image. The one provisioning script every image
 # uses: the Packer builds (vsphere-iso, vsphere-clone, qemu) run it inside the VM, the
 # QEMU test images and packaging/ci-check run it in a chroot of a debootstrap'd root.
 # So it never needs a running systemd, the network, or anything outside the image.

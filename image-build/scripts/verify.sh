@@ -1,5 +1,5 @@
 #!/bin/sh
-# goss-style checks of a provisioned node image (owner: pack). Runs inside the image (VM
+# goss-style checks of a provisioned node image. Runs inside the image (VM
 # or chroot) as the last step of provision.sh, and again from packaging/ci-check.
 # Read-only: checks, prints one line per check, exits 1 if any failed.
 #
