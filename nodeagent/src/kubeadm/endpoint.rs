@@ -2,7 +2,9 @@
 //! backoff with jitter (so a fleet of nodes booting together does not hammer a starting
 //! API server in lockstep).
 
-use std::net::{TcpStream, ToSocketAddrs};
+use crate::process::{self, Limits};
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Delay before retry `attempt` (0-based): `initial * 2^attempt`, capped at `max`, then
@@ -21,15 +23,60 @@ fn random_unit() -> f64 {
     u32::from_le_bytes(b) as f64 / u32::MAX as f64
 }
 
-/// One TCP connect to `host:port` (every resolved address), at most `timeout` each.
-pub fn probe(endpoint: &str, timeout: Duration) -> Result<(), String> {
-    let addrs: Vec<_> = endpoint
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {endpoint}: {e}"))?
-        .collect();
+/// The addresses of `host:port`. An address literal is taken as it is. A name is looked up
+/// by the image's own resolver, `getent ahosts` (glibc's NSS: /etc/hosts, DNS and any module
+/// nsswitch.conf names), in a child process bounded by `timeout`: an in-process
+/// `getaddrinfo` has no bound of ours (resolv.conf's timeouts, attempts and servers multiply
+/// to half a minute or more), and a process can be killed where a library call cannot.
+pub fn resolve(endpoint: &str, timeout: Duration) -> Result<Vec<SocketAddr>, String> {
+    if let Ok(addr) = endpoint.parse::<SocketAddr>() {
+        return Ok(vec![addr]);
+    }
+    let bad = |why: &str| format!("cannot resolve {endpoint}: {why}");
+    let (host, port) = endpoint.rsplit_once(':').ok_or_else(|| bad("no port"))?;
+    let port: u16 = port.parse().map_err(|_| bad("the port is not a number"))?;
+    if host.is_empty() || host.starts_with('-') || host.contains(char::is_whitespace) {
+        return Err(bad("not a host name"));
+    }
+    let mut getent = Command::new("getent");
+    getent.args(["ahosts", "--", host]);
+    let out = process::run(getent, &Limits::new(timeout).stdout_cap(64 * 1024), None)
+        .map_err(|e| bad(&e.to_string()))?;
+    if !out.status.success() {
+        return Err(match out.status.code() {
+            Some(2) => bad("no such name"),
+            _ => bad(&format!("getent ahosts {}", process::describe(&out.status))),
+        });
+    }
+    let addrs = stream_addresses(&out.stdout, port);
     if addrs.is_empty() {
         return Err(format!("{endpoint} resolves to no address"));
     }
+    Ok(addrs)
+}
+
+/// The addresses of `getent ahosts` output (`ADDRESS STREAM|DGRAM|RAW [NAME]` lines), once
+/// each, in the resolver's order.
+fn stream_addresses(out: &[u8], port: u16) -> Vec<SocketAddr> {
+    let mut addrs = Vec::new();
+    for line in String::from_utf8_lossy(out).lines() {
+        let mut fields = line.split_whitespace();
+        let (Some(ip), Some("STREAM")) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        if let Ok(ip) = ip.parse::<IpAddr>() {
+            let addr = SocketAddr::new(ip, port);
+            if !addrs.contains(&addr) {
+                addrs.push(addr);
+            }
+        }
+    }
+    addrs
+}
+
+/// One TCP connect to `host:port` (every resolved address), at most `timeout` each.
+pub fn probe(endpoint: &str, timeout: Duration) -> Result<(), String> {
+    let addrs = resolve(endpoint, timeout)?;
     let mut last = String::new();
     for a in addrs {
         match TcpStream::connect_timeout(&a, timeout.max(Duration::from_millis(10))) {
@@ -87,6 +134,54 @@ mod tests {
         let samples: std::collections::BTreeSet<u128> =
             (0..20).map(|_| backoff(3, 1.0, 30.0).as_micros()).collect();
         assert!(samples.len() > 1, "jitter varies");
+    }
+
+    #[test]
+    fn getent_output_gives_the_stream_addresses_once_each_in_order() {
+        let out = b"10.0.0.10       STREAM kube.example\n10.0.0.10       DGRAM  \n10.0.0.10       RAW    \nfd00::a         STREAM \nnot-an-ip STREAM x\n";
+        let got = stream_addresses(out, 6443);
+        let want: Vec<SocketAddr> = vec![
+            "10.0.0.10:6443".parse().unwrap(),
+            "[fd00::a]:6443".parse().unwrap(),
+        ];
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn an_address_literal_is_not_looked_up_and_a_name_goes_to_the_resolver() {
+        let t = Duration::from_secs(10);
+        assert_eq!(
+            resolve("[::1]:6443", t).unwrap(),
+            vec!["[::1]:6443".parse().unwrap()]
+        );
+        for bad in ["no-port", "host:http", ":6443", "-n:6443", "a b:6443"] {
+            let e = resolve(bad, t).unwrap_err();
+            assert!(e.starts_with(&format!("cannot resolve {bad}: ")), "{e}");
+        }
+        // A name the host's /etc/hosts answers (so no query leaves the machine).
+        let hosts = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+        let in_hosts = hosts.lines().any(|l| {
+            l.split('#')
+                .next()
+                .unwrap_or("")
+                .split_whitespace()
+                .skip(1)
+                .any(|n| n == "localhost")
+        });
+        if !in_hosts
+            || process::find_executable("getent", std::env::var_os("PATH").as_deref()).is_none()
+        {
+            eprintln!("SKIP: the name lookup needs getent (libc-bin) and localhost in /etc/hosts");
+            return;
+        }
+        let local = resolve("localhost:6443", t).unwrap();
+        assert!(!local.is_empty());
+        assert!(
+            local
+                .iter()
+                .all(|a| a.ip().is_loopback() && a.port() == 6443),
+            "{local:?}"
+        );
     }
 
     #[test]
