@@ -33,13 +33,15 @@ pub fn resolve(endpoint: &str, timeout: Duration) -> Result<Vec<SocketAddr>, Str
         return Ok(vec![addr]);
     }
     let bad = |why: &str| format!("cannot resolve {endpoint}: {why}");
-    let (host, port) = endpoint.rsplit_once(':').ok_or_else(|| bad("no port"))?;
-    let port: u16 = port.parse().map_err(|_| bad("the port is not a number"))?;
-    if host.is_empty() || host.starts_with('-') || host.contains(char::is_whitespace) {
-        return Err(bad("not a host name"));
-    }
+    // kubeadm's own HOST:PORT rule: an IP or a DNS name, so never something getent would
+    // take for an option.
+    let (host, port) = match super::config::split_host_port(endpoint) {
+        Some((host, Some(port))) => (host, port),
+        Some((_, None)) => return Err(bad("no port")),
+        None => return Err(bad("not HOST:PORT with an IP address or a DNS name")),
+    };
     let mut getent = Command::new("getent");
-    getent.args(["ahosts", "--", host]);
+    getent.args(["ahosts", "--", &host]);
     let out = process::run(getent, &Limits::new(timeout).stdout_cap(64 * 1024), None)
         .map_err(|e| bad(&e.to_string()))?;
     if !out.status.success() {
