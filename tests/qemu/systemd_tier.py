@@ -231,9 +231,12 @@ def _install_modules(kernel, root):
         f.write(kernel.modules_dep(q.MODULES, lambda n, p: os.path.relpath(p, kernel.moddir)))
 
 
-def build_deb(nodeagent, workdir):
-    """The nodeagent .deb to install: $NODEAGENT_DEB, else the packaging's own build
+def build_deb(nodeagent, workdir, variant="nodeagent"):
+    """The nodeagent .deb to install: $NODEAGENT_DEB (for the bench's second build,
+    variant `nodeagent-b`: $NODEAGENT_DEB_B), else the packaging's own build
     (packaging/build-deb), else a minimal package of the binary and units/ made here."""
+    if variant == "nodeagent-b":
+        return os.environ["NODEAGENT_DEB_B"]
     if os.environ.get("NODEAGENT_DEB"):
         return os.environ["NODEAGENT_DEB"]
     builder = os.path.join(q.REPO, "packaging", "build-deb")
@@ -264,13 +267,13 @@ def build_deb(nodeagent, workdir):
     return deb
 
 
-def install_nodeagent(root, nodeagent, log):
+def install_nodeagent(root, nodeagent, log, variant="nodeagent"):
     """Install nodeagent the way shipped images do: `image-build/scripts/provision.sh --root`
     with the .deb (it chroots in, installs, enables the units, cleans, disables cloud-init,
     and runs its verify.sh)."""
     if not os.path.exists(PROVISION):
         raise RuntimeError("image-build/scripts/provision.sh is not in the tree yet")
-    deb = build_deb(nodeagent, os.path.dirname(log))
+    deb = build_deb(nodeagent, os.path.dirname(log), variant)
     with open(log, "w") as f:
         out = subprocess.run(["sh", PROVISION, "--root", root, deb], stdout=f, stderr=subprocess.STDOUT)
     if out.returncode != 0:
@@ -311,8 +314,8 @@ def stage(name, variant, kernel, nodeagent=None, kubeadm=None, seed=None, workdi
         _write(root, "/etc/systemd/system/qemu-test-apiserver.socket", APISERVER_SOCKET)
         _write(root, "/etc/systemd/system/qemu-test-apiserver@.service", APISERVER_SERVICE)
         _enable(root, "qemu-test-apiserver.socket", "sockets.target")
-    if variant == "nodeagent":
-        install_nodeagent(root, nodeagent, os.path.join(workdir or q.CACHE, f"provision-{name}.log"))
+    if variant in ("nodeagent", "nodeagent-b"):
+        install_nodeagent(root, nodeagent, os.path.join(workdir or q.CACHE, f"provision-{name}.log"), variant)
     if variant == "cloudinit":
         # NoCloud seed (cloud-init's own local datasource) with the same bootstrap data.
         meta, user, netcfg = seed
@@ -772,10 +775,15 @@ def bench(workdir, rounds=5, only=()):
     images = [
         ("(a) no bootstrap agent", "none", {"test.wait": "none"}, None),
         ("(b) nodeagent", "nodeagent", dict(fw, **{"test.wait": "nodeagent"}), None),
+        ("(b') nodeagent, second build ($NODEAGENT_DEB_B)", "nodeagent-b", dict(fw, **{"test.wait": "nodeagent"}), None),
         ("(c) cloud-init 22.4 (NoCloud seed)", "cloudinit", {"test.wait": "cloudinit"},
          ('instance-id: "bench-1"\nlocal-hostname: "bench-1"\n', userdata, net)),
     ]
-    images = [i for i in images if not only or i[1] in only]
+    # The second build only when asked for by name, or when its package is given.
+    default = ["none", "nodeagent", "cloudinit"] + (["nodeagent-b"] if os.environ.get("NODEAGENT_DEB_B") else [])
+    images = [i for i in images if i[1] in (only or default)]
+    if any(i[1] == "nodeagent-b" for i in images) and not os.environ.get("NODEAGENT_DEB_B"):
+        raise SystemExit("bench: nodeagent-b needs NODEAGENT_DEB_B=PACKAGE.deb")
     runs = {variant: [] for _, variant, _, _ in images}  # variant -> [(mu, done, end, blame)]
     last_analyze = {}
     loads = [os.getloadavg()[0]]
@@ -787,7 +795,7 @@ def bench(workdir, rounds=5, only=()):
             files = vm.report_tar()
             mu = mark_time(vm, "multi-user")
             done = None
-            if variant == "nodeagent":
+            if variant.startswith("nodeagent"):
                 done = vm.first("done")
             elif variant == "cloudinit" and (sc.report_file(files, sc.SENTINEL) or b"").strip() == b"success":
                 done = mark_time(vm, "end-cloudinit")
@@ -821,14 +829,16 @@ def bench(workdir, rounds=5, only=()):
         for u in units:
             print(f"| {u} | " + " | ".join(stat([x[3].get(u) for x in runs[v]]) for _, v, _, _ in images) + " |")
     a = runs.get("none")
-    b = runs.get("nodeagent")
-    if a and b:
+    for name in ("nodeagent", "nodeagent-b"):
+        b = runs.get(name)
+        if not (a and b):
+            continue
         a_mu = [x[0] for x in a if x[0] is not None]
         b_done = _median([x[1] for x in b if x[1] is not None] or [float("nan")])
         b_mu = _median([x[0] for x in b if x[0] is not None] or [float("nan")])
-        print(f"\nnodeagent median done {b_done:.2f} s vs plain median multi-user {_median(a_mu):.2f} s: "
+        print(f"\n{name} median done {b_done:.2f} s vs plain median multi-user {_median(a_mu):.2f} s: "
               f"{'met' if b_done <= _median(a_mu) else 'NOT met'} (goal: no later)")
-        print(f"nodeagent median multi-user {b_mu:.2f} s vs plain range {min(a_mu):.2f}–{max(a_mu):.2f} s: "
+        print(f"{name} median multi-user {b_mu:.2f} s vs plain range {min(a_mu):.2f}–{max(a_mu):.2f} s: "
               f"{'met' if min(a_mu) <= b_mu <= max(a_mu) or b_mu < min(a_mu) else 'NOT met'} (goal: within the range)")
     if last_analyze.get("nodeagent"):
         print("\nLast nodeagent boot, inside the guest:\n")
@@ -840,7 +850,7 @@ def bench(workdir, rounds=5, only=()):
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["bench"]:
-        # bench [--rounds N] [none|nodeagent|cloudinit ...]
+        # bench [--rounds N] [none|nodeagent|nodeagent-b|cloudinit ...]
         args = sys.argv[2:]
         n = 5
         if args[:1] == ["--rounds"]:
