@@ -55,4 +55,5 @@ pub mod state;
 pub mod supervise;
 pub mod template;
 pub mod transport;
+pub mod writeguard;
 pub mod yaml;

@@ -458,6 +458,10 @@ def sc_systemd_network(s):
     blocks = re.split(r"\n(?=\d+: )", ipaddr)
     nic = next((b for b in blocks if "link/ether 52:54:00:12:34:56" in b), "")
     c.ok("inet 192.168.77.21/24" in nic, f"static address not on the NIC with the metadata's MAC; ip addr:\n{ipaddr}")
+    # The local stage wrote the network configuration from inside its Landlock sandbox
+    # (nodeagent/src/writeguard.rs; Debian's kernel has Landlock in its LSM list).
+    journal = (sc.report_file(files, "/run/test/journal.txt") or b"").decode(errors="replace")
+    c.ok("writes confined to /etc, /run, /var, /dev" in journal, "the local stage did not confine its writes")
     c.eq(vm.phases()[-1:], ["done"], "final phase")
     return c.failures
 
