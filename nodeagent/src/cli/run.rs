@@ -55,7 +55,7 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     let stage = args.stage;
     let publish = args.only.is_none();
     // The local unit's sandbox, before any platform data is read (crate::writeguard).
-    if stage == RunStage::Local {
+    if stage == RunStage::Local && publish {
         crate::writeguard::confine_local_stage(&target.root, args.data.transport.as_deref());
     }
     let mut inputs = gather(args, &target)?;
