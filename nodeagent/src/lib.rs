@@ -43,6 +43,7 @@ pub mod pipeline;
 pub mod pki;
 pub mod plan;
 pub mod planner;
+pub mod priority;
 pub mod probe;
 pub mod process;
 pub mod pyjson;

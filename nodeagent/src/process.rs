@@ -175,40 +175,12 @@ fn program_name(cmd: &Command) -> String {
     cmd.get_program().to_string_lossy().into_owned()
 }
 
-/// Whether this process runs above the normal priority: the main unit's boot priority
-/// (units/nodeagent.service `Nice=`), meant for the agent's own reading, planning and writing.
-/// Every process it starts (the command supervisor and so the user's commands, kubeadm, the
-/// image's tools) and the daemons they leave go back to the normal one ([`normal_priority`]),
-/// as under cloud-init; a nice value someone set higher is kept.
-fn priority_raised() -> bool {
-    // SAFETY: getpriority on this process. -1 is also a valid nice value, so errno tells a
-    // failure apart.
-    unsafe {
-        *libc::__errno_location() = 0;
-        let nice = libc::getpriority(libc::PRIO_PROCESS, 0);
-        nice < 0 && *libc::__errno_location() == 0
-    }
-}
-
-/// Back to nice 0 (raising the value needs no privilege).
-fn normal_priority() {
-    // SAFETY: setpriority on this process only.
-    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 0) };
-}
-
 /// Spawn in a new process group, retrying a short while on ETXTBSY (the program is being
 /// replaced by a package upgrade, or another thread's fork briefly holds a write fd to it).
 fn spawn(cmd: &mut Command, program: &str) -> Result<Child, ProcessError> {
+    // The child keeps the agent's priority: the main unit's boot priority covers the whole
+    // bootstrap, its commands included, and ends with the run (crate::priority).
     cmd.process_group(0);
-    if priority_raised() {
-        // SAFETY: only setpriority(2), async-signal-safe, between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                normal_priority();
-                Ok(())
-            })
-        };
-    }
     tracing::debug!(command = %shown(cmd), "start");
     let mut attempt = 0;
     loop {
@@ -640,9 +612,6 @@ pub fn run_forked(
         0 => {
             // SAFETY: the child's own process group, before anything else runs in it.
             unsafe { libc::setpgid(0, 0) };
-            if priority_raised() {
-                normal_priority();
-            }
             let _quiet =
                 tracing::subscriber::set_default(tracing::subscriber::NoSubscriber::default());
             std::panic::set_hook(Box::new(|info| eprintln!("{info}")));

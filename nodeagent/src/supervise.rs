@@ -263,7 +263,7 @@ mod tests {
     }
 
     #[test]
-    fn the_command_runs_at_the_normal_priority_but_a_lowered_one_is_kept() {
+    fn the_command_runs_at_the_supervisor_s_priority() {
         let d = tempfile::tempdir().unwrap();
         let rc = d.path().join("x.rc");
         let out = d.path().join("nice");
@@ -284,7 +284,7 @@ mod tests {
             Some(std::fs::read_to_string(&out).unwrap().trim().to_string())
         };
         match nice_of_command(-5) {
-            Some(n) => assert_eq!(n, "0", "a raised priority goes back to the normal one"),
+            Some(n) => assert_eq!(n, "-5", "the bootstrap's commands keep its priority"),
             None => eprintln!("skipped the raised case: cannot raise the priority (not root)"),
         }
         assert_eq!(nice_of_command(7).as_deref(), Some("7"));

@@ -36,7 +36,8 @@ pub fn logs_to_journal(data: &super::common::DataArgs) -> bool {
 
 pub fn run(args: Args) -> i32 {
     let target = Target::new(&args.data.root);
-    match run_inner(&args, target) {
+    let on_host = target.is_host();
+    let code = match run_inner(&args, target) {
         Ok(code) => code,
         // Any error of a run is a failure (1), whatever its stage: the units and the platform
         // know 0, 1 and 2 only.
@@ -44,7 +45,12 @@ pub fn run(args: Args) -> i32 {
             super::common::fail("run", &e, args.json);
             exit::FAILED
         }
+    };
+    // The boot priority ends with the run, for what its commands left running too.
+    if on_host && args.stage != RunStage::Local {
+        crate::priority::lower_left_behind();
     }
+    code
 }
 
 fn run_inner(args: &Args, target: Target) -> Result<i32> {
