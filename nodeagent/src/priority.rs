@@ -4,10 +4,11 @@
 //! run at the unit's priority, so the node's bootstrap is not queued behind the getty and the
 //! other units multi-user.target starts at the same moment on a small VM. What outlives the
 //! run (a daemon a runcmd left behind; `KillMode=process` keeps it in the unit's cgroup) goes
-//! back to the normal priority when the run ends ([`lower_left_behind`]).
+//! back to the normal priority when the run ends ([`lower_left_behind`]); after an agent that
+//! was killed, such a process keeps the boot priority until it ends or the node reboots.
 //!
-//! Measured under TCG (BENCHMARKS.md, "Boot units"): a runcmd `true` took 170-205 ms with its
-//! supervisor and shell reset to nice 0, 70-103 ms at the unit's priority.
+//! Measured under TCG (BENCHMARKS.md, "Boot units"): a runcmd `true` took, with its
+//! supervisor and shell reset to nice 0, 160-206 ms; 70-103 ms at the unit's priority.
 
 use std::path::{Path, PathBuf};
 
@@ -102,25 +103,14 @@ mod tests {
         std::fs::write(unit.join("cgroup.threads"), "").unwrap();
         let v1_and_v2 = "4:memory:/x\n0::/system.slice/nodeagent.service\n";
         assert_eq!(unit_cgroup(v1_and_v2, fs.path()), Some(unit));
-        assert_eq!(
-            unit_cgroup("0::/\n", fs.path()),
-            None,
-            "a host's root cgroup"
-        );
-        assert_eq!(
-            unit_cgroup("0::/user.slice/session-1.scope\n", fs.path()),
-            None
-        );
-        assert_eq!(
-            unit_cgroup("1:cpu:/\n", fs.path()),
-            None,
-            "no unified hierarchy"
-        );
-        assert_eq!(
-            unit_cgroup("0::/system.slice/other.service\n", fs.path()),
-            None,
-            "no such directory"
-        );
+        for (text, why) in [
+            ("0::/\n", "a host's root cgroup"),
+            ("0::/user.slice/session-1.scope\n", "a scope, not a service"),
+            ("1:cpu:/\n", "no unified hierarchy"),
+            ("0::/system.slice/other.service\n", "no such directory"),
+        ] {
+            assert_eq!(unit_cgroup(text, fs.path()), None, "{why}");
+        }
     }
 
     /// A child started at a raised priority (as a runcmd's daemon is) is lowered to 0, one

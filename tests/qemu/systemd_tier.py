@@ -83,6 +83,8 @@ hostname > /run/test/hostname.txt
 systemctl list-units --failed --no-legend --plain > /run/test/failed-units.txt 2>&1
 systemctl show -p ActiveState,Result nodeagent-local.service nodeagent.service > /run/test/agent-units.txt 2>&1
 journalctl -b -o short-monotonic --no-pager > /run/test/journal.txt 2>&1
+# Every process's /proc/PID/stat (the nice value is field 19), after the agent's run.
+for d in /proc/[0-9]*; do read -r s < "$d/stat" 2>/dev/null && echo "$s"; done > /run/test/proc-stat.txt
 # Boot benchmark (opt/test.analyze = 1): systemd-analyze once the boot has finished (this unit
 # is Type=exec so that its own run does not hold the boot open).
 if [ "$(opt analyze)" = 1 ]; then
@@ -478,7 +480,19 @@ LIFE_USERDATA = f"""#cloud-config
   content: "written per instance\\n"
 runcmd:
 - mkdir -p {COUNTER_DIR} && echo run >> {COUNTER_DIR}/runcount
+- 'read -r s < /proc/$$/stat; set -- $s; echo ${{19}} > {COUNTER_DIR}/runcmd-nice'
+- 'sleep 3600 > /dev/null 2>&1 &'
 """
+
+
+def _nice_of(files, comm):
+    """Nice values of the guest's processes named `comm`, from the report's proc-stat.txt."""
+    out = []
+    for line in (sc.report_file(files, "/run/test/proc-stat.txt") or b"").decode(errors="replace").splitlines():
+        head, _, rest = line.rpartition(")")
+        if head.endswith("(" + comm):
+            out.append(int(rest.split()[16]))
+    return out
 
 
 def _disk_facts(files):
@@ -537,6 +551,11 @@ def sc_systemd_reboot_clone(s):
     c.ok(s.boot(vm1, 240), "first boot did not power off")
     c.eq(vm1.phases()[-1:], ["done"], "first boot's final phase")
     c.eq((count(vm1.report_tar(), "bootcount"), count(vm1.report_tar(), "runcount")), (1, 1), "first boot's runs")
+    # The runcmd ran at the main unit's boot priority (Nice=-10); the daemon it left in the
+    # unit was back at nice 0 once the run had ended (nodeagent/src/priority.rs).
+    files1 = vm1.report_tar()
+    c.eq((sc.report_file(files1, f"{COUNTER_DIR}/runcmd-nice") or b"").decode().strip(), "-10", "runcmd's nice value")
+    c.eq(_nice_of(files1, "sleep"), [0], "nice value of the daemon the runcmd left running")
     fw2 = _blanked(fw, vm1)
     c.eq(fw2.get("guestinfo.userdata", "").strip(), "---", "the first boot blanked guestinfo.userdata")
     vm2 = t.vm("systemd-life-boot2", disk, fw2)
