@@ -157,8 +157,10 @@ done
 sleep "$1"
 for d in /sys/class/net/*; do [ "$(cat "$d/address")" = "$2" ] && dev=${d##*/}; done
 ip link set "$dev" up
-ip addr add "$3" dev "$dev"
+# Marked before the address is added: the agent (at the main unit's boot priority) may see
+# the address and finish before this script would get the CPU back to mark it afterwards.
 /usr/local/lib/qemu-test/mark late-address
+ip addr add "$3" dev "$dev"
 """
 
 LATE_ADDR_UNIT = """[Unit]
