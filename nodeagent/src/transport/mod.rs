@@ -84,6 +84,15 @@ fn parse_spec(spec: &str) -> Result<Spec> {
     }
 }
 
+/// The directory a `dir:`/`nocloud:` spec names (its write-back goes there); `None` for the
+/// other transports and for a spec that does not parse.
+pub fn spec_dir(spec: &str) -> Option<PathBuf> {
+    match parse_spec(spec).ok()? {
+        Spec::Dir(p) | Spec::NoCloud(p) => Some(p),
+        Spec::Vmware | Spec::Ovf | Spec::FwCfg => None,
+    }
+}
+
 /// The three values cloud-init reads, decoded (absent keys are `None`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RawData {
