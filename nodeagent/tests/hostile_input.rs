@@ -139,19 +139,19 @@ struct Out {
 /// Run the agent with a kill timeout; a crash (signal) is code -1.
 fn agent(args: &[&std::ffi::OsStr]) -> Out {
     let start = Instant::now();
-    let child = Command::new(env!("CARGO_BIN_EXE_nodeagent"))
+    let mut agent = hostile_common::measured(env!("CARGO_BIN_EXE_nodeagent"));
+    agent
+        .command
         .args(args)
         .env("NODEAGENT_LOG", "warn")
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::piped());
     let hostile_common::Measured {
         output: out,
         killed,
         max_rss_kib,
         cpu,
-    } = hostile_common::wait_measured(child, start, KILL_AFTER);
+    } = agent.run(KILL_AFTER);
     assert!(
         !killed,
         "agent still running after {KILL_AFTER:?}: {args:?}"
@@ -1202,8 +1202,9 @@ fn newlines_in_input_do_not_forge_log_lines() {
     let ud = cloud_config("write_files:\n- path: \"/tmp/a\\n ERROR forged line\"\n  content: x\n");
     let e = env(&ud, None);
     let dir = format!("dir:{}", e.d.display());
-    let start = Instant::now();
-    let child = Command::new(env!("CARGO_BIN_EXE_nodeagent"))
+    let mut agent = hostile_common::measured(env!("CARGO_BIN_EXE_nodeagent"));
+    agent
+        .command
         .args(["run", "--transport", &dir, "--facts"])
         .arg(&e.facts)
         .arg("--root")
@@ -1211,10 +1212,8 @@ fn newlines_in_input_do_not_forge_log_lines() {
         // Info level: the write is logged with its path.
         .env("NODEAGENT_LOG", "info")
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let m = hostile_common::wait_measured(child, start, KILL_AFTER);
+        .stderr(Stdio::piped());
+    let m = agent.run(KILL_AFTER);
     assert!(!m.killed && m.max_rss_kib < hostile_common::PEAK_RSS_BOUND_KIB);
     let out = m.output;
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -1386,4 +1385,34 @@ fn mounts_with_one_default_field_do_not_abort() {
     );
     assert!(out.cpu < Duration::from_secs(20), "{:?} CPU", out.cpu);
     hostile_common::assert_no_secret(&e.r, &e.d, &out.stderr, &[]);
+}
+
+/// The memory figure the bounds above are checked on is the program's own: a child that
+/// allocates 96 MiB is seen at 96 MiB or more, and `true` stays small while this test
+/// process holds 300 MiB itself (a child's `ru_maxrss` would include that if the test
+/// spawned it directly, hostile_common::MEASURING_PARENT says why).
+#[test]
+fn the_memory_figure_is_the_programs_own() {
+    let held = vec![1u8; 300 << 20];
+    let run = |program: &str, args: &[&str]| {
+        let mut m = hostile_common::measured(program);
+        m.command
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let out = m.run(KILL_AFTER);
+        assert!(out.output.status.success(), "{program} {args:?} failed");
+        out.max_rss_kib
+    };
+    let small = run("true", &[]);
+    let large = run(
+        "sh",
+        &["-c", "exec python3 -c 'x = b\"\\x01\" * (96 << 20)'"],
+    );
+    assert!(held.iter().step_by(4096).all(|b| *b == 1));
+    assert!(small < 32 * 1024, "`true` measured at {small} KiB");
+    assert!(
+        (96 * 1024..200 * 1024).contains(&large),
+        "96 MiB allocation measured at {large} KiB"
+    );
 }

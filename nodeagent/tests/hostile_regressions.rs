@@ -8,7 +8,7 @@
 mod hostile_common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 const FACTS: &str = "hostname: node1\nlocal-ipv4: 10.0.0.5\nnetwork-renderer: networkd\n";
@@ -55,7 +55,9 @@ fn run(userdata: &[u8]) -> (tempfile::TempDir, PathBuf, Out) {
 
 fn capped(args: &[&std::ffi::OsStr]) -> Out {
     let start = Instant::now();
-    let child = Command::new("sh")
+    let mut agent = hostile_common::measured("sh");
+    agent
+        .command
         .arg("-c")
         .arg(format!("ulimit -v {MEMORY_KIB} && exec \"$0\" \"$@\""))
         .arg(env!("CARGO_BIN_EXE_nodeagent"))
@@ -63,10 +65,8 @@ fn capped(args: &[&std::ffi::OsStr]) -> Out {
         .env("NODEAGENT_LOG", "warn")
         .env("RUST_BACKTRACE", "0")
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let m = hostile_common::wait_measured(child, start, KILL_AFTER);
+        .stderr(Stdio::piped());
+    let m = agent.run(KILL_AFTER);
     let out = m.output;
     Out {
         code: out.status.code().unwrap_or(-1),

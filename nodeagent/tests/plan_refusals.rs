@@ -74,8 +74,9 @@ struct Out {
 
 fn agent(c: &Case, cmd: &str) -> Out {
     let start = Instant::now();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_nodeagent"));
-    command
+    let mut agent = hostile_common::measured(env!("CARGO_BIN_EXE_nodeagent"));
+    agent
+        .command
         .arg(cmd)
         .arg("--transport")
         .arg(format!("dir:{}", c.data.display()))
@@ -87,9 +88,9 @@ fn agent(c: &Case, cmd: &str) -> Out {
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     if let Some(p) = &c.path_env {
-        command.env("PATH", p);
+        agent.command.env("PATH", p);
     }
-    let m = hostile_common::wait_measured(command.spawn().unwrap(), start, KILL_AFTER);
+    let m = agent.run(KILL_AFTER);
     let out = m.output;
     assert!(
         !m.killed,
