@@ -10,7 +10,6 @@ use kubeadm_common::*;
 use nodeagent::kubeadm::run::{execute_restoring, execute_with};
 use nodeagent::report::Reporter;
 use std::os::unix::fs::PermissionsExt;
-use std::time::Duration;
 
 /// The shared CAs and keys CABPK writes for a control-plane join (no certificateKey).
 fn shared_pki() -> Vec<(String, Vec<u8>)> {
@@ -48,8 +47,7 @@ fn control_plane_join_config(endpoint: &str, ca_pem: &[u8]) -> String {
 /// Bootstrap files of a control-plane join against a listening loopback endpoint.
 fn control_plane_files() -> Vec<(String, Vec<u8>)> {
     let port = free_port();
-    listen_later(port, Duration::ZERO);
-    std::thread::sleep(Duration::from_millis(100));
+    listen_now(port);
     let mut files = shared_pki();
     let cfg = control_plane_join_config(
         &format!("127.0.0.1:{port}"),
