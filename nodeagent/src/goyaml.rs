@@ -6,6 +6,9 @@
 //! (the kubeadm documents of `crate::kubeadm_api`, status, parsed YAML) reach it through
 //! [`to_y`] or [`dump`].
 
+// Untrusted input is parsed here: a byte-index slice of a str panics off a char boundary.
+#![deny(clippy::string_slice)]
+
 mod ser;
 
 pub use ser::{Error, to_y};
@@ -201,8 +204,8 @@ fn resolves_to_non_string(v: &str) -> bool {
 
 /// `^(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$` (sign already stripped).
 fn is_float(s: &str) -> bool {
-    let (mant, exp) = match s.find(['e', 'E']) {
-        Some(i) => (&s[..i], Some(&s[i + 1..])),
+    let (mant, exp) = match s.split_once(['e', 'E']) {
+        Some((mant, exp)) => (mant, Some(exp)),
         None => (s, None),
     };
     let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());

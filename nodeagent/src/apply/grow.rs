@@ -185,7 +185,12 @@ impl Host {
     /// `None` (ask growpart) when there is more, or sysfs does not say.
     fn too_little_room(&self, dev: &str, disk: &str, ptnum: &str) -> Option<String> {
         let name = self.realdev(dev)?;
-        let part = std::fs::canonicalize(self.sys_dir.join("class/block").join(&name[5..])).ok()?;
+        let part = std::fs::canonicalize(
+            self.sys_dir
+                .join("class/block")
+                .join(name.strip_prefix("/dev/")?),
+        )
+        .ok()?;
         let num =
             |p: PathBuf| -> Option<u64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
         let end = num(part.join("start"))?.checked_add(num(part.join("size"))?)?;

@@ -60,10 +60,10 @@ pub fn recognise(item: &str) -> Option<KubeadmSpec> {
                 extra_args.extend(["--v".to_string(), n.to_string()]);
             }
             w if w.starts_with("--config=") => {
-                config_path = Some(w["--config=".len()..].to_string())
+                config_path = w.strip_prefix("--config=").map(str::to_string)
             }
             w if w.starts_with("--v=") => {
-                w["--v=".len()..].parse::<u8>().ok()?;
+                w.strip_prefix("--v=")?.parse::<u8>().ok()?;
                 extra_args.push(w.to_string());
             }
             _ => return None,

@@ -369,15 +369,16 @@ pub fn with_line(e: Error, doc: Option<(&crate::yaml::Node, &str)>) -> Error {
                 .map(|(k, v)| (k.key_text(), v))
                 .filter(|(k, _)| {
                     !k.is_empty()
-                        && rest.starts_with(k.as_str())
-                        && rest[k.len()..]
-                            .chars()
-                            .next()
-                            .is_none_or(|c| matches!(c, '.' | '[' | ':' | ' '))
+                        && rest.strip_prefix(k.as_str()).is_some_and(|after| {
+                            after
+                                .chars()
+                                .next()
+                                .is_none_or(|c| matches!(c, '.' | '[' | ':' | ' '))
+                        })
                 })
                 .max_by_key(|(k, _)| k.len())
                 .map(|(k, v)| {
-                    rest = &rest[k.len()..];
+                    rest = rest.strip_prefix(k.as_str()).unwrap_or(rest);
                     v
                 }),
             crate::yaml::Value::Seq(items) => rest

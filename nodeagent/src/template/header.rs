@@ -1,6 +1,9 @@
 //! Is a payload a jinja template, and of which type is a rendered part: cloud-init's
 //! header and prefix rules (docs/formats.md B.1, B.3).
 
+// Untrusted input is parsed here: a byte-index slice of a str panics off a char boundary.
+#![deny(clippy::string_slice)]
+
 /// The exact user-data prefix cloud-init matches (after lower-casing and left-stripping).
 pub(super) const JINJA_PREFIX: &str = "## template: jinja";
 
@@ -24,11 +27,11 @@ pub(super) fn py_space(c: char) -> bool {
 pub(super) fn rule2_type(first_line: &str) -> Option<String> {
     let rest = first_line.strip_prefix("##")?;
     let rest = rest.trim_start_matches(py_space);
-    let head = rest.get(..9)?;
+    let (head, kind) = (rest.get(..9)?, rest.get(9..)?);
     if !head.eq_ignore_ascii_case("template:") {
         return None;
     }
-    Some(rest[9..].to_lowercase().trim_matches(py_space).to_string())
+    Some(kind.to_lowercase().trim_matches(py_space).to_string())
 }
 
 /// The first line as cloud-init's handler sees it (up to the first `\n`).

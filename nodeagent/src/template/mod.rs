@@ -207,12 +207,12 @@ fn normalize_newlines(s: &str) -> String {
 fn missing_warning(text: &str) -> Option<String> {
     let mut names = Vec::new();
     let mut rest = text;
-    while let Some(i) = rest.find(MISSING_PREFIX) {
-        let after = &rest[i + MISSING_PREFIX.len()..];
+    while let Some((_, after)) = rest.split_once(MISSING_PREFIX) {
         let end = after.find(py_space).unwrap_or(after.len());
-        if end > 0 {
-            names.push(format!("'{}'", &after[..end]));
-            rest = &after[end..];
+        let (name, tail) = after.split_at_checked(end).unwrap_or((after, ""));
+        if !name.is_empty() {
+            names.push(format!("'{name}'"));
+            rest = tail;
         } else {
             rest = after;
         }
