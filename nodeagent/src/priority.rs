@@ -17,12 +17,17 @@ const MAX_THREADS_FILE: usize = 1 << 20;
 
 /// Whether this process runs above the normal priority (a negative nice value).
 pub fn raised() -> bool {
-    // SAFETY: getpriority on this process. -1 is also a valid nice value, so errno tells a
-    // failure apart.
+    nice_of(0).is_some_and(|nice| nice < 0)
+}
+
+/// The nice value of process or thread `id` (0: this process); `None` when it cannot be read.
+fn nice_of(id: libc::id_t) -> Option<i32> {
+    // SAFETY: getpriority of one id. -1 is also a valid nice value, so errno tells a failure
+    // apart.
     unsafe {
         *libc::__errno_location() = 0;
-        let nice = libc::getpriority(libc::PRIO_PROCESS, 0);
-        nice < 0 && *libc::__errno_location() == 0
+        let nice = libc::getpriority(libc::PRIO_PROCESS, id);
+        (*libc::__errno_location() == 0).then_some(nice)
     }
 }
 
@@ -79,14 +84,9 @@ fn lower_in(threads_file: &Path) -> usize {
         .filter_map(|l| l.trim().parse::<libc::id_t>().ok())
         .filter(|tid| !own.join(tid.to_string()).exists())
         .filter(|&tid| {
-            // SAFETY: getpriority/setpriority of one thread id; errors leave it as it is.
-            unsafe {
-                *libc::__errno_location() = 0;
-                let nice = libc::getpriority(libc::PRIO_PROCESS, tid);
-                nice < 0
-                    && *libc::__errno_location() == 0
-                    && libc::setpriority(libc::PRIO_PROCESS, tid, 0) == 0
-            }
+            // SAFETY: setpriority of one thread id; an error leaves it as it is.
+            nice_of(tid).is_some_and(|nice| nice < 0)
+                && unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, 0) } == 0
         })
         .count()
 }

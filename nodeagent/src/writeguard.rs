@@ -21,7 +21,7 @@ use landlock::{
     ABI, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
     RulesetStatus, path_beneath_rules,
 };
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The Landlock ABI whose write rights are handled: v2 adds `Refer` (renames and links
 /// between directories), which the atomic writer needs; later ABIs' rights (truncate, device
@@ -73,12 +73,9 @@ pub fn confine_writes(trees: &[PathBuf]) -> std::io::Result<Outcome> {
     })
 }
 
-/// [`confine_writes`] for `run --stage local` on the node (`root` is `/`), logged. Under
-/// `--root` the run writes into the given tree, which is not a node: nothing is restricted.
-pub fn confine_local_stage(root: &Path, transport_spec: Option<&str>) {
-    if root != Path::new("/") {
-        return;
-    }
+/// [`confine_writes`] for `run --stage local` on the node, logged. Not for `--root` runs:
+/// they write into the given tree, which is not a node.
+pub fn confine_local_stage(transport_spec: Option<&str>) {
     let trees = local_stage_trees(transport_spec);
     match confine_writes(&trees) {
         Ok(Outcome::Enforced) => tracing::info!("writes confined to {}", shown(&trees)),

@@ -60,9 +60,10 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     ));
     let stage = args.stage;
     let publish = args.only.is_none();
-    // The local unit's sandbox, before any platform data is read (crate::writeguard).
-    if stage == RunStage::Local && publish {
-        crate::writeguard::confine_local_stage(&target.root, args.data.transport.as_deref());
+    // The local unit's sandbox, before any platform data is read (crate::writeguard); a
+    // `--root` run writes into a tree that is not a node, and is not confined.
+    if stage == RunStage::Local && publish && target.is_host() {
+        crate::writeguard::confine_local_stage(args.data.transport.as_deref());
     }
     let mut inputs = gather(args, &target)?;
     // The run's plans share what did not change between them (pipeline::Memo).
