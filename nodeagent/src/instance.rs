@@ -3,9 +3,6 @@
 //! merged in, metadata winning), `sys_info`, `sensitive_keys`. Written by apply as
 //! sensitive (0600) and redacted (0644) JSON in cloud-init's exact JSON style.
 
-// Untrusted input is parsed here: a byte-index slice of a str panics off a char boundary.
-#![deny(clippy::string_slice)]
-
 use crate::error::{Error, Result, Stage};
 use crate::facts::Facts;
 use crate::metadata::Metadata;

@@ -4,9 +4,6 @@
 //! second, loopback and link-local addresses do not count. cloud-init waits forever; nodeagent
 //! stops at the image config's `wait_on_network_timeout_secs` and goes on with a warning.
 
-// Untrusted input is parsed here: a byte-index slice of a str panics off a char boundary.
-#![deny(clippy::string_slice)]
-
 use crate::facts::Facts;
 use crate::metadata::WaitOnNetwork;
 use std::time::{Duration, Instant};

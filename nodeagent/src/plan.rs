@@ -107,7 +107,7 @@ impl std::fmt::Debug for Content {
             f,
             "Content({} bytes, sha256 {})",
             self.0.len(),
-            &self.sha256_hex()[..12]
+            self.sha256_hex().get(..12).unwrap_or_default()
         )
     }
 }

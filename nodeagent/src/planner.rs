@@ -6,9 +6,6 @@
 //! local: hostname, network; main: bootcmd, write_files, disks, mounts, hostname/hosts,
 //! groups, users, ntp, deferred write_files, runcmd (with the kubeadm step).
 
-// Untrusted input is parsed here: a byte-index slice of a str panics off a char boundary.
-#![deny(clippy::string_slice)]
-
 use crate::cloudconfig::{CloudConfig, CmdItem, ManageEtcHosts, UserItem};
 use crate::config::ImageConfig;
 use crate::error::{Error, Result, Stage, ensure};

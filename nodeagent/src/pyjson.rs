@@ -1,9 +1,6 @@
 //! JSON as Python's `json.dumps` writes it: cloud-init's instance-data files and the
 //! templates' `tojson` filter print this way, and nodeagent's output must match byte for byte.
 
-// Untrusted input is parsed here: a byte-index slice of a str panics off a char boundary.
-#![deny(clippy::string_slice)]
-
 use serde_json::Value;
 
 /// Serialize as Python's `json.dumps(indent=1, sort_keys=True)` (+ trailing newline), the

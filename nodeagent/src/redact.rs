@@ -55,7 +55,9 @@ pub fn redact_text(text: &str) -> String {
             out.push('\n');
         }
         if cert_key_next && !line.trim().is_empty() {
-            let indent = &line[..line.len() - line.trim_start().len()];
+            let indent = line
+                .get(..line.len() - line.trim_start().len())
+                .unwrap_or_default();
             out.push_str(indent);
             out.push_str(REDACTED);
             cert_key_next = false;
@@ -166,7 +168,10 @@ impl StreamRedactor {
             match line.find("-----END ") {
                 Some(i) => {
                     self.in_pem = false;
-                    return format!("{REDACTED}{}", redact_text(&line[i..]));
+                    return format!(
+                        "{REDACTED}{}",
+                        redact_text(line.get(i..).unwrap_or_default())
+                    );
                 }
                 None => return REDACTED.to_string(),
             }
@@ -177,7 +182,7 @@ impl StreamRedactor {
         }
         let out = redact_text(line);
         if let Some(b) = line.rfind("-----BEGIN ") {
-            self.in_pem = !line[b..].contains("-----END ");
+            self.in_pem = !line.get(b..).unwrap_or_default().contains("-----END ");
         }
         self.cert_key_next = out
             .trim_end()
@@ -311,9 +316,9 @@ fn redact_values(line: &str) -> String {
             continue;
         }
         if let Some((value_start, value_end)) = secret_value_at(line, &lower, i)
-            && &line[value_start..value_end] != REDACTED
+            && line.get(value_start..value_end) != Some(REDACTED)
         {
-            out.push_str(&line[copied..value_start]);
+            out.push_str(line.get(copied..value_start).unwrap_or_default());
             out.push_str(REDACTED);
             copied = value_end;
             i = value_end.max(i + 1);
@@ -321,7 +326,7 @@ fn redact_values(line: &str) -> String {
         }
         i += 1;
     }
-    out.push_str(&line[copied..]);
+    out.push_str(line.get(copied..).unwrap_or_default());
     out
 }
 
@@ -378,7 +383,8 @@ fn value_range(line: &str, j: usize) -> Option<(usize, usize)> {
     let bytes = line.as_bytes();
     let first = *bytes.get(j)?;
     if first == b'"' || first == b'\'' {
-        let close = line[j + 1..]
+        let close = line
+            .get(j + 1..)?
             .find(first as char)
             .map(|k| j + 1 + k)
             .unwrap_or(line.len());
@@ -387,14 +393,15 @@ fn value_range(line: &str, j: usize) -> Option<(usize, usize)> {
         }
         return Some((j + 1, close));
     }
-    let end = line[j..]
+    let end = line
+        .get(j..)?
         .find(|c: char| c.is_whitespace() || matches!(c, ',' | '}' | ']' | ';' | '&' | '"' | '\''))
         .map(|k| j + k)
         .unwrap_or(line.len());
     // YAML block indicators and empty values carry no secret on this line.
     if end == j
         || matches!(
-            &line[j..end],
+            line.get(j..end)?,
             "|" | "|-" | ">" | ">-" | "null" | "~" | "{}" | "[]"
         )
     {
@@ -412,7 +419,7 @@ fn redact_bootstrap_tokens(line: &str) -> String {
         let boundary_before = i == 0 || !bytes[i - 1].is_ascii_alphanumeric();
         let boundary_after = bytes.get(i + 23).is_none_or(|c| !c.is_ascii_alphanumeric());
         if boundary_before && boundary_after && is_token_bytes(&bytes[i..i + 23]) {
-            out.push_str(&line[copied..i]);
+            out.push_str(line.get(copied..i).unwrap_or_default());
             out.push_str(REDACTED);
             i += 23;
             copied = i;
@@ -420,7 +427,7 @@ fn redact_bootstrap_tokens(line: &str) -> String {
             i += 1;
         }
     }
-    out.push_str(&line[copied..]);
+    out.push_str(line.get(copied..).unwrap_or_default());
     out
 }
 
@@ -678,6 +685,34 @@ mod tests {
                     prop_assert!(!out.contains(l.as_str()));
                 }
             }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// Secret markers glued to multi-byte text (command output and error messages are
+        /// anyone's bytes): redaction returns, never panics, and a bootstrap token standing
+        /// alone between separators never survives it.
+        #[test]
+        fn multibyte_text_around_secret_markers_never_panics(parts in proptest::collection::vec(
+            proptest::sample::select(vec![
+                "--token", "--token=", "token:", "password=", "PGPASSWORD=", "Authorization:",
+                "authorization\"", "-----BEGIN ", "-----END ", "certificate key:", " ", "\t",
+                "\n", "'", "\"", "=", ":", ".", "é", "日本", "\u{2028}", "\u{1F512}", "ß=",
+                "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA", "abcdef.0123456789abcdef",
+                "|", "null", "x",
+            ]),
+            0..40,
+        )) {
+            let text = parts.concat();
+            let _ = redact_text(&text);
+            let mut stream = StreamRedactor::default();
+            for line in text.split('\n') {
+                let _ = stream.line(line);
+            }
+            let alone = redact_text(&format!("{text} abcdef.0123456789abcdef é"));
+            proptest::prop_assert!(!alone.ends_with("abcdef.0123456789abcdef é"), "{alone}");
         }
     }
 }

@@ -31,6 +31,9 @@
 //! 500 for the agent alone, 40 with kubeadm; 500 is the full check); the seed is printed and
 //! replayed with `NODEAGENT_TEST_SEED`.
 
+// Test code slices output it knows to be ASCII (ids, hashes, base64).
+#![allow(clippy::string_slice)]
+
 mod apply_common;
 #[allow(unused)]
 mod kubeadm_common;

@@ -3,6 +3,9 @@
 //! 3 still running, 64 usage). Everything runs on a `dir:` transport and a `--root` tree in a
 //! temporary directory; commands run only where a test says `--exec` (an `echo`, chrooted into the root).
 
+// Test code slices output it knows to be ASCII (ids, hashes, base64).
+#![allow(clippy::string_slice)]
+
 mod prereq;
 
 use serde_json::Value;

@@ -3,6 +3,9 @@
 //! `mount_default_fields`, mount points made; a disk that is not there is a warning and
 //! the run carries on to the end (`degraded` with the reason), never a stop halfway.
 
+// Test code slices output it knows to be ASCII (ids, hashes, base64).
+#![allow(clippy::string_slice)]
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;

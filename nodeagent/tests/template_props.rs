@@ -29,6 +29,8 @@ proptest! {
     fn template_soup_never_panics(parts in prop::collection::vec(prop::sample::select(vec![
         "{{", "}}", "{%", "%}", "{#", "#}", "-", "+", " if ", " for x in ", " endif ", " endfor ", "v1", ".", "[", "]",
         "'", "\"", "(", ")", "|", " upper", " default(", "nope", "local-hostname", "\n", "\r\n", " ", "x", "1", ",", "raw", "endraw",
+        // Multi-byte text where the error paths and the Python string methods cut strings.
+        "é", "日本", "\u{2028}", "['é']", "[\"日\"]", "ds.meta_data", ".split()", ".find('本')", "int", "'-0x1é'", "1.5e300",
     ]), 0..40)) {
         let userdata = format!("## template: jinja\n{}", parts.concat());
         for compat in [false, true] {

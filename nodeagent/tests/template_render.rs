@@ -119,6 +119,9 @@ fn undefined_is_an_error_naming_variable_and_line() {
         ("x\ny\nz\n{{ v1['nope'] }}", "v1['nope']", 5),
         ("{{ ds.meta_data.missing.key }}", "ds.meta_data.missing", 2), // intermediate
         ("\n{{ nope.y }}", "nope", 3),
+        // Multi-byte keys: the path is cut at character boundaries, not bytes.
+        ("{{ ds.meta_data['näme'] }}", "ds.meta_data['näme']", 2),
+        ("é\n{{ v1['日本'].x }}", "v1['日本']", 3),
         (
             "{% for u in [{'name': 'a'}] %}\n{{ u.nme }}{% endfor %}",
             "u.nme",
@@ -539,4 +542,13 @@ fn default_filter_keywords_like_jinja() {
     )
     .unwrap();
     assert_eq!(r.text, "e||k");
+}
+
+/// The Python string methods and `int` on multi-byte text: positions count characters (as
+/// Python's do), and no byte offset falls inside a character.
+#[test]
+fn python_string_methods_count_characters() {
+    let body = "{{ 'ä b  日本'.split() | join('|') }} {{ 'aé日本x'.find('本') }} {{ 'é'.find('x') }} {{ ' -0x1f '|int(base=16) }} {{ '+12'|int }}";
+    let r = render(&jinja(body), &data(), false).unwrap();
+    assert_eq!(r.text.trim_end(), "ä|b|日本 3 -1 -31 12", "{r:?}");
 }

@@ -90,7 +90,8 @@ pub(super) fn files_for(ctx: &Ctx<'_>, step: &Step) -> Result<Files> {
         Frequency::PerBoot => format!("{}\0{}", step.id, ctx.journal.boot),
         Frequency::PerInstance => step.id.clone(),
     };
-    let h = &super::files::sha256_hex(key.as_bytes())[..16];
+    let digest = super::files::sha256_hex(key.as_bytes());
+    let h = digest.get(..16).unwrap_or(&digest);
     Ok(Files {
         rc: dir.join(format!("{h}.rc")),
         lock: dir.join(format!("{h}.lock")),

@@ -22,7 +22,7 @@ pub(super) fn py_splitlines(s: &str) -> Vec<&str> {
                 | '\u{2029}'
         );
         if brk {
-            lines.push(&s[start..i]);
+            lines.extend(s.get(start..i));
             let mut next = i + c.len_utf8();
             if c == '\r' && it.peek().map(|&(_, n)| n) == Some('\n') {
                 it.next();
@@ -32,7 +32,7 @@ pub(super) fn py_splitlines(s: &str) -> Vec<&str> {
         }
     }
     if start < s.len() {
-        lines.push(&s[start..]);
+        lines.extend(s.get(start..));
     }
     lines
 }
@@ -168,9 +168,9 @@ pub(super) fn runtime_error(
 /// The name inside minijinja's "`ds.meta_data.foo` is undefined" detail.
 pub(super) fn undefined_name(detail: &str) -> Option<String> {
     let start = detail.find('`')?;
-    let rest = &detail[start + 1..];
+    let rest = detail.get(start + 1..)?;
     let end = rest.find("` is undefined")?;
-    Some(rest[..end].to_string())
+    Some(rest.get(..end)?.to_string())
 }
 
 /// For a simple path (`a.b['c'].d`, `x[0]`), the prefix up to the first hop that is not in
@@ -188,7 +188,7 @@ pub(super) fn first_missing(vars: &Json, expr: &str) -> Option<String> {
         match next {
             Some(n) => cur = n,
             None if i == 0 => return None,
-            None => return Some(expr[..stop].to_string()),
+            None => return expr.get(..stop).map(str::to_string),
         }
     }
     None
@@ -214,7 +214,7 @@ pub(super) fn parse_path(expr: &str) -> Option<Vec<(Hop, usize)>> {
     if i == 0 || b[0].is_ascii_digit() {
         return None;
     }
-    hops.push((Hop::Key(expr[..i].to_string()), i));
+    hops.push((Hop::Key(expr.get(..i)?.to_string()), i));
     while i < b.len() {
         match b[i] {
             b'.' => {
@@ -222,7 +222,7 @@ pub(super) fn parse_path(expr: &str) -> Option<Vec<(Hop, usize)>> {
                 if e == i + 1 {
                     return None;
                 }
-                let name = &expr[i + 1..e];
+                let name = expr.get(i + 1..e)?;
                 hops.push((
                     match name.parse() {
                         Ok(n) if name.bytes().all(|c| c.is_ascii_digit()) => Hop::Index(n),
@@ -233,13 +233,13 @@ pub(super) fn parse_path(expr: &str) -> Option<Vec<(Hop, usize)>> {
                 i = e;
             }
             b'[' => {
-                let close = i + expr[i..].find(']')?;
-                let inner = expr[i + 1..close].trim();
+                let close = i + expr.get(i..)?.find(']')?;
+                let inner = expr.get(i + 1..close)?.trim();
                 let hop = if inner.len() >= 2
                     && (inner.starts_with('\'') && inner.ends_with('\'')
                         || inner.starts_with('"') && inner.ends_with('"'))
                 {
-                    Hop::Key(inner[1..inner.len() - 1].to_string())
+                    Hop::Key(inner.get(1..inner.len() - 1)?.to_string())
                 } else if !inner.is_empty() && inner.bytes().all(|c| c.is_ascii_digit()) {
                     Hop::Index(inner.parse().ok()?)
                 } else {
@@ -258,7 +258,7 @@ pub(super) fn parse_path(expr: &str) -> Option<Vec<(Hop, usize)>> {
 pub(super) fn last_segment(expr: &str) -> String {
     let t = expr.trim_end_matches([']', '\'', '"']);
     let cut = t.rfind(['.', '[', '\'', '"']).map_or(0, |i| i + 1);
-    t[cut..].to_string()
+    t.get(cut..).unwrap_or_default().to_string()
 }
 
 /// `{{ local-hostname }}` is a subtraction of two undefined names; say what was meant.

@@ -1,9 +1,6 @@
 //! Is a payload a jinja template, and of which type is a rendered part: cloud-init's
 //! header and prefix rules (docs/formats.md B.1, B.3).
 
-// Untrusted input is parsed here: a byte-index slice of a str panics off a char boundary.
-#![deny(clippy::string_slice)]
-
 /// The exact user-data prefix cloud-init matches (after lower-casing and left-stripping).
 pub(super) const JINJA_PREFIX: &str = "## template: jinja";
 

@@ -2,9 +2,6 @@
 //! one module per platform (as afterburn does). Keys are logical guestinfo names
 //! without the `guestinfo.` prefix: `metadata`, `userdata.encoding`, `nodeagent.status`.
 
-// Untrusted input is parsed here: a byte-index slice of a str panics off a char boundary.
-#![deny(clippy::string_slice)]
-
 use crate::error::Result;
 
 pub trait Transport {

@@ -129,8 +129,12 @@ fn run(args: &[String], node: &Node, state: &mut Value, record: &mut Value) -> (
                     return (2, "--v needs a number".into());
                 }
             }
-            a if a.starts_with("--config=") => config = Some(a["--config=".len()..].to_string()),
-            a if a.starts_with("--v=") && a[4..].parse::<u8>().is_ok() => {}
+            a if a.starts_with("--config=") => {
+                config = a.strip_prefix("--config=").map(str::to_string)
+            }
+            a if a
+                .strip_prefix("--v=")
+                .is_some_and(|v| v.parse::<u8>().is_ok()) => {}
             other => {
                 return (
                     2,

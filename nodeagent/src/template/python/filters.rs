@@ -29,26 +29,28 @@ fn reject_any_undefined(value: &Value) -> Result<(), Error> {
 /// base (base 0: prefix decides, no leading zeros), `_` between digits.
 fn py_int_str(s: &str, base: u32) -> Option<i128> {
     let t = s.trim_matches(super::py_space);
-    let (neg, t) = match t.as_bytes().first() {
-        Some(b'-') => (true, &t[1..]),
-        Some(b'+') => (false, &t[1..]),
-        _ => (false, t),
+    let (neg, t) = match (t.strip_prefix('-'), t.strip_prefix('+')) {
+        (Some(rest), _) => (true, rest),
+        (None, Some(rest)) => (false, rest),
+        (None, None) => (false, t),
     };
     let lower = t.to_ascii_lowercase();
     let prefixed = |p: &str| lower.starts_with(p);
+    // The prefixes are ASCII, so byte 2 is a character boundary after any of them.
+    let after_prefix = t.get(2..).unwrap_or_default();
     let (base, digits) = match base {
-        0 if prefixed("0x") => (16, &t[2..]),
-        0 if prefixed("0o") => (8, &t[2..]),
-        0 if prefixed("0b") => (2, &t[2..]),
+        0 if prefixed("0x") => (16, after_prefix),
+        0 if prefixed("0o") => (8, after_prefix),
+        0 if prefixed("0b") => (2, after_prefix),
         0 => {
             if t.len() > 1 && t.starts_with('0') && !t.trim_start_matches(['0', '_']).is_empty() {
                 return None;
             }
             (10, t)
         }
-        16 if prefixed("0x") => (16, &t[2..]),
-        8 if prefixed("0o") => (8, &t[2..]),
-        2 if prefixed("0b") => (2, &t[2..]),
+        16 if prefixed("0x") => (16, after_prefix),
+        8 if prefixed("0o") => (8, after_prefix),
+        2 if prefixed("0b") => (2, after_prefix),
         2..=36 => (base, t),
         _ => return None,
     };

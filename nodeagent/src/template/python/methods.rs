@@ -70,9 +70,9 @@ fn split(s: &str, sep: Option<String>, max: Option<i64>) -> Result<Vec<Value>, E
                     out.push(rest.to_string());
                     break;
                 }
-                let end = rest.find(super::py_space).unwrap_or(rest.len());
-                out.push(rest[..end].to_string());
-                rest = rest[end..].trim_start_matches(super::py_space);
+                let (word, after) = rest.split_at(rest.find(super::py_space).unwrap_or(rest.len()));
+                out.push(word.to_string());
+                rest = after.trim_start_matches(super::py_space);
             }
             out
         }
@@ -149,10 +149,9 @@ fn str_method(s: &str, name: &str, args: &[Value]) -> Result<Value, Error> {
         "find" => {
             too_many(args, 1)?;
             let sub = arg_str(args, 0)?.ok_or_else(|| Error::from(ErrorKind::MissingArgument))?;
-            Value::from(
-                s.find(sub.as_str())
-                    .map_or(-1, |b| s[..b].chars().count() as i64),
-            )
+            Value::from(s.find(sub.as_str()).map_or(-1, |b| {
+                s.get(..b).map_or(0, |head| head.chars().count()) as i64
+            }))
         }
         "count" => {
             too_many(args, 1)?;

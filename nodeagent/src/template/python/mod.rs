@@ -170,9 +170,10 @@ pub fn py_float(f: f64) -> String {
                 out.extend(std::iter::repeat_n('0', int_len - digits.len()));
                 out.push_str(".0");
             } else {
-                out.push_str(&digits[..int_len]);
+                let (int_part, frac_part) = digits.split_at(int_len);
+                out.push_str(int_part);
                 out.push('.');
-                out.push_str(&digits[int_len..]);
+                out.push_str(frac_part);
             }
         } else {
             out.push_str("0.");
@@ -180,10 +181,11 @@ pub fn py_float(f: f64) -> String {
             out.push_str(&digits);
         }
     } else {
-        out.push_str(&digits[..1]);
-        if digits.len() > 1 {
+        let (lead, rest) = digits.split_at(digits.len().min(1));
+        out.push_str(lead);
+        if !rest.is_empty() {
             out.push('.');
-            out.push_str(&digits[1..]);
+            out.push_str(rest);
         }
         out.push_str(&format!(
             "e{}{:02}",
