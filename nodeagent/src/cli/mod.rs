@@ -35,7 +35,12 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// Each subcommand's arguments are built only when it is the one invoked (`defer`): the boot
+/// path (`run --stage local|main`) then does not construct the other twelve, which under an
+/// emulated CPU is a fifth of a stage's start (BENCHMARKS.md "Where the emulated time goes").
+/// Help, completions and man pages build the whole tree first (`Command::build`).
 #[derive(Subcommand, Debug)]
+#[command(defer = true)]
 pub enum Command {
     /// Print the rendered userdata (template header removed, variables bound).
     Render(render::Args),
@@ -66,21 +71,6 @@ pub enum Command {
     Generate(generate::Args),
 }
 
-/// `nodeagent run …`, the boot units' command, parsed by the `run` subcommand's own parser:
-/// the same argument definitions, without building every other subcommand's (a short `run
-/// --stage local`: 1.62 M user-space instructions with the full parser, 1.29 M with this one,
-/// callgrind). Whatever it does not take (`--help`, a bad argument) is left to the full
-/// parser, whose output is the reference.
-fn run_args_alone(args: &[std::ffi::OsString]) -> Option<run::Args> {
-    use clap::{Args as _, FromArgMatches as _};
-    if args.get(1).is_none_or(|a| a != "run") {
-        return None;
-    }
-    let parser = run::Args::augment_args(clap::Command::new("run"));
-    let matches = parser.try_get_matches_from(args.get(1..)?).ok()?;
-    run::Args::from_arg_matches(&matches).ok()
-}
-
 pub fn main() -> i32 {
     // The command supervisor is entered before clap: it runs once per command, so it pays
     // for no parsing or logging set-up (supervise.rs).
@@ -94,14 +84,9 @@ pub fn main() -> i32 {
     {
         return crate::supervise::main_piped(&args[2..]);
     }
-    let cli = match run_args_alone(&args) {
-        Some(run) => Cli {
-            command: Command::Run(run),
-        },
-        None => match Cli::try_parse_from(&args) {
-            Ok(cli) => cli,
-            Err(e) => return usage_error(&e, &args),
-        },
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e, &args),
     };
     // A panic (a bug: input must never cause one) is reported as `failed`, never silent.
     crate::report::install_panic_hook();
@@ -254,61 +239,5 @@ mod log_escape_tests {
             escape_log_event(b"\x1b[32mINFO\x1b[0m x\n", true),
             b"\x1b[32mINFO\x1b[0m x\n".to_vec()
         );
-    }
-}
-
-#[cfg(test)]
-mod run_args_tests {
-    use super::*;
-
-    fn full(argv: &[&str]) -> Option<String> {
-        match Cli::try_parse_from(argv).ok()?.command {
-            Command::Run(a) => Some(format!("{a:?}")),
-            _ => None,
-        }
-    }
-
-    fn alone(argv: &[&str]) -> Option<String> {
-        let args: Vec<std::ffi::OsString> = argv.iter().map(Into::into).collect();
-        run_args_alone(&args).map(|a| format!("{a:?}"))
-    }
-
-    #[test]
-    fn the_run_parser_alone_reads_what_the_full_parser_reads() {
-        for argv in [
-            &["nodeagent", "run"][..],
-            &["nodeagent", "run", "--stage", "local"],
-            &["nodeagent", "run", "--stage=main"],
-            &[
-                "nodeagent",
-                "run",
-                "--stage",
-                "all",
-                "--exec",
-                "--root",
-                "/r",
-                "--transport",
-                "dir:/d",
-                "--facts",
-                "/f.yaml",
-                "--compat",
-                "--json",
-            ],
-        ] {
-            let alone = alone(argv);
-            assert!(alone.is_some(), "{argv:?}");
-            assert_eq!(alone, full(argv), "{argv:?}");
-        }
-        // What it does not take is the full parser's: help, errors, other commands.
-        for argv in [
-            &["nodeagent", "run", "--help"][..],
-            &["nodeagent", "run", "--stage", "late"],
-            &["nodeagent", "run", "--version"],
-            &["nodeagent", "run", "extra"],
-            &["nodeagent", "plan", "--stage", "local"],
-            &["nodeagent"],
-        ] {
-            assert_eq!(alone(argv), None, "{argv:?}");
-        }
     }
 }
