@@ -35,10 +35,10 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// Each subcommand's arguments are built only when it is the one invoked (`defer`): the boot
-/// path (`run --stage local|main`) then does not construct the other twelve, which under an
-/// emulated CPU is a fifth of a stage's start (BENCHMARKS.md "Where the emulated time goes").
-/// Help, completions and man pages build the whole tree first (`Command::build`).
+/// Each subcommand's arguments are built only when it is the one invoked (`defer`): a process
+/// does not construct the other subcommands' arguments, a sixth of `plan`'s code under an
+/// emulated CPU (BENCHMARKS.md "Where the emulated time goes"). Help, completions and man
+/// pages build the whole tree first (`Command::build`).
 #[derive(Subcommand, Debug)]
 #[command(defer = true)]
 pub enum Command {
