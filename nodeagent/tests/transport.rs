@@ -177,6 +177,71 @@ fn fwcfg_reads_raw_files_by_name() {
     assert_eq!(t.get("metadata.encoding").unwrap(), None);
 }
 
+/// The kernel's `size` beside `raw` says how much to read: what it counts is the value, a
+/// `size` that does not parse leaves the whole file, and a size over the limit is refused
+/// without reading.
+#[test]
+fn fwcfg_reads_as_much_as_the_entry_size_says() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = fwcfg(tmp.path());
+    let entry = tmp.path().join("by_name/opt/guestinfo.userdata");
+    write(&entry.join("raw"), b"hello world");
+    for (size, want) in [
+        ("11\n", &b"hello world"[..]),
+        ("5\n", b"hello"),
+        ("64\n", b"hello world"),
+        ("eleven\n", b"hello world"),
+    ] {
+        write(&entry.join("size"), size.as_bytes());
+        assert_eq!(
+            t.get("userdata").unwrap().as_deref(),
+            Some(want),
+            "size {size:?}"
+        );
+    }
+    let too_big = nodeagent::transport::MAX_RAW_VALUE_BYTES + 1;
+    write(&entry.join("size"), format!("{too_big}\n").as_bytes());
+    let e = t.get("userdata").unwrap_err();
+    assert_eq!(e.place, "guestinfo.userdata");
+    assert!(e.message.contains("over the limit"), "{e}");
+    std::fs::remove_file(entry.join("raw")).unwrap();
+    write(&entry.join("size"), b"11\n");
+    assert_eq!(t.get("userdata").unwrap(), None);
+}
+
+/// Reading to the end is what costs on fw_cfg (every read re-reads the entry from its start),
+/// so a sized read must stop at the size. Here `raw` is a FIFO whose writer keeps it open
+/// after the value: a reader that looked for the end would wait for the writer to go.
+#[test]
+fn fwcfg_sized_read_stops_at_the_size_without_looking_for_the_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = fwcfg(tmp.path());
+    let entry = tmp.path().join("by_name/opt/guestinfo.metadata");
+    std::fs::create_dir_all(&entry).unwrap();
+    write(&entry.join("size"), b"16\n");
+    let raw = entry.join("raw");
+    let c = std::ffi::CString::new(raw.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo reads a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let writer = std::thread::spawn(move || {
+        let mut f = std::fs::OpenOptions::new().write(true).open(&raw).unwrap();
+        std::io::Write::write_all(&mut f, b"instance-id: q1\n").unwrap();
+        // Keep the write end open until the test says so (at most 10 s).
+        let _ = released.recv_timeout(Duration::from_secs(10));
+    });
+    let started = std::time::Instant::now();
+    let got = t.get("metadata").unwrap();
+    let waited = started.elapsed();
+    release.send(()).unwrap();
+    writer.join().unwrap();
+    assert_eq!(got.as_deref(), Some(&b"instance-id: q1\n"[..]));
+    assert!(
+        waited < Duration::from_secs(5),
+        "waited {waited:?} for an end it did not need"
+    );
+}
+
 #[test]
 fn fwcfg_set_writes_one_compact_json_line_per_value() {
     let tmp = tempfile::tempdir().unwrap();

@@ -338,15 +338,55 @@ pub(crate) fn read_file_capped(path: &Path, place: &str) -> Result<Option<Vec<u8
         Err(e) => return Err(io_err(e)),
     };
     if buf.len() > MAX_RAW_VALUE_BYTES {
-        return Err(Error::new(
+        return Err(over_limit(path, place));
+    }
+    Ok(Some(buf))
+}
+
+fn over_limit(path: &Path, place: &str) -> Error {
+    Error::new(
+        Stage::Transport,
+        place,
+        format!(
+            "{} is over the limit of {MAX_RAW_VALUE_BYTES} bytes (MAX_RAW_VALUE_BYTES)",
+            path.display()
+        ),
+    )
+}
+
+/// Read the first `size` bytes of `path` (a file whose length the caller knows from
+/// elsewhere), `None` if it does not exist: no read past the end to find it, which is what
+/// costs on a device file that re-reads from its start on every read (fwcfg.rs). A shorter
+/// file gives what it has.
+pub(crate) fn read_file_sized(path: &Path, size: usize, place: &str) -> Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    if size > MAX_RAW_VALUE_BYTES {
+        return Err(over_limit(path, place));
+    }
+    let io_err = |e: std::io::Error| {
+        Error::io(
             Stage::Transport,
             place,
-            format!(
-                "{} is over the limit of {MAX_RAW_VALUE_BYTES} bytes (MAX_RAW_VALUE_BYTES)",
-                path.display()
-            ),
-        ));
+            &format!("cannot read {}", path.display()),
+            e,
+        )
+    };
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err(e)),
+    };
+    let mut buf = vec![0u8; size];
+    let mut filled = 0;
+    while let Some(rest) = buf.get_mut(filled..).filter(|r| !r.is_empty()) {
+        match file.read(rest) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_err(e)),
+        }
     }
+    buf.truncate(filled);
     Ok(Some(buf))
 }
 
