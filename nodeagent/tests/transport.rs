@@ -177,14 +177,21 @@ fn fwcfg_reads_raw_files_by_name() {
     assert_eq!(t.get("metadata.encoding").unwrap(), None);
 }
 
+/// A scratch `by_name` tree, its transport, and the (empty) entry directory of `guestinfo.KEY`.
+fn fwcfg_entry(key: &str) -> (tempfile::TempDir, FwCfgTransport, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = fwcfg(tmp.path());
+    let entry = tmp.path().join(format!("by_name/opt/guestinfo.{key}"));
+    fs::create_dir_all(&entry).unwrap();
+    (tmp, t, entry)
+}
+
 /// The kernel's `size` beside `raw` says how much to read: what it counts is the value, a
 /// `size` that does not parse leaves the whole file, and a size over the limit is refused
 /// without reading.
 #[test]
 fn fwcfg_reads_as_much_as_the_entry_size_says() {
-    let tmp = tempfile::tempdir().unwrap();
-    let t = fwcfg(tmp.path());
-    let entry = tmp.path().join("by_name/opt/guestinfo.userdata");
+    let (_tmp, t, entry) = fwcfg_entry("userdata");
     write(&entry.join("raw"), b"hello world");
     for (size, want) in [
         ("11\n", &b"hello world"[..]),
@@ -214,10 +221,7 @@ fn fwcfg_reads_as_much_as_the_entry_size_says() {
 /// after the value: a reader that looked for the end would wait for the writer to go.
 #[test]
 fn fwcfg_sized_read_stops_at_the_size_without_looking_for_the_end() {
-    let tmp = tempfile::tempdir().unwrap();
-    let t = fwcfg(tmp.path());
-    let entry = tmp.path().join("by_name/opt/guestinfo.metadata");
-    std::fs::create_dir_all(&entry).unwrap();
+    let (_tmp, t, entry) = fwcfg_entry("metadata");
     write(&entry.join("size"), b"16\n");
     let raw = entry.join("raw");
     let c = std::ffi::CString::new(raw.as_os_str().as_encoded_bytes()).unwrap();
