@@ -258,6 +258,16 @@ pub fn read_capped(path: &Path, max: usize) -> io::Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// At most `len` bytes of `path`, read into a buffer made for them and never past them: where
+/// every read re-reads the file from its start (fw_cfg's `raw` files), a read to find the end
+/// costs a whole extra pass.
+pub fn read_prefix(path: &Path, len: usize) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = Vec::with_capacity(len);
+    File::open(path)?.take(len as u64).read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
 /// Replace `path` with `data` (see the module doc).
 pub fn write_atomic(path: &Path, data: &[u8], opts: &Options) -> WriteResult<()> {
     commit(vec![stage(path, data, opts)?])

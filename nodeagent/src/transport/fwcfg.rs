@@ -81,13 +81,16 @@ impl Transport for FwCfgTransport {
     /// at most a page per read. A read to the end therefore costs a whole extra pass, and
     /// small first reads (`read_to_end` starts at 32 bytes) cost more passes. The entry's
     /// `size` file (the kernel's count, beside `raw`) says how much to ask for: a 13 KiB
-    /// userdata takes 38k port reads instead of 55k, each one a trap into QEMU.
+    /// userdata takes 38k port reads instead of 55k (counted from the driver's code), each
+    /// one a trap into QEMU.
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
         let entry = self.by_name.join(format!("opt/guestinfo.{key}"));
         let place = format!("guestinfo.{key}");
-        let size = std::fs::read_to_string(entry.join("size"))
+        // A decimal count and a newline; anything longer is not the kernel's.
+        let size = crate::fsio::read_capped(&entry.join("size"), 24)
             .ok()
+            .and_then(|b| String::from_utf8(b).ok())
             .and_then(|s| s.trim().parse::<usize>().ok());
         match size {
             Some(size) => read_file_sized(&entry.join("raw"), size, &place),

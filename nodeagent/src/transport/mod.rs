@@ -324,23 +324,41 @@ pub(crate) fn check_key(key: &str) -> Result<()> {
 
 /// Read a whole file, `None` if it does not exist, refusing more than MAX_RAW_VALUE_BYTES.
 pub(crate) fn read_file_capped(path: &Path, place: &str) -> Result<Option<Vec<u8>>> {
-    let io_err = |e: std::io::Error| {
-        Error::io(
+    checked_read(
+        path,
+        place,
+        crate::fsio::read_capped(path, MAX_RAW_VALUE_BYTES),
+    )
+}
+
+/// Read the first `size` bytes of `path` (a file whose length the caller knows from
+/// elsewhere), `None` if it does not exist; a shorter file gives what it has. No read past
+/// `size` (fsio::read_prefix): on fw_cfg that would cost a whole pass (fwcfg.rs).
+pub(crate) fn read_file_sized(path: &Path, size: usize, place: &str) -> Result<Option<Vec<u8>>> {
+    if size > MAX_RAW_VALUE_BYTES {
+        return Err(over_limit(path, place));
+    }
+    checked_read(path, place, crate::fsio::read_prefix(path, size))
+}
+
+/// A transport file read as the agent reports it: absent is `None`, an I/O error names the
+/// file, more than MAX_RAW_VALUE_BYTES is refused.
+fn checked_read(
+    path: &Path,
+    place: &str,
+    read: std::io::Result<Vec<u8>>,
+) -> Result<Option<Vec<u8>>> {
+    match read {
+        Ok(buf) if buf.len() > MAX_RAW_VALUE_BYTES => Err(over_limit(path, place)),
+        Ok(buf) => Ok(Some(buf)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io(
             Stage::Transport,
             place,
             &format!("cannot read {}", path.display()),
             e,
-        )
-    };
-    let buf = match crate::fsio::read_capped(path, MAX_RAW_VALUE_BYTES) {
-        Ok(buf) => buf,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io_err(e)),
-    };
-    if buf.len() > MAX_RAW_VALUE_BYTES {
-        return Err(over_limit(path, place));
+        )),
     }
-    Ok(Some(buf))
 }
 
 fn over_limit(path: &Path, place: &str) -> Error {
@@ -352,42 +370,6 @@ fn over_limit(path: &Path, place: &str) -> Error {
             path.display()
         ),
     )
-}
-
-/// Read the first `size` bytes of `path` (a file whose length the caller knows from
-/// elsewhere), `None` if it does not exist: no read past the end to find it, which is what
-/// costs on a device file that re-reads from its start on every read (fwcfg.rs). A shorter
-/// file gives what it has.
-pub(crate) fn read_file_sized(path: &Path, size: usize, place: &str) -> Result<Option<Vec<u8>>> {
-    use std::io::Read;
-    if size > MAX_RAW_VALUE_BYTES {
-        return Err(over_limit(path, place));
-    }
-    let io_err = |e: std::io::Error| {
-        Error::io(
-            Stage::Transport,
-            place,
-            &format!("cannot read {}", path.display()),
-            e,
-        )
-    };
-    let mut file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io_err(e)),
-    };
-    let mut buf = vec![0u8; size];
-    let mut filled = 0;
-    while let Some(rest) = buf.get_mut(filled..).filter(|r| !r.is_empty()) {
-        match file.read(rest) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io_err(e)),
-        }
-    }
-    buf.truncate(filled);
-    Ok(Some(buf))
 }
 
 /// Replace `path` atomically (fsio.rs, 0600, per-process temp name). Not fsynced: `set` is a
