@@ -114,12 +114,12 @@ def mint_available(nodeagent):
     return out.returncode == 0 and "--format" in out.stdout
 
 
-def mint_bundle(nodeagent, workdir, role, cluster, node, endpoint, pki, token=None, extra=()):
+def mint_bundle(nodeagent, workdir, role, cluster, node, endpoint, pki, token=None, extra=(), version="v1.31.2"):
     """`nodeagent mint bootstrap ... --format fwcfg` -> fw_cfg entries for one node."""
     out = os.path.join(workdir, f"bundle-{node}")
     shutil.rmtree(out, ignore_errors=True)
     cmd = [nodeagent, "mint", "bootstrap", "--role", role, "--cluster", cluster, "--node", node,
-           "--endpoint", endpoint, "--kubernetes-version", "v1.31.2", "--pki", pki,
+           "--endpoint", endpoint, "--kubernetes-version", version, "--pki", pki,
            "--format", "fwcfg", "--out", out, *extra]
     if token:
         cmd += ["--token", token]
@@ -583,12 +583,16 @@ def scenario_list(tier):
         import systemd_tier
 
         out += [("systemd/" + n, f) for n, f in systemd_tier.SCENARIOS]
+    if tier in ("kube", "all"):
+        import kube_tier
+
+        out += [("kube/" + n, f) for n, f in kube_tier.SCENARIOS]
     return out
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tier", default="fast", choices=["fast", "systemd", "all"])
+    ap.add_argument("--tier", default="fast", choices=["fast", "systemd", "kube", "all"])
     ap.add_argument("--workdir", default=os.path.join(q.REPO, "target", "qemu-runs", time.strftime("%Y%m%d-%H%M%S")))
     ap.add_argument("names", nargs="*")
     args = ap.parse_args(argv)

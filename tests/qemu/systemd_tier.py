@@ -287,9 +287,10 @@ def install_nodeagent(root, nodeagent, log, variant="nodeagent"):
         raise RuntimeError(f"provision.sh failed (exit {out.returncode}), see {log}")
 
 
-def stage(name, variant, kernel, nodeagent=None, kubeadm=None, seed=None, workdir=None):
-    """Copy the cached rootfs and add what this image needs; returns the staged tree."""
-    base = rootfs("cloudinit" if variant == "cloudinit" else "base")
+def stage(name, variant, kernel, nodeagent=None, kubeadm=None, seed=None, workdir=None, base=None):
+    """Copy the cached rootfs (`base`: a build-rootfs variant, by default the one `variant`
+    needs) and add what this image needs; returns the staged tree."""
+    base = rootfs(base or ("cloudinit" if variant == "cloudinit" else "base"))
     root = os.path.join(q.CACHE, f"stage-systemd-{name}")
     shutil.rmtree(root, ignore_errors=True)
     subprocess.run(["cp", "-a", base, root], check=True)
