@@ -388,8 +388,9 @@ class Root:
             f"ip link add {shlex.quote(name)} address {shlex.quote(mac)} type veth "
             f"peer name zp{i} address 02:00:00:00:ff:{i:02x}\n"
             for i, (name, mac) in enumerate(self.nics))
-        script = (f"set -e\numount -l {self.m}/sys\nmount -t sysfs -o ro sysfs {self.m}/sys\n{nics}"
-                  f"exec chroot {self.m} {' '.join(ENV)} /bin/sh /conformance/drive {agent}\n")
+        m = shlex.quote(self.m)  # a checkout's path may hold a space
+        script = (f"set -e\numount -l {m}/sys\nmount -t sysfs -o ro sysfs {m}/sys\n{nics}"
+                  f"exec chroot {m} {' '.join(ENV)} /bin/sh /conformance/drive {agent}\n")
         try:
             sh("unshare", "--uts", "--net", "--mount", "--propagation", "private",
                "/bin/sh", "-c", script, timeout=timeout, check=False,
