@@ -200,14 +200,33 @@ class ControlPlane:
 
     # ------------------------------------------------------------------ steps
 
-    def config_path(self):
-        return os.path.join(self.work, "kubeadm.yaml")
+    def config_path(self, uploaded=False):
+        return os.path.join(self.work, "kubeadm-cluster.yaml" if uploaded else "kubeadm.yaml")
 
     def _certs_and_kubeconfigs(self):
-        host, port = self.endpoint.rsplit(":", 1)
-        sans = sorted({"127.0.0.1", "localhost", host})
-        with open(self.config_path(), "w") as f:
-            f.write(f"""apiVersion: kubeadm.k8s.io/v1beta4
+        sans = sorted({"127.0.0.1", "localhost", self.endpoint.rsplit(":", 1)[0]})
+        for uploaded in (False, True):
+            with open(self.config_path(uploaded), "w") as f:
+                f.write(self._config(sans, self.pki if not uploaded else "/etc/kubernetes/pki"))
+        # Leaves signed by the minted CAs (kubeadm keeps every existing file); kubeconfigs
+        # whose server is the nodes' endpoint, copied for the host with 127.0.0.1:PORT.
+        self.kubeadm("init", "phase", "certs", "all", "--config", self.config_path())
+        self.kubeadm("init", "phase", "kubeconfig", "all", "--config", self.config_path(),
+                     "--kubeconfig-dir", os.path.join(self.work, "kubeconfig"))
+        for name in os.listdir(os.path.join(self.work, "kubeconfig")):
+            with open(os.path.join(self.work, "kubeconfig", name)) as f:
+                text = f.read()
+            with open(os.path.join(self.work, "host", name), "w") as f:
+                # The server is the endpoint (admin, kubelet) or the advertised address
+                # (controller-manager, scheduler); on the host both are 127.0.0.1:PORT.
+                f.write(re.sub(r"(?m)^(\s*server: ).*$", lambda m: m.group(1) + self.host_server, text))
+
+    def _config(self, sans, certificates_dir):
+        """kubeadm's configuration of this cluster. The host's phases read the PKI from the
+        work directory; the copy uploaded to kubeadm-config names the nodes' own
+        /etc/kubernetes/pki, as on a real cluster (joins write the CA there, and the kubelet
+        configuration kubeadm derives names it)."""
+        return f"""apiVersion: kubeadm.k8s.io/v1beta4
 kind: InitConfiguration
 localAPIEndpoint:
   advertiseAddress: "{ADVERTISE}"
@@ -222,25 +241,13 @@ kind: ClusterConfiguration
 clusterName: {self.cluster}
 kubernetesVersion: {self.version}
 controlPlaneEndpoint: "{self.endpoint}"
-certificatesDir: {self.pki}
+certificatesDir: {certificates_dir}
 apiServer:
   certSANs: {json.dumps(sans)}
 networking:
   serviceSubnet: {SERVICE_CIDR}
   dnsDomain: cluster.local
-""")
-        # Leaves signed by the minted CAs (kubeadm keeps every existing file); kubeconfigs
-        # whose server is the nodes' endpoint, copied for the host with 127.0.0.1:PORT.
-        self.kubeadm("init", "phase", "certs", "all", "--config", self.config_path())
-        self.kubeadm("init", "phase", "kubeconfig", "all", "--config", self.config_path(),
-                     "--kubeconfig-dir", os.path.join(self.work, "kubeconfig"))
-        for name in os.listdir(os.path.join(self.work, "kubeconfig")):
-            with open(os.path.join(self.work, "kubeconfig", name)) as f:
-                text = f.read()
-            with open(os.path.join(self.work, "host", name), "w") as f:
-                # The server is the endpoint (admin, kubelet) or the advertised address
-                # (controller-manager, scheduler); on the host both are 127.0.0.1:PORT.
-                f.write(re.sub(r"(?m)^(\s*server: ).*$", lambda m: m.group(1) + self.host_server, text))
+"""
 
     def _start_etcd(self):
         e = os.path.join(self.pki, "etcd")
@@ -309,8 +316,8 @@ networking:
         kubeadm; then cluster-info is pointed at the nodes' endpoint (kubeadm copies the
         server of the kubeconfig it connects with, here the host's 127.0.0.1:PORT)."""
         su = self.kubeconfig()
-        self.kubeadm("init", "phase", "upload-config", "all", "--config", self.config_path(), "--kubeconfig", su)
-        self.kubeadm("init", "phase", "bootstrap-token", "--config", self.config_path(), "--kubeconfig", su,
+        self.kubeadm("init", "phase", "upload-config", "all", "--config", self.config_path(True), "--kubeconfig", su)
+        self.kubeadm("init", "phase", "bootstrap-token", "--config", self.config_path(True), "--kubeconfig", su,
                      "--skip-token-print")
         # kubeadm's phase insists on a token of its own; the nodes use `nodeagent mint token`'s.
         self.kubectl("-n", "kube-system", "delete", "secret", "bootstrap-token-unused")

@@ -91,7 +91,7 @@ def add_kubernetes(root, kernel, bindir):
     moddir = os.path.join(root, "lib/modules", kernel.version)
     shutil.rmtree(moddir, ignore_errors=True)
     shutil.copytree(kernel.moddir, moddir, symlinks=True)
-    q.run(["depmod", "-b", root, kernel.version])
+    q.run(["chroot", root, "depmod", "-a", kernel.version])  # the image's own kmod
     shutil.copy2(os.path.join(kernel.root, "boot", f"config-{kernel.version}"), os.path.join(root, "boot"))
 
 
@@ -139,7 +139,9 @@ class KubeSession:
 
     def vm(self, name, disk, fwcfg, api_port, mac):
         nic = f"user,restrict=on,guestfwd=tcp:{GUEST_ENDPOINT}-cmd:socat STDIO TCP:127.0.0.1:{api_port}"
-        vm = st.sysd(self.s).vm(name, disk, fwcfg, nets=[(nic, mac)])
+        # The guest's journal on its console (console.log in the run's directory): what
+        # kubeadm and the kubelet said, also when the node never gets as far as its report.
+        vm = st.sysd(self.s).vm(name, disk, fwcfg, nets=[(nic, mac)], append="systemd.journald.forward_to_console=1")
         vm.mem = MEM_MB
         return vm
 
@@ -198,14 +200,11 @@ def check_node(c, cp, vm, name):
     return node
 
 
-def _boot_join(s, c, name, mac, cp, token, config=None, late_cp=None):
+def _boot_join(s, c, name, mac, cp, token):
     k = kube(s)
-    pki = cp.minted_pki
-    fw = worker_bundle(s, s.workdir, name, mac, pki, token)
-    vm = k.vm(name, k.disk(name, files={"/etc/nodeagent/config.yaml": config}), dict(fw, **{"test.hold": "1", "test.timeout": "900"}), cp.api_port, mac)
+    fw = worker_bundle(s, s.workdir, name, mac, cp.minted_pki, token)
+    vm = k.vm(name, k.disk(name), dict(fw, **{"test.hold": "1", "test.timeout": "900"}), cp.api_port, mac)
     vm.start()
-    if late_cp:
-        late_cp(vm)
     final = vm.wait_for(lambda o: o.get("phase") in ("done", "failed"), 900)
     s.record(vm, "ok" if final else "TIMEOUT")
     c.ok(final is not None and final.get("phase") == "done",
