@@ -49,7 +49,7 @@ def ensure_host_tools():
     need = []
     for tool, pkg in [("qemu-system-x86_64", "qemu-system-x86"), ("mkfs.ext4", "e2fsprogs"), ("objcopy", "binutils"),
                       ("dpkg-shlibdeps", "dpkg-dev"), ("debootstrap", "debootstrap"), ("sfdisk", "fdisk"),
-                      ("qemu-img", "qemu-utils")]:
+                      ("qemu-img", "qemu-utils"), ("socat", "socat")]:
         if not shutil.which(tool) and pkg not in need:
             need.append(pkg)
     if need:
