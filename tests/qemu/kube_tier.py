@@ -206,7 +206,6 @@ def _boot_join(s, c, name, mac, cp, token):
     vm = k.vm(name, k.disk(name), dict(fw, **{"test.hold": "1", "test.timeout": "900"}), cp.api_port, mac)
     vm.start()
     final = vm.wait_for(lambda o: o.get("phase") in ("done", "failed"), 900)
-    s.record(vm, "ok" if final else "TIMEOUT")
     c.ok(final is not None and final.get("phase") == "done",
          f"{name}: nodeagent's final status {final}; phases {vm.phases()}")
     return vm, final
@@ -225,6 +224,7 @@ def sc_kube_join(s):
         if final and final.get("phase") == "done":
             check_node(c, cp, vm, "kube-md-0")
         vm.kill()
+        s.record(vm, "ok, killed after the Node check" if final else "TIMEOUT")
     return c.failures
 
 
@@ -243,6 +243,7 @@ def sc_kube_join_late_cp(s):
     token = subprocess.run([nodeagent, "mint", "token"], check=True, capture_output=True, text=True).stdout.strip()
     fw = worker_bundle(s, s.workdir, name, mac, pki, token)
     vm = k.vm(name, k.disk(name, files={"/etc/nodeagent/config.yaml": config}), dict(fw, **{"test.hold": "1", "test.timeout": "1200"}), cp.api_port, mac)
+    final = None
     try:
         vm.start()
         first = vm.wait_for(lambda o: "kubeadm" in (o.get("step") or "") or o.get("phase") in ("done", "failed"), 600)
@@ -254,7 +255,6 @@ def sc_kube_join_late_cp(s):
                                 check=True, capture_output=True, text=True).stdout
         cp.add_token_secret(secret)
         final = vm.wait_for(lambda o: o.get("phase") in ("done", "failed"), 900)
-        s.record(vm, "ok" if final else "TIMEOUT")
         c.ok(final is not None and final.get("phase") == "done", f"final status {final}; phases {vm.phases()}")
         seen = [json.dumps(o) for _, o in vm.status]
         q.log("    statuses:\n" + "\n".join(f"      {t:6.1f}s {o.get('phase')} {o.get('detail') or o.get('error') or ''}"
@@ -265,6 +265,7 @@ def sc_kube_join_late_cp(s):
     finally:
         vm.kill()
         cp.stop()
+    s.record(vm, "ok, killed after the Node check" if final else "TIMEOUT")
     return c.failures
 
 
