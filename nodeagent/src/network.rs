@@ -177,7 +177,19 @@ fn parse(config: &Value, ctx: &mut Ctx) -> Result<Vec<Device>> {
             ));
         }
     };
+    if eths.len() > crate::limits::MAX_NETWORK_DEVICES {
+        return Err(Error::new(
+            Stage::Metadata,
+            "network.ethernets",
+            format!(
+                "{} devices, more than MAX_NETWORK_DEVICES ({})",
+                eths.len(),
+                crate::limits::MAX_NETWORK_DEVICES
+            ),
+        ));
+    }
     for (id, dev) in eths {
+        check_device_id(id)?;
         let place = format!("network.ethernets.{id}");
         out.push(device(id, mapping(dev, &place)?, &place, ctx)?);
     }
@@ -258,6 +270,25 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
         dev.name = iface_name(&Value::String(id.to_string()), place)?;
     }
     Ok(dev)
+}
+
+/// Longest `ethernets` key (netplan's id); an interface name is at most 15 bytes.
+const MAX_DEVICE_ID_BYTES: usize = 255;
+
+/// An `ethernets` key is written into the generated files too (their comment line, the
+/// netplan YAML): one line of printable text, refused in compat mode too, as a newline
+/// in it would add `[Network]` settings of the sender's choice.
+fn check_device_id(id: &str) -> Result<()> {
+    if id.is_empty() || id.len() > MAX_DEVICE_ID_BYTES || id.chars().any(char::is_control) {
+        return Err(Error::new(
+            Stage::Metadata,
+            format!("network.ethernets[{}]", id.escape_debug()),
+            format!(
+                "a device id must be 1 to {MAX_DEVICE_ID_BYTES} bytes without a line break or another control character"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// `match:` of an ethernets entry: only `macaddress` is supported.
@@ -567,7 +598,10 @@ fn networkd_files(d: &Device) -> Vec<FileWrite> {
     // `wakeonlan` is not rendered: cloud-init 22.4's networkd renderer ignores it (a VM is
     // not woken by magic packets either).
     if d.mac.is_some() || d.mtu.is_some() {
-        let mut link = format!("# Written by nodeagent from network.ethernets.{}\n", d.id);
+        let mut link = format!(
+            "# Written by nodeagent from network.ethernets.{}\n",
+            d.id.escape_debug()
+        );
         link.push_str(&match_section);
         link.push_str("\n[Link]\n");
         if d.mac.is_some() {
@@ -579,7 +613,10 @@ fn networkd_files(d: &Device) -> Vec<FileWrite> {
         files.push(file(format!("{base}.link"), link, 0o644));
     }
 
-    let mut net = format!("# Written by nodeagent from network.ethernets.{}\n", d.id);
+    let mut net = format!(
+        "# Written by nodeagent from network.ethernets.{}\n",
+        d.id.escape_debug()
+    );
     match &d.mac {
         // MAC only: on first boot udev has already named the NIC (ens4…) before the local
         // stage writes the .link that renames it, so matching the new name too would
@@ -772,6 +809,27 @@ mod tests {
             assert_eq!(e.place, "network.ethernets.id0.match.macaddress");
             assert!(e.message.contains("control character"), "{e}");
         }
+    }
+
+    /// A device id (a map key) with line breaks used to reach the comment line of the .network
+    /// and .link files and add its own `[Network]` settings; too many devices ran out of file
+    /// descriptors after /etc/hostname was written. Both are refused, compat mode too.
+    #[test]
+    fn device_ids_with_line_breaks_and_too_many_devices_are_refused() {
+        for id in ["id0\n[Network]\nDNS=6.6.6.6\n#", "a\rb", "x\u{85}y", ""] {
+            let cfg = json!({"version": 2, "ethernets": {id: {"dhcp4": true}}});
+            for compat in [false, true] {
+                let e = render_with(&cfg, "networkd", compat).unwrap_err();
+                assert!(e.place.starts_with("network.ethernets["), "{e}");
+                assert!(!e.place.contains('\n') && !e.message.contains('\n'), "{e}");
+            }
+        }
+        let many: Map<String, Value> = (0..=crate::limits::MAX_NETWORK_DEVICES)
+            .map(|i| (format!("e{i}"), json!({"dhcp4": true})))
+            .collect();
+        let e =
+            render_with(&json!({"version": 2, "ethernets": many}), "networkd", true).unwrap_err();
+        assert!(e.message.contains("MAX_NETWORK_DEVICES"), "{e}");
     }
 
     #[test]
