@@ -90,6 +90,35 @@ pub fn read(root: &Path, rel: &str) -> io::Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Contents of the regular file `rel` as [`read`] reads it, except that a symlink as its last
+/// component is refused (`O_NOFOLLOW`, ELOOP), on the host too: for what is copied into a
+/// place others can read (the collect-logs archive), where a link in a log directory would
+/// pull in whatever file it names.
+pub fn read_regular_nofollow(root: &Path, rel: &str) -> io::Result<Vec<u8>> {
+    use nix::fcntl::OFlag;
+    let flags = OFlag::O_RDONLY
+        | OFlag::O_CLOEXEC
+        | OFlag::O_NOCTTY
+        | OFlag::O_NONBLOCK
+        | OFlag::O_NOFOLLOW;
+    let f = match open_in_root(root, rel, flags)? {
+        Some(fd) => std::fs::File::from(fd),
+        None => {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+                .open(file(root, rel)?)?
+        }
+    };
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    let mut out = Vec::new();
+    (&f).read_to_end(&mut out)?;
+    Ok(out)
+}
+
 /// `rel` opened with `flags`, resolved inside `root` by the kernel (on the host, as it is);
 /// `None` on a kernel without `openat2`.
 fn open_in_root(
@@ -307,6 +336,24 @@ mod tests {
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         swapper.join().unwrap();
         assert!(inside > 0 && missed > 0, "no race seen: {inside} {missed}");
+    }
+
+    /// A last-component link is refused, wherever it points (collect-logs copied the file a
+    /// link in the log directory named into the archive); a regular file is read.
+    #[test]
+    fn read_regular_nofollow_refuses_a_final_link() {
+        let d = test_root(&["var/log", "etc"], &[("/etc/shadow", "var/log/x.log")]);
+        let r = d.path();
+        std::fs::write(r.join("etc/shadow"), "root:$6$hash:::").unwrap();
+        assert!(
+            read(r, "var/log/x.log").is_ok(),
+            "read follows links in the root"
+        );
+        let e = read_regular_nofollow(r, "var/log/x.log").unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{e}");
+        std::fs::write(r.join("var/log/y.log"), "ok").unwrap();
+        assert_eq!(read_regular_nofollow(r, "var/log/y.log").unwrap(), b"ok");
+        assert!(read_regular_nofollow(r, "var/log").is_err(), "a directory");
     }
 
     #[test]

@@ -140,11 +140,13 @@ struct Bundle<'a> {
 
 impl Bundle<'_> {
     /// The file at `rel` under the root as `name`, transformed and redacted. Every file is
-    /// opened inside the root in one call (confine::read, openat2): a symlink planted in
-    /// the image, or swapped in while collecting, cannot pull a host file into the archive.
+    /// opened inside the root in one call (openat2): a symlink planted in the image, or
+    /// swapped in while collecting, cannot pull a host file into the archive; and a link as
+    /// the last component is not followed at all (`read_regular_nofollow`), so a link in a
+    /// log directory cannot pull in another file of the node either.
     fn file(&mut self, name: &str, rel: &str, transform: &dyn Fn(&str) -> String) {
         let src = self.root.join(rel.trim_start_matches('/'));
-        match crate::confine::read(self.root, rel) {
+        match crate::confine::read_regular_nofollow(self.root, rel) {
             Ok(bytes) => {
                 let text = String::from_utf8_lossy(&bytes);
                 self.files.push((

@@ -1558,3 +1558,99 @@ fn user_values_useradd_refuses_are_refused_in_the_plan() {
         Expect::new(Stage::Plan, "users[0].inactive", "not a number of days"),
     );
 }
+
+/// `/etc/sudoers.d` in the image is an absolute link to a directory outside the root: the
+/// sudo step chmodded that host directory to 0750 (it resolved only the parents). It is
+/// resolved inside the root now; the outside directory keeps its mode and gets no file.
+#[test]
+fn sudo_step_never_chmods_through_an_absolute_link() {
+    use std::os::unix::fs::PermissionsExt;
+    let e = env(
+        &cloud_config("users:\n- name: bob\n  lock_passwd: true\n  sudo: ALL=(ALL) NOPASSWD:ALL\n"),
+        None,
+    );
+    std::fs::create_dir_all(e.r.join("usr/sbin")).unwrap();
+    for tool in ["useradd", "usermod", "groupadd", "chpasswd"] {
+        std::fs::write(e.r.join("usr/sbin").join(tool), "").unwrap();
+    }
+    std::fs::write(e.r.join("etc/shadow"), "root:*:19000:0:99999:7:::\n").unwrap();
+    // What lets the agent make the user itself, as useradd would (apply/accounts.rs).
+    std::fs::write(e.r.join("etc/login.defs"), "USERGROUPS_ENAB yes\n").unwrap();
+    std::fs::create_dir_all(e.r.join("etc/default")).unwrap();
+    std::fs::write(
+        e.r.join("etc/default/useradd"),
+        "SHELL=/bin/sh\nHOME=/home\n",
+    )
+    .unwrap();
+    let outside = e.outside.join("sudoers.d");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink(&outside, e.r.join("etc/sudoers.d")).unwrap();
+    let out = run(&e);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let mode = std::fs::metadata(&outside).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o755, "the outside directory was chmodded");
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    let inside = e.r.join(outside.strip_prefix("/").unwrap());
+    assert_eq!(
+        std::fs::metadata(&inside).unwrap().permissions().mode() & 0o7777,
+        0o750
+    );
+    assert!(inside.join("90-nodeagent-bob").is_file());
+}
+
+/// `query --root R userdata` and `query --all` printed what an absolute link in the saved
+/// instance data pointed to on the operator's machine; they read inside R now.
+#[test]
+fn query_never_reads_through_an_absolute_link_out_of_the_root() {
+    let e = env(&cloud_config("runcmd: [\"true\"]\n"), None);
+    let out = run(&e);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let host_secret = e.outside.join("operator-secret");
+    std::fs::write(&host_secret, "OPERATOR-ONLY-d41d8cd9\n").unwrap();
+    let instances = e.r.join("var/lib/nodeagent/instances");
+    let idir = std::fs::read_dir(&instances)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let ud = idir.join(nodeagent::pipeline::SAVED_USERDATA);
+    std::fs::remove_file(&ud).unwrap();
+    std::os::unix::fs::symlink(&host_secret, &ud).unwrap();
+    for args in [&["userdata"][..], &["--all"][..]] {
+        let mut a: Vec<&std::ffi::OsStr> = vec!["query".as_ref(), "--root".as_ref()];
+        a.push(e.r.as_os_str());
+        a.extend(args.iter().map(|s| std::ffi::OsStr::new(*s)));
+        let out = agent(&a);
+        assert!(
+            !out.stdout.contains("OPERATOR-ONLY") && !out.stderr.contains("OPERATOR-ONLY"),
+            "{args:?} read the host file:\n{}{}",
+            out.stdout,
+            out.stderr
+        );
+    }
+}
+
+/// A link as the last component in the log directory (`nodeagent-output.log -> /etc/shadow`)
+/// put that file into the world-readable collect-logs archive. Links are not followed.
+#[test]
+fn collect_logs_never_follows_a_final_link_in_the_log_directory() {
+    let e = env(&cloud_config("runcmd: [\"true\"]\n"), None);
+    std::fs::write(
+        e.r.join("etc/shadow"),
+        "root:$6$SHADOWHASHd41d8:19000::::::\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("/etc/shadow", e.r.join("var/log/nodeagent-output.log")).unwrap();
+    let all = hostile_common::leak_sinks(&e.r, &e.d);
+    assert!(!all.contains("SHADOWHASH"), "{all}");
+    assert!(
+        all.contains("skipped nodeagent-output.log"),
+        "the manifest says why: {all}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(e.r.join("etc/shadow")).unwrap(),
+        "root:$6$SHADOWHASHd41d8:19000::::::\n"
+    );
+}

@@ -564,8 +564,12 @@ fn sudo(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()>
     let path = sudoers_file(&u.name);
     // cloud-init's ensure_sudo_dir: util.ensure_dir("/etc/sudoers.d", 0o750), which also
     // chmods a directory that is already there (Debian's sudo ships it 0755).
-    let dir = t.path("/etc/sudoers.d")?;
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    // Every link on the way, the last one too, resolved inside the root (an absolute
+    // `/etc/sudoers.d` link in the image chmodded a directory of the host), then changed
+    // through a descriptor of what was resolved, opened without following a link.
+    let dir = crate::confine::dir(&t.root, "/etc/sudoers.d")
+        .map_err(|e| Error::io(Stage::Apply, place, "resolve /etc/sudoers.d", e))?;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
     if !dir.is_dir() {
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -573,7 +577,12 @@ fn sudo(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()>
             .create(&dir)
             .map_err(|e| Error::new(Stage::Apply, place, format!("mkdir /etc/sudoers.d: {e}")))?;
     }
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o750))
+    let nofollow = if t.is_host() { 0 } else { libc::O_NOFOLLOW };
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | nofollow)
+        .open(&dir)
+        .and_then(|d| d.set_permissions(std::fs::Permissions::from_mode(0o750)))
         .map_err(|e| Error::new(Stage::Apply, place, format!("chmod /etc/sudoers.d: {e}")))?;
     // Validate before it can take effect: a broken sudoers.d file disables sudo entirely.
     // Rules of the forms sudo is known to accept (CAPV's among them) need no visudo process.
