@@ -119,6 +119,180 @@ pub fn read_regular_nofollow(root: &Path, rel: &str) -> io::Result<Vec<u8>> {
     Ok(out)
 }
 
+/// An open directory that a user other than root may own (a home, its `.ssh`): every name
+/// in it is used relative to this descriptor, never followed if it is a link (`O_NOFOLLOW`,
+/// `AT_SYMLINK_NOFOLLOW`), and what is opened is `fstat`ed, not the path checked before. The
+/// owner may rename, swap (`renameat2(RENAME_EXCHANGE)`) or replace any name at any instant:
+/// the agent still acts on the directory it opened, which the owner could write anyway, and
+/// reads only a regular file with one link.
+pub struct UserDir {
+    fd: std::os::fd::OwnedFd,
+}
+
+/// Flags of every open below: no link followed, no controlling tty, no exec leak.
+fn at_flags() -> nix::fcntl::OFlag {
+    use nix::fcntl::OFlag;
+    OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NOCTTY
+}
+
+impl UserDir {
+    /// The directory at `path` (a host path its caller resolved inside the root, whose
+    /// parents only root can change). Its last component is not followed.
+    pub fn open(path: &Path) -> io::Result<UserDir> {
+        use nix::fcntl::OFlag;
+        let fd = nix::fcntl::open(
+            path,
+            at_flags() | OFlag::O_DIRECTORY | OFlag::O_RDONLY,
+            nix::sys::stat::Mode::empty(),
+        )?;
+        Ok(UserDir { fd })
+    }
+
+    /// The subdirectory `name`, made with `mode` if it is missing. `Err` (ELOOP, ENOTDIR)
+    /// when `name` is a link or not a directory.
+    pub fn subdir(&self, name: &str, mode: u32) -> io::Result<UserDir> {
+        use nix::fcntl::OFlag;
+        let m = nix::sys::stat::Mode::from_bits_truncate(mode);
+        match nix::sys::stat::mkdirat(&self.fd, name, m) {
+            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let fd = nix::fcntl::openat(
+            &self.fd,
+            name,
+            at_flags() | OFlag::O_DIRECTORY | OFlag::O_RDONLY,
+            nix::sys::stat::Mode::empty(),
+        )?;
+        Ok(UserDir { fd })
+    }
+
+    /// The subdirectory `name` if it is there as a directory, not a link.
+    pub fn existing_subdir(&self, name: &str) -> io::Result<Option<UserDir>> {
+        use nix::fcntl::OFlag;
+        match nix::fcntl::openat(
+            &self.fd,
+            name,
+            at_flags() | OFlag::O_DIRECTORY | OFlag::O_RDONLY,
+            nix::sys::stat::Mode::empty(),
+        ) {
+            Ok(fd) => Ok(Some(UserDir { fd })),
+            Err(nix::errno::Errno::ENOENT) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Owner and mode of the directory itself, through its descriptor.
+    pub fn set_owner_mode(&self, uid: u32, gid: u32, mode: u32) -> io::Result<()> {
+        std::os::unix::fs::fchown(&self.fd, Some(uid), Some(gid))?;
+        nix::sys::stat::fchmod(&self.fd, nix::sys::stat::Mode::from_bits_truncate(mode))?;
+        Ok(())
+    }
+
+    /// What the descriptor is (`fstat`): the directory opened, not the name looked up.
+    pub fn stat(&self) -> io::Result<nix::sys::stat::FileStat> {
+        Ok(nix::sys::stat::fstat(&self.fd)?)
+    }
+
+    /// Whether `name` exists (a link counts, and is not followed).
+    pub fn has(&self, name: &str) -> bool {
+        nix::sys::stat::fstatat(&self.fd, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW).is_ok()
+    }
+
+    /// Contents of `name` if it is a regular file with a single link, at most `max` bytes:
+    /// never a link, FIFO or device, nor a hard link the owner made to another file.
+    pub fn read_regular(&self, name: &str, max: u64) -> io::Result<Option<Vec<u8>>> {
+        use nix::fcntl::OFlag;
+        let fd = match nix::fcntl::openat(
+            &self.fd,
+            name,
+            at_flags() | OFlag::O_RDONLY | OFlag::O_NONBLOCK,
+            nix::sys::stat::Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ELOOP) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let st = nix::sys::stat::fstat(&fd)?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_nlink != 1 {
+            return Ok(None);
+        }
+        let mut out = Vec::new();
+        std::fs::File::from(fd).take(max).read_to_end(&mut out)?;
+        Ok(Some(out))
+    }
+
+    /// A new file `name` (`O_CREAT | O_EXCL`, never through a link) with its final owner
+    /// and mode before its first byte, synced. `Ok(false)`: `name` already exists.
+    pub fn create_new(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        uid: u32,
+        gid: u32,
+        mode: u32,
+    ) -> io::Result<bool> {
+        use nix::fcntl::OFlag;
+        let fd = match nix::fcntl::openat(
+            &self.fd,
+            name,
+            at_flags() | OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL,
+            nix::sys::stat::Mode::from_bits_truncate(mode),
+        ) {
+            Ok(fd) => fd,
+            Err(nix::errno::Errno::EEXIST) => return Ok(false),
+            Err(e) => return Err(e.into()),
+        };
+        let mut f = std::fs::File::from(fd);
+        std::os::unix::fs::fchown(&f, Some(uid), Some(gid))?;
+        nix::sys::stat::fchmod(&f, nix::sys::stat::Mode::from_bits_truncate(mode))?;
+        std::io::Write::write_all(&mut f, bytes)?;
+        f.sync_all()?;
+        Ok(true)
+    }
+
+    /// Replace `name` with `bytes` atomically: a temporary file made in this directory with
+    /// its final owner and mode, written, synced, renamed over `name` (a link there is
+    /// replaced, never followed), then the directory synced.
+    pub fn replace(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        uid: u32,
+        gid: u32,
+        mode: u32,
+    ) -> io::Result<()> {
+        let tmp = format!(".{name}.nodeagent-tmp");
+        self.remove(&tmp);
+        if !self.create_new(&tmp, bytes, uid, gid, mode)? {
+            return Err(io::Error::other(format!("{tmp} is in the way")));
+        }
+        nix::fcntl::renameat(&self.fd, tmp.as_str(), &self.fd, name)?;
+        nix::unistd::fsync(&self.fd)?;
+        Ok(())
+    }
+
+    /// Move the entry `from` to `to` in this directory unless `to` exists
+    /// (`RENAME_NOREPLACE`). `Ok(false)`: `to` was there.
+    pub fn rename_noreplace(&self, from: &str, to: &str) -> io::Result<bool> {
+        use nix::fcntl::RenameFlags;
+        match nix::fcntl::renameat2(&self.fd, from, &self.fd, to, RenameFlags::RENAME_NOREPLACE) {
+            Ok(()) => Ok(true),
+            Err(nix::errno::Errno::EEXIST) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Remove the entry `name` (a file, a link, an empty directory) if it is there; a
+    /// leftover of a run killed half-way. Errors are ignored: what cannot be removed makes
+    /// the next step fail with its own error.
+    pub fn remove(&self, name: &str) {
+        use nix::unistd::UnlinkatFlags;
+        if nix::unistd::unlinkat(&self.fd, name, UnlinkatFlags::NoRemoveDir).is_err() {
+            let _ = nix::unistd::unlinkat(&self.fd, name, UnlinkatFlags::RemoveDir);
+        }
+    }
+}
+
 /// `rel` opened with `flags`, resolved inside `root` by the kernel (on the host, as it is);
 /// `None` on a kernel without `openat2`.
 fn open_in_root(
