@@ -137,48 +137,52 @@ fn at_flags() -> nix::fcntl::OFlag {
 
 impl UserDir {
     /// The directory at `path` (a host path its caller resolved inside the root, whose
-    /// parents only root can change). Its last component is not followed.
-    pub fn open(path: &Path) -> io::Result<UserDir> {
+    /// parents only root can change). Its last component is followed only with `follow`
+    /// (on the host, where a home may be a link the image made in a root-owned directory).
+    pub fn open(path: &Path, follow: bool) -> io::Result<UserDir> {
         use nix::fcntl::OFlag;
-        let fd = nix::fcntl::open(
-            path,
-            at_flags() | OFlag::O_DIRECTORY | OFlag::O_RDONLY,
-            nix::sys::stat::Mode::empty(),
-        )?;
+        let mut flags = at_flags() | OFlag::O_DIRECTORY | OFlag::O_RDONLY;
+        if follow {
+            flags.remove(OFlag::O_NOFOLLOW);
+        }
+        let fd = nix::fcntl::open(path, flags, nix::sys::stat::Mode::empty())?;
         Ok(UserDir { fd })
     }
 
     /// The subdirectory `name`, made with `mode` if it is missing. `Err` (ELOOP, ENOTDIR)
     /// when `name` is a link or not a directory.
     pub fn subdir(&self, name: &str, mode: u32) -> io::Result<UserDir> {
-        use nix::fcntl::OFlag;
         let m = nix::sys::stat::Mode::from_bits_truncate(mode);
         match nix::sys::stat::mkdirat(&self.fd, name, m) {
             Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
             Err(e) => return Err(e.into()),
         }
-        let fd = nix::fcntl::openat(
-            &self.fd,
-            name,
-            at_flags() | OFlag::O_DIRECTORY | OFlag::O_RDONLY,
-            nix::sys::stat::Mode::empty(),
-        )?;
-        Ok(UserDir { fd })
+        self.open_subdir(name).map_err(io::Error::from)
     }
 
     /// The subdirectory `name` if it is there as a directory, not a link.
     pub fn existing_subdir(&self, name: &str) -> io::Result<Option<UserDir>> {
-        use nix::fcntl::OFlag;
-        match nix::fcntl::openat(
-            &self.fd,
-            name,
-            at_flags() | OFlag::O_DIRECTORY | OFlag::O_RDONLY,
-            nix::sys::stat::Mode::empty(),
-        ) {
-            Ok(fd) => Ok(Some(UserDir { fd })),
+        match self.open_subdir(name) {
+            Ok(d) => Ok(Some(d)),
             Err(nix::errno::Errno::ENOENT) => Ok(None),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// `openat(O_DIRECTORY | O_NOFOLLOW)`; a link is ELOOP (the kernel says ENOTDIR).
+    fn open_subdir(&self, name: &str) -> nix::Result<UserDir> {
+        use nix::fcntl::OFlag;
+        let flags = at_flags() | OFlag::O_DIRECTORY | OFlag::O_RDONLY;
+        match nix::fcntl::openat(&self.fd, name, flags, nix::sys::stat::Mode::empty()) {
+            Ok(fd) => Ok(UserDir { fd }),
+            Err(nix::errno::Errno::ENOTDIR) if self.is_link(name) => Err(nix::errno::Errno::ELOOP),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn is_link(&self, name: &str) -> bool {
+        nix::sys::stat::fstatat(&self.fd, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK)
     }
 
     /// Owner and mode of the directory itself, through its descriptor.
@@ -528,6 +532,45 @@ mod tests {
         std::fs::write(r.join("var/log/y.log"), "ok").unwrap();
         assert_eq!(read_regular_nofollow(r, "var/log/y.log").unwrap(), b"ok");
         assert!(read_regular_nofollow(r, "var/log").is_err(), "a directory");
+    }
+
+    /// What a user may plant in their own `.ssh`: a link or a hard link to a file they cannot
+    /// read is never read, a link in place of `.ssh` is not entered, and replacing a name
+    /// that is a link replaces the link, leaving its target alone.
+    #[test]
+    fn user_dir_never_follows_nor_reads_what_the_owner_planted() {
+        let d = test_root(&["home/u/.ssh", "secret"], &[]);
+        let (r, secret) = (d.path(), d.path().join("secret/f"));
+        std::fs::write(&secret, "root only").unwrap();
+        let ssh = r.join("home/u/.ssh");
+        std::os::unix::fs::symlink(&secret, ssh.join("soft")).unwrap();
+        std::fs::hard_link(&secret, ssh.join("hard")).unwrap();
+        std::fs::write(ssh.join("mine"), "key").unwrap();
+        std::os::unix::fs::symlink(r.join("secret"), r.join("home/u/.link")).unwrap();
+        let home = UserDir::open(&r.join("home/u"), false).unwrap();
+        let e = home.subdir(".link", 0o700).err().unwrap();
+        assert_eq!(e.raw_os_error(), Some(libc::ELOOP));
+        assert!(home.existing_subdir(".link").is_err());
+        let dir = home.subdir(".ssh", 0o700).unwrap();
+        assert!(dir.stat().unwrap().st_mode & libc::S_IFMT == libc::S_IFDIR);
+        assert_eq!(dir.read_regular("soft", 1024).unwrap(), None);
+        assert_eq!(dir.read_regular("hard", 1024).unwrap(), None);
+        assert_eq!(
+            dir.read_regular("mine", 1024).unwrap(),
+            Some(b"key".to_vec())
+        );
+        let me = (
+            nix::unistd::getuid().as_raw(),
+            nix::unistd::getgid().as_raw(),
+        );
+        dir.replace("soft", b"new", me.0, me.1, 0o600).unwrap();
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root only");
+        assert!(
+            std::fs::symlink_metadata(ssh.join("soft"))
+                .unwrap()
+                .is_file()
+        );
+        assert!(!dir.create_new("mine", b"x", me.0, me.1, 0o600).unwrap());
     }
 
     #[test]

@@ -538,8 +538,9 @@ fn ssh_files(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Resul
         })
 }
 
-/// The user's home, resolved inside the root (only root can change the path above it), and
-/// opened without following its last component. A missing home is made first: with
+/// The user's home, resolved inside the root (only root can change the path above it, and
+/// so the home's own name), and opened; under `--root` every link was resolved inside R, on
+/// the host a home that is a link the image made is followed. A missing home is made first: with
 /// `owner` the user's (the keys step, as before), else root's 0755 as os.makedirs does
 /// (cloud-init's check_create_path). `None`: the home is not a directory.
 fn open_home(
@@ -554,7 +555,7 @@ fn open_home(
         let (uid, gid) = owner.unwrap_or((0, 0));
         files::ensure_parents(&path, uid, gid, place)?;
     }
-    match crate::confine::UserDir::open(&path) {
+    match crate::confine::UserDir::open(&path, t.is_host()) {
         Ok(d) => Ok(Some(d)),
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTDIR | libc::ELOOP)) => Ok(None),
         Err(e) => Err(Error::io(Stage::Apply, place, home, e)),
