@@ -324,10 +324,25 @@ fn serving_cert_must_cover_the_endpoint() {
         );
         g
     };
-    preflight(&plan_of(&with(good), &init_line()), root().path()).unwrap();
+    preflight(&plan_of(&with(good.clone()), &init_line()), root().path()).unwrap();
     let e = fails(&with(bad), &init_line());
     assert!(
         e.place.ends_with("apiserver.crt") && e.message.contains("127.0.0.1"),
+        "{e}"
+    );
+    // Its key, when the plan writes it too, is proved (signed with, verified by the cert).
+    let (_, other_key) = make_leaf(&ca, &["kubernetes"]);
+    let mut g = with(good);
+    g.insert(
+        0,
+        (
+            "/etc/kubernetes/pki/apiserver.key".into(),
+            other_key.into_bytes(),
+        ),
+    );
+    let e = fails(&g, &init_line());
+    assert!(
+        e.place.ends_with("apiserver.key") && e.message.contains("does not match"),
         "{e}"
     );
 }

@@ -124,10 +124,12 @@ pub fn check_ca_pinned(
 }
 
 /// A serving certificate (apiserver.crt) present before kubeadm runs: signed by the CA,
-/// valid now, and covering the control-plane endpoint host.
+/// valid now, covering the control-plane endpoint host, and proved by its key when that is
+/// there too.
 pub fn check_serving(
     cert_path: &str,
     cert_pem: &[u8],
+    key: Option<(&str, &[u8])>,
     ca: Option<&CertInfo>,
     endpoint_host: Option<&str>,
     now: i64,
@@ -135,6 +137,9 @@ pub fn check_serving(
     let certs = inspect::parse_certs(cert_pem).map_err(|m| fail(cert_path, m))?;
     let leaf = &certs[0];
     check_validity(cert_path, leaf, now)?;
+    if let Some((key_path, key_pem)) = key {
+        check_key_matches(key_path, key_pem, cert_path, &leaf.spki_der)?;
+    }
     if let Some(ca) = ca
         && !inspect::signed_by(leaf, ca)
     {
