@@ -549,6 +549,7 @@ fn open_home(
     owner: Option<(u32, u32)>,
     place: &str,
 ) -> Result<Option<crate::confine::UserDir>> {
+    t.path(home)?; // refuses a relative home or one with `..`, as every target path
     let path =
         crate::confine::dir(&t.root, home).map_err(|e| Error::io(Stage::Apply, place, home, e))?;
     if std::fs::symlink_metadata(&path).is_err() {
