@@ -192,9 +192,9 @@ pub fn load(
 ) -> crate::error::Result<(String, Vec<Record>, Vec<Event>)> {
     use crate::error::{Error, Stage};
     let iid = instance_id.map(String::from).or_else(|| {
-        state_dir(root)
+        crate::confine::read(root, &format!("{}/instance-id", crate::state::DIR))
             .ok()
-            .and_then(|d| std::fs::read_to_string(d.join("instance-id")).ok())
+            .and_then(|b| String::from_utf8(b).ok())
             .map(|s| s.trim_end().to_string())
     });
     let Some(iid) = iid.filter(|i| !i.is_empty()) else {

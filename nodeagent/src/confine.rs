@@ -90,6 +90,213 @@ pub fn read(root: &Path, rel: &str) -> io::Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Contents of the regular file `rel` as [`read`] reads it, except that a symlink as its last
+/// component is refused (`O_NOFOLLOW`, ELOOP), on the host too: for what is copied into a
+/// place others can read (the collect-logs archive), where a link in a log directory would
+/// pull in whatever file it names.
+pub fn read_regular_nofollow(root: &Path, rel: &str) -> io::Result<Vec<u8>> {
+    use nix::fcntl::OFlag;
+    let flags = OFlag::O_RDONLY
+        | OFlag::O_CLOEXEC
+        | OFlag::O_NOCTTY
+        | OFlag::O_NONBLOCK
+        | OFlag::O_NOFOLLOW;
+    let f = match open_in_root(root, rel, flags)? {
+        Some(fd) => std::fs::File::from(fd),
+        None => {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+                .open(file(root, rel)?)?
+        }
+    };
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    let mut out = Vec::new();
+    (&f).read_to_end(&mut out)?;
+    Ok(out)
+}
+
+/// An open directory that a user other than root may own (a home, its `.ssh`): every name
+/// in it is used relative to this descriptor, never followed if it is a link (`O_NOFOLLOW`,
+/// `AT_SYMLINK_NOFOLLOW`), and what is opened is `fstat`ed, not the path checked before. The
+/// owner may rename, swap (`renameat2(RENAME_EXCHANGE)`) or replace any name at any instant:
+/// the agent still acts on the directory it opened, which the owner could write anyway, and
+/// reads only a regular file with one link.
+pub struct UserDir {
+    fd: std::os::fd::OwnedFd,
+}
+
+/// Flags of every open below: no link followed, no controlling tty, no exec leak.
+fn at_flags() -> nix::fcntl::OFlag {
+    use nix::fcntl::OFlag;
+    OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NOCTTY
+}
+
+impl UserDir {
+    /// The directory at `path` (a host path its caller resolved inside the root, whose
+    /// parents only root can change). Its last component is followed only with `follow`
+    /// (on the host, where a home may be a link the image made in a root-owned directory).
+    pub fn open(path: &Path, follow: bool) -> io::Result<UserDir> {
+        use nix::fcntl::OFlag;
+        let mut flags = at_flags() | OFlag::O_DIRECTORY | OFlag::O_RDONLY;
+        if follow {
+            flags.remove(OFlag::O_NOFOLLOW);
+        }
+        let fd = nix::fcntl::open(path, flags, nix::sys::stat::Mode::empty())?;
+        Ok(UserDir { fd })
+    }
+
+    /// The subdirectory `name`, made with `mode` if it is missing. `Err` (ELOOP, ENOTDIR)
+    /// when `name` is a link or not a directory.
+    pub fn subdir(&self, name: &str, mode: u32) -> io::Result<UserDir> {
+        let m = nix::sys::stat::Mode::from_bits_truncate(mode);
+        match nix::sys::stat::mkdirat(&self.fd, name, m) {
+            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.open_subdir(name).map_err(io::Error::from)
+    }
+
+    /// The subdirectory `name` if it is there as a directory, not a link.
+    pub fn existing_subdir(&self, name: &str) -> io::Result<Option<UserDir>> {
+        match self.open_subdir(name) {
+            Ok(d) => Ok(Some(d)),
+            Err(nix::errno::Errno::ENOENT) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// `openat(O_DIRECTORY | O_NOFOLLOW)`; a link is ELOOP (the kernel says ENOTDIR).
+    fn open_subdir(&self, name: &str) -> nix::Result<UserDir> {
+        use nix::fcntl::OFlag;
+        let flags = at_flags() | OFlag::O_DIRECTORY | OFlag::O_RDONLY;
+        match nix::fcntl::openat(&self.fd, name, flags, nix::sys::stat::Mode::empty()) {
+            Ok(fd) => Ok(UserDir { fd }),
+            Err(nix::errno::Errno::ENOTDIR) if self.is_link(name) => Err(nix::errno::Errno::ELOOP),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn is_link(&self, name: &str) -> bool {
+        nix::sys::stat::fstatat(&self.fd, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK)
+    }
+
+    /// Owner and mode of the directory itself, through its descriptor.
+    pub fn set_owner_mode(&self, uid: u32, gid: u32, mode: u32) -> io::Result<()> {
+        std::os::unix::fs::fchown(&self.fd, Some(uid), Some(gid))?;
+        nix::sys::stat::fchmod(&self.fd, nix::sys::stat::Mode::from_bits_truncate(mode))?;
+        Ok(())
+    }
+
+    /// What the descriptor is (`fstat`): the directory opened, not the name looked up.
+    pub fn stat(&self) -> io::Result<nix::sys::stat::FileStat> {
+        Ok(nix::sys::stat::fstat(&self.fd)?)
+    }
+
+    /// Whether `name` exists (a link counts, and is not followed).
+    pub fn has(&self, name: &str) -> bool {
+        nix::sys::stat::fstatat(&self.fd, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW).is_ok()
+    }
+
+    /// Contents of `name` if it is a regular file with a single link, at most `max` bytes:
+    /// never a link, FIFO or device, nor a hard link the owner made to another file.
+    pub fn read_regular(&self, name: &str, max: u64) -> io::Result<Option<Vec<u8>>> {
+        use nix::fcntl::OFlag;
+        let fd = match nix::fcntl::openat(
+            &self.fd,
+            name,
+            at_flags() | OFlag::O_RDONLY | OFlag::O_NONBLOCK,
+            nix::sys::stat::Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ELOOP) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let st = nix::sys::stat::fstat(&fd)?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_nlink != 1 {
+            return Ok(None);
+        }
+        let mut out = Vec::new();
+        std::fs::File::from(fd).take(max).read_to_end(&mut out)?;
+        Ok(Some(out))
+    }
+
+    /// A new file `name` (`O_CREAT | O_EXCL`, never through a link) with its final owner
+    /// and mode before its first byte, synced. `Ok(false)`: `name` already exists.
+    pub fn create_new(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        uid: u32,
+        gid: u32,
+        mode: u32,
+    ) -> io::Result<bool> {
+        use nix::fcntl::OFlag;
+        let fd = match nix::fcntl::openat(
+            &self.fd,
+            name,
+            at_flags() | OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL,
+            nix::sys::stat::Mode::from_bits_truncate(mode),
+        ) {
+            Ok(fd) => fd,
+            Err(nix::errno::Errno::EEXIST) => return Ok(false),
+            Err(e) => return Err(e.into()),
+        };
+        let mut f = std::fs::File::from(fd);
+        std::os::unix::fs::fchown(&f, Some(uid), Some(gid))?;
+        nix::sys::stat::fchmod(&f, nix::sys::stat::Mode::from_bits_truncate(mode))?;
+        std::io::Write::write_all(&mut f, bytes)?;
+        f.sync_all()?;
+        Ok(true)
+    }
+
+    /// Replace `name` with `bytes` atomically: a temporary file made in this directory with
+    /// its final owner and mode, written, synced, renamed over `name` (a link there is
+    /// replaced, never followed), then the directory synced.
+    pub fn replace(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        uid: u32,
+        gid: u32,
+        mode: u32,
+    ) -> io::Result<()> {
+        let tmp = format!(".{name}.nodeagent-tmp");
+        self.remove(&tmp);
+        if !self.create_new(&tmp, bytes, uid, gid, mode)? {
+            return Err(io::Error::other(format!("{tmp} is in the way")));
+        }
+        nix::fcntl::renameat(&self.fd, tmp.as_str(), &self.fd, name)?;
+        nix::unistd::fsync(&self.fd)?;
+        Ok(())
+    }
+
+    /// Move the entry `from` to `to` in this directory unless `to` exists
+    /// (`RENAME_NOREPLACE`). `Ok(false)`: `to` was there.
+    pub fn rename_noreplace(&self, from: &str, to: &str) -> io::Result<bool> {
+        use nix::fcntl::RenameFlags;
+        match nix::fcntl::renameat2(&self.fd, from, &self.fd, to, RenameFlags::RENAME_NOREPLACE) {
+            Ok(()) => Ok(true),
+            Err(nix::errno::Errno::EEXIST) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Remove the entry `name` (a file, a link, an empty directory) if it is there; a
+    /// leftover of a run killed half-way. Errors are ignored: what cannot be removed makes
+    /// the next step fail with its own error.
+    pub fn remove(&self, name: &str) {
+        use nix::unistd::UnlinkatFlags;
+        if nix::unistd::unlinkat(&self.fd, name, UnlinkatFlags::NoRemoveDir).is_err() {
+            let _ = nix::unistd::unlinkat(&self.fd, name, UnlinkatFlags::RemoveDir);
+        }
+    }
+}
+
 /// `rel` opened with `flags`, resolved inside `root` by the kernel (on the host, as it is);
 /// `None` on a kernel without `openat2`.
 fn open_in_root(
@@ -307,6 +514,63 @@ mod tests {
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         swapper.join().unwrap();
         assert!(inside > 0 && missed > 0, "no race seen: {inside} {missed}");
+    }
+
+    /// A last-component link is refused, wherever it points (collect-logs copied the file a
+    /// link in the log directory named into the archive); a regular file is read.
+    #[test]
+    fn read_regular_nofollow_refuses_a_final_link() {
+        let d = test_root(&["var/log", "etc"], &[("/etc/shadow", "var/log/x.log")]);
+        let r = d.path();
+        std::fs::write(r.join("etc/shadow"), "root:$6$hash:::").unwrap();
+        assert!(
+            read(r, "var/log/x.log").is_ok(),
+            "read follows links in the root"
+        );
+        let e = read_regular_nofollow(r, "var/log/x.log").unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{e}");
+        std::fs::write(r.join("var/log/y.log"), "ok").unwrap();
+        assert_eq!(read_regular_nofollow(r, "var/log/y.log").unwrap(), b"ok");
+        assert!(read_regular_nofollow(r, "var/log").is_err(), "a directory");
+    }
+
+    /// What a user may plant in their own `.ssh`: a link or a hard link to a file they cannot
+    /// read is never read, a link in place of `.ssh` is not entered, and replacing a name
+    /// that is a link replaces the link, leaving its target alone.
+    #[test]
+    fn user_dir_never_follows_nor_reads_what_the_owner_planted() {
+        let d = test_root(&["home/u/.ssh", "secret"], &[]);
+        let (r, secret) = (d.path(), d.path().join("secret/f"));
+        std::fs::write(&secret, "root only").unwrap();
+        let ssh = r.join("home/u/.ssh");
+        std::os::unix::fs::symlink(&secret, ssh.join("soft")).unwrap();
+        std::fs::hard_link(&secret, ssh.join("hard")).unwrap();
+        std::fs::write(ssh.join("mine"), "key").unwrap();
+        std::os::unix::fs::symlink(r.join("secret"), r.join("home/u/.link")).unwrap();
+        let home = UserDir::open(&r.join("home/u"), false).unwrap();
+        let e = home.subdir(".link", 0o700).err().unwrap();
+        assert_eq!(e.raw_os_error(), Some(libc::ELOOP));
+        assert!(home.existing_subdir(".link").is_err());
+        let dir = home.subdir(".ssh", 0o700).unwrap();
+        assert!(dir.stat().unwrap().st_mode & libc::S_IFMT == libc::S_IFDIR);
+        assert_eq!(dir.read_regular("soft", 1024).unwrap(), None);
+        assert_eq!(dir.read_regular("hard", 1024).unwrap(), None);
+        assert_eq!(
+            dir.read_regular("mine", 1024).unwrap(),
+            Some(b"key".to_vec())
+        );
+        let me = (
+            nix::unistd::getuid().as_raw(),
+            nix::unistd::getgid().as_raw(),
+        );
+        dir.replace("soft", b"new", me.0, me.1, 0o600).unwrap();
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root only");
+        assert!(
+            std::fs::symlink_metadata(ssh.join("soft"))
+                .unwrap()
+                .is_file()
+        );
+        assert!(!dir.create_new("mine", b"x", me.0, me.1, 0o600).unwrap());
     }
 
     #[test]

@@ -127,8 +127,10 @@ impl Facts {
     }
 }
 
+/// A file of the target, resolved inside `root` (an absolute link in the image stays in it).
 fn read(root: &Path, rel: &str) -> Option<String> {
-    std::fs::read_to_string(root.join(rel)).ok()
+    let bytes = crate::confine::read(root, rel).ok()?;
+    String::from_utf8(bytes).ok()
 }
 
 fn os_release_value(text: &str, key: &str) -> Option<String> {

@@ -34,6 +34,9 @@ pub const TEMPLATE_MEMORY_BYTES: u64 = 1024 * 1024 * 1024;
 pub const MAX_WRITE_FILES_TOTAL_BYTES: usize = 64 * 1024 * 1024;
 /// Most `write_files` entries in one cloud-config.
 pub const MAX_WRITE_FILES: usize = 10_000;
+/// Most `network.ethernets` devices in one network config: a VM has a handful (vSphere
+/// allows 10); the step writes up to two files per device, each held open until committed.
+pub const MAX_NETWORK_DEVICES: usize = 64;
 /// Timeout of one guestinfo RPC helper call (vmware-rpctool / vmtoolsd), in milliseconds.
 pub const RPC_TIMEOUT_MS: u64 = 10_000;
 /// stderr kept from one RPC helper call (it goes into the error message).

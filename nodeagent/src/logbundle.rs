@@ -1,7 +1,7 @@
 //! The log bundle `nodeagent collect-logs` writes: a tar.gz for a bug report, with no secret
 //! in it.
 //!
-//! Contents (everything passes through `redact::redact_text` again on the way in):
+//! Contents (every source is redacted once on the way in, JSON by value so it stays JSON):
 //! - `journal.txt`: `journalctl -u 'nodeagent*'` of this boot (on the host only, when present);
 //! - `status.json`, `events.jsonl`, `kubeadm.log` (already redacted when written);
 //! - the instance journal and the *redacted* instance data (`instance-data.json`);
@@ -107,6 +107,30 @@ fn same(t: &str) -> String {
     t.to_string()
 }
 
+/// Redact a source once, as what it is: a JSON document or JSON lines by value (so it stays
+/// valid JSON), any other text (or a line that is not JSON) as text.
+fn redact_source(text: &str) -> String {
+    if let Some(json) = crate::redact::redact_json(text) {
+        return json;
+    }
+    let looks_jsonl = text.lines().any(|l| l.trim_start().starts_with('{'));
+    if !looks_jsonl {
+        return redact_text(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let body = line.strip_suffix('\n').unwrap_or(line);
+        match crate::redact::redact_json(body) {
+            Some(j) => out.push_str(&j),
+            None => out.push_str(&redact_text(body)),
+        }
+        if line.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    out
+}
+
 /// The bundle being gathered: the files so far and the manifest saying what was left out.
 struct Bundle<'a> {
     root: &'a Path,
@@ -116,16 +140,18 @@ struct Bundle<'a> {
 
 impl Bundle<'_> {
     /// The file at `rel` under the root as `name`, transformed and redacted. Every file is
-    /// opened inside the root in one call (confine::read, openat2): a symlink planted in
-    /// the image, or swapped in while collecting, cannot pull a host file into the archive.
+    /// opened inside the root in one call (openat2): a symlink planted in the image, or
+    /// swapped in while collecting, cannot pull a host file into the archive; and a link as
+    /// the last component is not followed at all (`read_regular_nofollow`), so a link in a
+    /// log directory cannot pull in another file of the node either.
     fn file(&mut self, name: &str, rel: &str, transform: &dyn Fn(&str) -> String) {
         let src = self.root.join(rel.trim_start_matches('/'));
-        match crate::confine::read(self.root, rel) {
+        match crate::confine::read_regular_nofollow(self.root, rel) {
             Ok(bytes) => {
                 let text = String::from_utf8_lossy(&bytes);
                 self.files.push((
                     name.to_string(),
-                    redact_text(&transform(&text)).into_bytes(),
+                    redact_source(&transform(&text)).into_bytes(),
                 ));
                 self.manifest
                     .push_str(&format!("included {name} (from {})\n", src.display()));
@@ -313,5 +339,26 @@ mod tests {
             redact_userdata("a: [unclosed"),
             "# userdata omitted: it does not parse as YAML\n"
         );
+    }
+
+    /// status.json as written (redacted, a quoted secret inside a message) stays valid JSON
+    /// in the archive, and JSON lines stay one valid object a line: the second redaction once
+    /// ate the backslash of `\"`.
+    #[test]
+    fn json_sources_stay_json() {
+        let msg = "kubeadm: password: \"hunter2\" failed: a \\ b";
+        let status = serde_json::json!({"v": 1, "error": crate::redact::redact_text(msg)});
+        let text = serde_json::to_string_pretty(&status).unwrap() + "\n";
+        let out = redact_source(&text);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v, status, "{out}");
+        let lines = format!("{}\n{}\nnot json token: abc\n", status, status);
+        let out = redact_source(&lines);
+        let mut it = out.lines();
+        for _ in 0..2 {
+            let v: serde_json::Value = serde_json::from_str(it.next().unwrap()).unwrap();
+            assert_eq!(v, status);
+        }
+        assert_eq!(it.next(), Some("not json token: <redacted>"));
     }
 }

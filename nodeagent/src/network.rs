@@ -177,6 +177,7 @@ fn parse(config: &Value, ctx: &mut Ctx) -> Result<Vec<Device>> {
             ));
         }
     };
+    check_devices(eths)?;
     for (id, dev) in eths {
         let place = format!("network.ethernets.{id}");
         out.push(device(id, mapping(dev, &place)?, &place, ctx)?);
@@ -258,6 +259,30 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
         dev.name = iface_name(&Value::String(id.to_string()), place)?;
     }
     Ok(dev)
+}
+
+/// At most MAX_NETWORK_DEVICES devices (each is up to two files held open until the step
+/// commits). An `ethernets` key reaches the generated files (their comment line, the netplan
+/// YAML): 1 to 255 bytes without a control character, also in compat mode, as a newline in
+/// it would add `[Network]` settings of the sender's choice.
+fn check_devices(eths: &Map<String, Value>) -> Result<()> {
+    let max = crate::limits::MAX_NETWORK_DEVICES;
+    let bad = |id: &&String| id.is_empty() || id.len() > 255 || id.chars().any(char::is_control);
+    let (place, msg) = if eths.len() > max {
+        let n = eths.len();
+        let msg = format!("{n} devices, more than MAX_NETWORK_DEVICES ({max})");
+        ("network.ethernets".to_string(), msg)
+    } else if let Some(id) = eths.keys().find(bad) {
+        let msg =
+            "a device id must be 1 to 255 bytes without a line break or another control character";
+        (
+            format!("network.ethernets[{}]", id.escape_debug()),
+            msg.to_string(),
+        )
+    } else {
+        return Ok(());
+    };
+    Err(Error::new(Stage::Metadata, place, msg))
 }
 
 /// `match:` of an ethernets entry: only `macaddress` is supported.
@@ -557,6 +582,14 @@ fn file(path: String, text: String, mode: u32) -> FileWrite {
     FileWrite::root_owned(path, text.into_bytes(), mode)
 }
 
+/// First line of a generated file; the id escaped, so nothing in it can start a line.
+fn header(id: &str) -> String {
+    format!(
+        "# Written by nodeagent from network.ethernets.{}\n",
+        id.escape_debug()
+    )
+}
+
 fn networkd_files(d: &Device) -> Vec<FileWrite> {
     let mut files = Vec::new();
     let base = format!("{NETWORKD_DIR}/10-nodeagent-{}", d.name);
@@ -567,7 +600,7 @@ fn networkd_files(d: &Device) -> Vec<FileWrite> {
     // `wakeonlan` is not rendered: cloud-init 22.4's networkd renderer ignores it (a VM is
     // not woken by magic packets either).
     if d.mac.is_some() || d.mtu.is_some() {
-        let mut link = format!("# Written by nodeagent from network.ethernets.{}\n", d.id);
+        let mut link = header(&d.id);
         link.push_str(&match_section);
         link.push_str("\n[Link]\n");
         if d.mac.is_some() {
@@ -579,7 +612,7 @@ fn networkd_files(d: &Device) -> Vec<FileWrite> {
         files.push(file(format!("{base}.link"), link, 0o644));
     }
 
-    let mut net = format!("# Written by nodeagent from network.ethernets.{}\n", d.id);
+    let mut net = header(&d.id);
     match &d.mac {
         // MAC only: on first boot udev has already named the NIC (ens4…) before the local
         // stage writes the .link that renames it, so matching the new name too would

@@ -164,7 +164,7 @@ fn gather_reading(opts: &Options, read: ReadFn) -> Result<Inputs> {
 fn read_users(root: &Path) -> UserDb {
     type Entries = Vec<(String, Option<u32>)>;
     let entries = |rel: &str| -> Option<Entries> {
-        let text = std::fs::read_to_string(root.join(rel)).ok()?;
+        let text = String::from_utf8(crate::confine::read(root, rel).ok()?).ok()?;
         Some(
             text.lines()
                 .filter_map(|l| {
@@ -233,8 +233,9 @@ pub fn restore_saved(raw: &mut RawData, facts: &Facts, root: &Path) -> Result<Ve
         }))
     };
     if raw.metadata.is_none()
-        && let Some(iid) = std::fs::read_to_string(dir.join("instance-id"))
+        && let Some(iid) = crate::confine::read(root, &format!("{}/instance-id", crate::state::DIR))
             .ok()
+            .and_then(|b| String::from_utf8(b).ok())
             .map(|s| s.trim_end_matches('\n').to_string())
             .filter(|s| !s.is_empty())
     {

@@ -450,6 +450,22 @@ fn write_file(
         None => Vec::new(),
     };
     let mode = match decode_permissions(wf.permissions.as_ref()) {
+        // `permissions: '0000'` asks for no access at all, but cloud-init's chmod helper skips
+        // a falsy mode and the file keeps 0644: a key readable by all. Refused; --compat keeps
+        // cloud-init's result and says so.
+        Ok(None) if compat => {
+            b.warnings.push(format!(
+                "{place}.permissions: mode 0 is ignored as cloud-init does: the file keeps its mode, 0644 (readable by all users) when new"
+            ));
+            None
+        }
+        Ok(None) => {
+            return Err(Error::new(
+                Stage::Plan,
+                format!("{place}.permissions"),
+                "mode 0 (no access at all) is not applied by cloud-init, which leaves the file 0644, readable by all users; give the mode you mean (e.g. '0600'), or run with --compat for cloud-init's result",
+            ));
+        }
         Ok(m) => m,
         Err(msg) if compat => {
             b.warnings

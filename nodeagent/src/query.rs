@@ -13,8 +13,8 @@ pub const REDACTED: &str = "redacted for non-root user";
 /// Where the saved copies of the current instance live, and which instance that is.
 pub fn saved_instance_dir(root: &Path) -> Result<(String, PathBuf)> {
     let dir = state_dir(root)?;
-    let iid = match std::fs::read_to_string(dir.join("instance-id")) {
-        Ok(s) => s.trim_end().to_string(),
+    let iid = match crate::confine::read(root, &format!("{}/instance-id", crate::state::DIR)) {
+        Ok(s) => String::from_utf8_lossy(&s).trim_end().to_string(),
         // The state directory is root's (0700): say so rather than "has not run".
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
             return Err(Error::io(
@@ -42,15 +42,29 @@ pub fn saved_instance_dir(root: &Path) -> Result<(String, PathBuf)> {
 /// The saved instance data of the current instance: the sensitive copy for root
 /// (`sensitive`), the redacted one otherwise; then `userdata` (the data as received) and
 /// `vendordata` (null: nodeagent applies none), or their placeholders without `sensitive`.
+///
+/// Every file is read inside the root (`confine::read`): an absolute symlink planted in the
+/// saved data resolves in R, never to the operator's own files.
 pub fn saved(root: &Path, sensitive: bool) -> Result<Value> {
-    let (_, idir) = saved_instance_dir(root)?;
+    let (iid, idir) = saved_instance_dir(root)?;
     let file = |name: &str| idir.join(name);
-    let path = if sensitive {
-        file("instance-data-sensitive.json")
-    } else {
-        file("instance-data.json")
+    let rel = |name: &str| {
+        format!(
+            "{}/instances/{}/{name}",
+            crate::state::DIR,
+            instance_dir_name(&iid)
+        )
     };
-    let text = std::fs::read_to_string(&path).map_err(|e| {
+    let read = |name: &str| {
+        crate::confine::read(root, &rel(name)).map(|b| String::from_utf8_lossy(&b).into_owned())
+    };
+    let name = if sensitive {
+        "instance-data-sensitive.json"
+    } else {
+        "instance-data.json"
+    };
+    let path = file(name);
+    let text = read(name).map_err(|e| {
         let what = if e.kind() == std::io::ErrorKind::PermissionDenied {
             "cannot read (try sudo)"
         } else {
@@ -68,7 +82,7 @@ pub fn saved(root: &Path, sensitive: bool) -> Result<Value> {
     let ud = file(crate::pipeline::SAVED_USERDATA);
     let (userdata, vendordata) = if sensitive {
         (
-            std::fs::read_to_string(&ud).map_or(Value::Null, Value::String),
+            read(crate::pipeline::SAVED_USERDATA).map_or(Value::Null, Value::String),
             Value::Null,
         )
     } else {
@@ -152,6 +166,32 @@ mod tests {
                 .unwrap()
                 .starts_with("<redacted for non-root user> file:")
         );
+    }
+
+    /// `query userdata` / `query --all` followed an absolute link in the saved data to the
+    /// operator's own files; it now resolves inside the root, where the target is missing.
+    #[test]
+    fn absolute_links_in_the_saved_data_stay_inside_the_root() {
+        let d = tempfile::tempdir().unwrap();
+        let (root, outside) = (d.path().join("r"), d.path().join("host-secret"));
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(&outside, "{\"host\": \"secret\"}").unwrap();
+        node(&root);
+        let idir = state_dir(&root).unwrap().join("instances/vm-1");
+        for name in [
+            crate::pipeline::SAVED_USERDATA,
+            "instance-data-sensitive.json",
+        ] {
+            std::fs::remove_file(idir.join(name)).unwrap();
+            std::os::unix::fs::symlink(&outside, idir.join(name)).unwrap();
+        }
+        let e = saved(&root, true).unwrap_err();
+        assert!(e.to_string().contains("cannot read"), "{e}");
+        std::fs::remove_file(idir.join("instance-data-sensitive.json")).unwrap();
+        std::fs::write(idir.join("instance-data-sensitive.json"), "{}").unwrap();
+        let tree = saved(&root, true).unwrap();
+        assert_eq!(tree["userdata"], Value::Null, "{tree}");
+        assert!(!tree.to_string().contains("secret"), "{tree}");
     }
 
     #[test]

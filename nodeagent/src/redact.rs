@@ -50,9 +50,14 @@ pub fn redact_text(text: &str) -> String {
     let pem_free = redact_pem(text);
     let mut out = String::with_capacity(pem_free.len());
     let mut cert_key_next = false;
+    let mut bare = BareKey::default();
     for (i, line) in pem_free.split('\n').enumerate() {
         if i > 0 {
             out.push('\n');
+        }
+        if let Some(red) = bare.line(line) {
+            out.push_str(&red);
+            continue;
         }
         if cert_key_next && !line.trim().is_empty() {
             let indent = line
@@ -154,12 +159,38 @@ fn redact_pem(text: &str) -> String {
     out
 }
 
-/// Line-by-line redaction of a stream (kubeadm output): carries PEM blocks and kubeadm's
-/// `Using certificate key:` line across calls, which `redact_text` on single lines cannot.
+/// An unarmoured key body (base64 of PKCS#1, PKCS#8, SEC1 or OpenSSH, wrapped at 64 or 70
+/// columns) printed without its PEM markers: only its first line starts like a key (`MI…`,
+/// `b3BlbnNzaC1rZXktdjE…`); the lines after it (an RSA key's primes) look like any base64.
+/// Once a line ends in key material, every following line that is base64 alone is part of
+/// the same body and redacted whole, up to the first line that is not.
+#[derive(Debug, Default, Clone, Copy)]
+struct BareKey {
+    inside: bool,
+}
+
+impl BareKey {
+    /// `Some(redacted line)` when `line` continues a key body. Otherwise `None`, and whether
+    /// `line` starts a body is remembered for the next line.
+    fn line(&mut self, line: &str) -> Option<String> {
+        let body = line.trim();
+        if self.inside && !body.is_empty() && body.bytes().all(is_b64) {
+            let indent = line.get(..line.len() - line.trim_start().len());
+            return Some(format!("{}{REDACTED}", indent.unwrap_or_default()));
+        }
+        self.inside = ends_in_key_material(body);
+        None
+    }
+}
+
+/// Line-by-line redaction of a stream (kubeadm output): carries PEM blocks, unarmoured key
+/// bodies and kubeadm's `Using certificate key:` line across calls, which `redact_text` on
+/// single lines cannot.
 #[derive(Debug, Default)]
 pub struct StreamRedactor {
     in_pem: bool,
     cert_key_next: bool,
+    bare: BareKey,
 }
 
 impl StreamRedactor {
@@ -180,6 +211,9 @@ impl StreamRedactor {
             self.cert_key_next = false;
             return REDACTED.to_string();
         }
+        if let Some(red) = self.bare.line(line) {
+            return red;
+        }
         let out = redact_text(line);
         if let Some(b) = line.rfind("-----BEGIN ") {
             self.in_pem = !line.get(b..).unwrap_or_default().contains("-----END ");
@@ -189,6 +223,44 @@ impl StreamRedactor {
             .to_ascii_lowercase()
             .ends_with("certificate key:");
         out
+    }
+}
+
+/// Redact a JSON document by value: every string (and every string under a secret key)
+/// goes through `redact_text` once, and the document is serialised again, so it stays valid
+/// JSON. Redacting its text instead could eat the backslash of an escaped quote
+/// (`token: \"<redacted>\"` read as the bare value `\`). `None`: not JSON.
+pub fn redact_json(text: &str) -> Option<String> {
+    let mut v: serde_json::Value = serde_json::from_str(text).ok()?;
+    redact_json_value(&mut v);
+    let out = if text.trim_end().contains('\n') {
+        serde_json::to_string_pretty(&v).ok()?
+    } else {
+        serde_json::to_string(&v).ok()?
+    };
+    Some(if text.ends_with('\n') {
+        out + "\n"
+    } else {
+        out
+    })
+}
+
+fn redact_json_value(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::String(s) => *s = redact_text(s),
+        serde_json::Value::Array(a) => a.iter_mut().for_each(redact_json_value),
+        serde_json::Value::Object(m) => {
+            for (k, val) in m.iter_mut() {
+                let secret_key = SECRET_KEYS.iter().any(|s| s.eq_ignore_ascii_case(k));
+                match val {
+                    serde_json::Value::String(s) if secret_key && !s.is_empty() => {
+                        *s = REDACTED.to_string()
+                    }
+                    _ => redact_json_value(val),
+                }
+            }
+        }
+        _ => {}
     }
 }
 
@@ -268,16 +340,77 @@ const DER_BASE64_MIN: usize = 40;
 /// Shortest run of mixed-case base64 with digits that is redacted whatever its start.
 const BASE64_MIN: usize = 120;
 
-/// Redact long base64 runs that look like key material printed without PEM armour.
+/// Shortest line of base64 alone (mixed case and digits) redacted as key material: 44 is
+/// 32 bytes, an Ed25519 or WireGuard private key; a wrapped key body's lines are 64 or 70.
+const BASE64_LINE_MIN: usize = 44;
+/// Shortest base64 word after key material, on the same line, taken as the body going on.
+const KEY_WORD_MIN: usize = 16;
+/// Base64 of `openssh-key-v1\0`: the start of an OpenSSH private key body.
+const OPENSSH_KEY_START: &[u8] = b"b3BlbnNzaC1rZXktdjE";
+
+fn is_b64(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'=')
+}
+
+/// A base64 run that is key material: starts like DER (`MI…`, `MH…`, `MC…`: a SEQUENCE) or an
+/// OpenSSH key, or is long and mixed (case and digits); `whole_line`: the run is all its
+/// line holds, where a shorter mixed run is enough.
+fn is_key_run(run: &[u8], whole_line: bool) -> bool {
+    let len = run.len();
+    let der_like = len >= DER_BASE64_MIN
+        && (run.starts_with(b"MI")
+            || run.starts_with(b"MH")
+            || run.starts_with(b"MC")
+            || run.starts_with(OPENSSH_KEY_START));
+    let min = if whole_line {
+        BASE64_LINE_MIN
+    } else {
+        BASE64_MIN
+    };
+    let mixed = len >= min
+        && run.iter().any(u8::is_ascii_uppercase)
+        && run.iter().any(u8::is_ascii_lowercase)
+        && run.iter().any(u8::is_ascii_digit);
+    der_like || mixed
+}
+
+/// The (trimmed) line ends with a base64 run that is key material: the body may go on in
+/// the next lines.
+fn ends_in_key_material(body: &str) -> bool {
+    let bytes = body.as_bytes();
+    let run_len = bytes.iter().rev().take_while(|&&c| is_b64(c)).count();
+    let run = bytes.get(bytes.len() - run_len..).unwrap_or_default();
+    is_key_run(run, run_len == bytes.len())
+}
+
+/// Redact long base64 runs that look like key material printed without PEM armour. A key
+/// body whose line breaks are JSON-escaped (`MI…\nAB…\n`) is one line here: every run right
+/// after an escaped break that follows key material is the body going on.
 fn redact_key_material(line: &str) -> String {
-    let is_b64 = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'=');
     let bytes = line.as_bytes();
+    let whole = line.trim().len();
     let mut out = String::with_capacity(line.len());
     let mut copied = 0;
     let mut i = 0;
+    // The previous run was key material and only escaped line breaks came since.
+    let mut in_key = false;
+    let mut after_break = false;
+    // Only blanks since key material: the body's lines as words of one line (a command line
+    // `printf '%s\n' MII… AB… …`).
+    let mut after_blank = false;
     while i < bytes.len() {
         if !bytes.get(i).is_some_and(|&c| is_b64(c)) {
-            i += 1;
+            // An escaped line break separates runs (its `n` does not start the next one).
+            if bytes.get(i..).is_some_and(|b| b.starts_with(b"\\n")) {
+                after_break = in_key;
+                i += 2;
+            } else if in_key && matches!(bytes.get(i), Some(b' ' | b'\t')) {
+                after_blank = true;
+                i += 1;
+            } else {
+                in_key = false;
+                i += 1;
+            }
             continue;
         }
         let len = bytes
@@ -287,13 +420,16 @@ fn redact_key_material(line: &str) -> String {
             .take_while(|&&c| is_b64(c))
             .count();
         let run = bytes.get(i..i + len).unwrap_or_default();
-        let der_like = len >= DER_BASE64_MIN
-            && (run.starts_with(b"MI") || run.starts_with(b"MH") || run.starts_with(b"MC"));
-        let mixed = len >= BASE64_MIN
-            && run.iter().any(u8::is_ascii_uppercase)
-            && run.iter().any(u8::is_ascii_lowercase)
-            && run.iter().any(u8::is_ascii_digit);
-        if der_like || mixed {
+        // A continuation is a whole escaped line: the run ends at the next escaped break,
+        // the string's end or the text's.
+        let line_end = bytes
+            .get(i + len..)
+            .is_none_or(|b| b.is_empty() || b.starts_with(b"\\n") || b.starts_with(b"\""));
+        in_key = (in_key && after_break && line_end)
+            || (in_key && after_blank && !after_break && len >= KEY_WORD_MIN)
+            || is_key_run(run, len == whole);
+        (after_break, after_blank) = (false, false);
+        if in_key {
             out.push_str(line.get(copied..i).unwrap_or_default());
             out.push_str(REDACTED);
             copied = i + len;
@@ -640,6 +776,66 @@ mod tests {
             "{}",
             out[4]
         );
+    }
+
+    /// An RSA key body printed without its PEM markers (`grep -v -- -----`, a key in a
+    /// Secret): every line, not only the first, which alone starts like DER.
+    #[test]
+    fn unarmoured_key_bodies_lose_every_line() {
+        let pem = crate::mint::pki::Key::generate(crate::mint::pki::Algorithm::Rsa2048)
+            .unwrap()
+            .private_pem;
+        let body: Vec<&str> = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+        assert!(body.len() > 10);
+        let output = format!("before\n{}\nafter: done", body.join("\n"));
+        let check = |out: &str| {
+            for l in &body {
+                assert!(!out.contains(l), "{l} in {out}");
+            }
+            assert!(
+                out.starts_with("before\n") && out.ends_with("\nafter: done"),
+                "{out}"
+            );
+        };
+        let once = redact_text(&output);
+        check(&once);
+        assert_eq!(redact_text(&once), once);
+        let mut stream = StreamRedactor::default();
+        let lines: Vec<String> = output.split('\n').map(|l| stream.line(l)).collect();
+        check(&lines.join("\n"));
+        // The same body inside a JSON string (line breaks escaped), and indented in YAML.
+        let json = serde_json::json!({ "last": output }).to_string();
+        let back: serde_json::Value = serde_json::from_str(&redact_text(&json)).unwrap();
+        check(back["last"].as_str().unwrap());
+        let yaml = format!("key: |\n  {}\nnext: 1", body.join("\n  "));
+        let r = redact_text(&yaml);
+        assert!(
+            body.iter().all(|l| !r.contains(l)) && r.ends_with("\nnext: 1"),
+            "{r}"
+        );
+        // OpenSSH and Ed25519 / WireGuard (44 characters) bodies, and the tail of a body
+        // whose first line was cut off (a bounded output keeps its end).
+        for s in [
+            "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\nQyNTUxOQAAACBu5mQa7Bm0Hk2ZnV1uYfH3H9sOJ3a8ND2tUGrXkBqK4AAAAJgPwo9Y",
+            "YEtqC2rGjRj9oJ8f3V0m5cS0p7yq1vXh0b2x5Q8k7Vw=",
+            &body[3..].join("\n"),
+        ] {
+            let r = redact_text(s);
+            for l in s.lines() {
+                assert!(!r.contains(l), "{l} in {r}");
+            }
+        }
+        // The body's lines as words of one command line.
+        let cmd = format!("printf '%s\\n' {} >&2; exit 3", body.join(" "));
+        let r = redact_text(&cmd);
+        assert!(body.iter().all(|l| !r.contains(l)), "{r}");
+        assert!(
+            r.starts_with("printf '%s\\n' <redacted>") && r.ends_with(" >&2; exit 3"),
+            "{r}"
+        );
+        // Short base64-looking words and hex digests stay.
+        let plain = "ok\nsha256:3f2a9c0e1b7d4a5f6e8c9b0a1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e\nabc\nDONE";
+        assert_eq!(redact_text(plain), plain);
     }
 
     #[test]

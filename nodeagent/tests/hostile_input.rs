@@ -1419,3 +1419,238 @@ fn the_memory_figure_is_the_programs_own() {
         "96 MiB allocation measured at {large} KiB"
     );
 }
+
+// ---- issue 33: key bodies line by line, map-key injection, mode 0, plan-time checks ----
+
+/// An RSA key printed without its PEM markers by a failing command (`grep -v -- -----`):
+/// only its first line looks like DER; the other lines (the primes) reached the journal,
+/// nodeagent-output.log, the "last output" in status.json and guestinfo, and the archive.
+/// No line of it is anywhere now, and every JSON file of the archive is still JSON.
+#[test]
+fn unarmoured_rsa_key_body_stays_out_of_every_sink_line_by_line() {
+    let pem = nodeagent::mint::pki::Key::generate(nodeagent::mint::pki::Algorithm::Rsa2048)
+        .unwrap()
+        .private_pem;
+    let body: Vec<&str> = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+    let item = format!("printf '%s\\n' {} >&2; exit 3", body.join(" "));
+    let ud = cloud_config(&format!(
+        "runcmd:\n- {}\n",
+        serde_json::to_string(&item).unwrap()
+    ));
+    let e = env(&ud, None);
+    if !prereq::exec_root(&e.r, &[]) {
+        return;
+    }
+    let out = run_exec(&e);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("runcmd[0]"), "{}", out.stderr);
+    // Every line but the command line itself (which the agent shows cut and redacted).
+    hostile_common::assert_no_secret(&e.r, &e.d, &format!("{}{}", out.stderr, out.stdout), &body);
+    eprintln!("{} key lines, none leaked; {:?}", body.len(), out.elapsed);
+}
+
+/// `ethernets` map keys reach the generated files' comment line: a key with line breaks
+/// added `[Network] DNS=` of the sender's choice and the run exited 0. Now it is refused
+/// before anything is written, the error shows the key escaped on one line.
+#[test]
+fn network_device_id_with_line_breaks_is_refused_before_any_write() {
+    let e = env(&cloud_config("runcmd: [\"true\"]\n"), None);
+    let metadata = serde_json::json!({
+        "instance-id": "i-1",
+        "local-hostname": "evil",
+        "network": {"version": 2, "ethernets": {
+            "id0\n[Network]\nDNS=6.6.6.6\n#": {"dhcp4": true}
+        }}
+    });
+    std::fs::write(e.d.join("guestinfo.metadata"), metadata.to_string()).unwrap();
+    let before = snapshot(&e.r);
+    let out = run(&e);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains(r#"network.ethernets[id0\n[Network]\nDNS=6.6.6.6\n#]: a device id must be"#),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("\nDNS=6.6.6.6"), "{}", out.stderr);
+    assert_eq!(without_reports(snapshot(&e.r)), before, "run changed R");
+    assert!(!reports_text(&e.r).contains("\nDNS="));
+    hostile_common::assert_no_secret(&e.r, &e.d, &out.stderr, &[]);
+}
+
+/// More devices than MAX_NETWORK_DEVICES: refused in the plan, /etc/hostname untouched (it
+/// was written, then the network step ran out of file descriptors).
+#[test]
+fn too_many_network_devices_are_refused_before_the_hostname_is_written() {
+    let e = env(&cloud_config("runcmd: [\"true\"]\n"), None);
+    let eths: serde_json::Map<String, serde_json::Value> = (0..600)
+        .map(|i| (format!("e{i}"), serde_json::json!({"dhcp4": true})))
+        .collect();
+    let metadata = serde_json::json!({
+        "instance-id": "i-1", "local-hostname": "other",
+        "network": {"version": 2, "ethernets": eths}
+    });
+    std::fs::write(e.d.join("guestinfo.metadata"), metadata.to_string()).unwrap();
+    let before = snapshot(&e.r);
+    let out = run(&e);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "network.ethernets: 600 devices, more than MAX_NETWORK_DEVICES ({MAX_NETWORK_DEVICES})"
+        )),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(without_reports(snapshot(&e.r)), before, "run changed R");
+    assert_eq!(
+        std::fs::read_to_string(e.r.join("etc/hostname")).unwrap(),
+        "image\n"
+    );
+}
+
+/// `permissions: '0000'` (or `0`) asked for no access; cloud-init leaves 0644, a key
+/// readable by all. Refused in strict mode like `permissions: 644`.
+#[test]
+fn permissions_zero_is_refused_not_made_world_readable() {
+    for p in ["'0000'", "0", "'0'"] {
+        refused(
+            &cloud_config(&format!(
+                "write_files:\n- path: /etc/a\n  content: a\n- path: /etc/x.key\n  content: k\n  permissions: {p}\n"
+            )),
+            None,
+            Expect::new(
+                Stage::Plan,
+                "write_files[1].permissions",
+                "mode 0 (no access at all) is not applied by cloud-init",
+            ),
+        );
+    }
+}
+
+/// Values useradd refuses only at apply, after earlier steps wrote: a date it cannot read,
+/// and (uid_t)-1, which it refuses and chown reads as "no change" (the home stayed root's).
+#[test]
+fn user_values_useradd_refuses_are_refused_in_the_plan() {
+    refused(
+        &cloud_config(
+            "write_files:\n- path: /etc/a\n  content: a\nusers:\n- name: bob\n  expiredate: not-a-date\n",
+        ),
+        None,
+        Expect::new(
+            Stage::Plan,
+            "users[0].expiredate",
+            "not a date: want YYYY-MM-DD",
+        ),
+    );
+    refused(
+        &cloud_config("users:\n- name: bob\n  expiredate: '2026-02-30'\n"),
+        None,
+        Expect::new(Stage::Plan, "users[0].expiredate", "not a date"),
+    );
+    refused(
+        &cloud_config("users:\n- name: bob\n  uid: 4294967295\n"),
+        None,
+        Expect::new(Stage::Plan, "users[0].uid", "4294967295 is (uid_t)-1"),
+    );
+    refused(
+        &cloud_config("users:\n- name: bob\n  inactive: -2\n"),
+        None,
+        Expect::new(Stage::Plan, "users[0].inactive", "not a number of days"),
+    );
+}
+
+/// `/etc/sudoers.d` in the image is an absolute link to a directory outside the root: the
+/// sudo step chmodded that host directory to 0750 (it resolved only the parents). It is
+/// resolved inside the root now; the outside directory keeps its mode and gets no file.
+#[test]
+fn sudo_step_never_chmods_through_an_absolute_link() {
+    use std::os::unix::fs::PermissionsExt;
+    let e = env(
+        &cloud_config("users:\n- name: bob\n  lock_passwd: true\n  sudo: ALL=(ALL) NOPASSWD:ALL\n"),
+        None,
+    );
+    std::fs::create_dir_all(e.r.join("usr/sbin")).unwrap();
+    for tool in ["useradd", "usermod", "groupadd", "chpasswd"] {
+        std::fs::write(e.r.join("usr/sbin").join(tool), "").unwrap();
+    }
+    std::fs::write(e.r.join("etc/shadow"), "root:*:19000:0:99999:7:::\n").unwrap();
+    // What lets the agent make the user itself, as useradd would (apply/accounts.rs).
+    std::fs::write(e.r.join("etc/login.defs"), "USERGROUPS_ENAB yes\n").unwrap();
+    std::fs::create_dir_all(e.r.join("etc/default")).unwrap();
+    std::fs::write(
+        e.r.join("etc/default/useradd"),
+        "SHELL=/bin/sh\nHOME=/home\n",
+    )
+    .unwrap();
+    let outside = e.outside.join("sudoers.d");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink(&outside, e.r.join("etc/sudoers.d")).unwrap();
+    let out = run(&e);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let mode = std::fs::metadata(&outside).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o755, "the outside directory was chmodded");
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    let inside = e.r.join(outside.strip_prefix("/").unwrap());
+    assert_eq!(
+        std::fs::metadata(&inside).unwrap().permissions().mode() & 0o7777,
+        0o750
+    );
+    assert!(inside.join("90-nodeagent-bob").is_file());
+}
+
+/// `query --root R userdata` and `query --all` printed what an absolute link in the saved
+/// instance data pointed to on the operator's machine; they read inside R now.
+#[test]
+fn query_never_reads_through_an_absolute_link_out_of_the_root() {
+    let e = env(&cloud_config("runcmd: [\"true\"]\n"), None);
+    let out = run(&e);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let host_secret = e.outside.join("operator-secret");
+    std::fs::write(&host_secret, "OPERATOR-ONLY-d41d8cd9\n").unwrap();
+    let instances = e.r.join("var/lib/nodeagent/instances");
+    let idir = std::fs::read_dir(&instances)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let ud = idir.join(nodeagent::pipeline::SAVED_USERDATA);
+    std::fs::remove_file(&ud).unwrap();
+    std::os::unix::fs::symlink(&host_secret, &ud).unwrap();
+    for args in [&["userdata"][..], &["--all"][..]] {
+        let mut a: Vec<&std::ffi::OsStr> = vec!["query".as_ref(), "--root".as_ref()];
+        a.push(e.r.as_os_str());
+        a.extend(args.iter().map(|s| std::ffi::OsStr::new(*s)));
+        let out = agent(&a);
+        assert!(
+            !out.stdout.contains("OPERATOR-ONLY") && !out.stderr.contains("OPERATOR-ONLY"),
+            "{args:?} read the host file:\n{}{}",
+            out.stdout,
+            out.stderr
+        );
+    }
+}
+
+/// A link as the last component in the log directory (`nodeagent-output.log -> /etc/shadow`)
+/// put that file into the world-readable collect-logs archive. Links are not followed.
+#[test]
+fn collect_logs_never_follows_a_final_link_in_the_log_directory() {
+    let e = env(&cloud_config("runcmd: [\"true\"]\n"), None);
+    std::fs::write(
+        e.r.join("etc/shadow"),
+        "root:$6$SHADOWHASHd41d8:19000::::::\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("/etc/shadow", e.r.join("var/log/nodeagent-output.log")).unwrap();
+    let all = hostile_common::leak_sinks(&e.r, &e.d);
+    assert!(!all.contains("SHADOWHASH"), "{all}");
+    assert!(
+        all.contains("skipped nodeagent-output.log"),
+        "the manifest says why: {all}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(e.r.join("etc/shadow")).unwrap(),
+        "root:$6$SHADOWHASHd41d8:19000::::::\n"
+    );
+}

@@ -324,10 +324,25 @@ fn serving_cert_must_cover_the_endpoint() {
         );
         g
     };
-    preflight(&plan_of(&with(good), &init_line()), root().path()).unwrap();
+    preflight(&plan_of(&with(good.clone()), &init_line()), root().path()).unwrap();
     let e = fails(&with(bad), &init_line());
     assert!(
         e.place.ends_with("apiserver.crt") && e.message.contains("127.0.0.1"),
+        "{e}"
+    );
+    // Its key, when the plan writes it too, is proved (signed with, verified by the cert).
+    let (_, other_key) = make_leaf(&ca, &["kubernetes"]);
+    let mut g = with(good);
+    g.insert(
+        0,
+        (
+            "/etc/kubernetes/pki/apiserver.key".into(),
+            other_key.into_bytes(),
+        ),
+    );
+    let e = fails(&g, &init_line());
+    assert!(
+        e.place.ends_with("apiserver.key") && e.message.contains("does not match"),
         "{e}"
     );
 }
@@ -391,4 +406,51 @@ fn file_discovery_needs_its_kubeconfig() {
         (JOIN_PATH.into(), cfg.as_bytes().to_vec()),
     ];
     preflight(&plan_of(&files, JOIN_LINE), root().path()).unwrap();
+}
+
+/// A CA key whose private scalar is damaged but whose stored public key is intact (what
+/// `openssl ec -check` calls invalid and `certs` an unusable private key) passed pre-flight,
+/// which compared the stored public key; `run` wrote it and exited 0. Pre-flight now proves
+/// the key by signing, as `certs` does.
+#[test]
+fn ca_key_with_a_damaged_private_scalar_is_refused() {
+    if !prereq::corpus_present() {
+        return;
+    }
+    let ca = make_ca(-300, 86400, true);
+    let der = nodeagent::pki::inspect::pem_blocks(ca.key_pem.as_bytes())
+        .unwrap()
+        .remove(0)
+        .1;
+    // PKCS#8 wrapping SEC1: `02 01 01 04 20` then the 32-byte scalar, the public key after.
+    let at = der
+        .windows(5)
+        .position(|w| w == [0x02, 0x01, 0x01, 0x04, 0x20])
+        .unwrap()
+        + 5;
+    let mut damaged = der.clone();
+    damaged[at + 7] ^= 0x5a;
+    let damaged_pem = nodeagent::mint::pki::pem_encode("PRIVATE KEY", &damaged);
+    for (key, want) in [
+        (damaged_pem, "unusable private key"),
+        (make_ca(-300, 86400, true).key_pem, "does not match"),
+    ] {
+        let mut f = corpus_files();
+        replace_file(
+            &mut f,
+            "/etc/kubernetes/pki/front-proxy-ca.crt",
+            ca.cert_pem.clone().into_bytes(),
+        );
+        replace_file(
+            &mut f,
+            "/etc/kubernetes/pki/front-proxy-ca.key",
+            key.into_bytes(),
+        );
+        let e = fails(&f, &init_line());
+        assert_eq!(
+            e.place, "step kubeadm: /etc/kubernetes/pki/front-proxy-ca.key",
+            "{e}"
+        );
+        assert!(e.message.contains(want), "{want}: {e}");
+    }
 }

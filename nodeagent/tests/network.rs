@@ -101,3 +101,26 @@ fn wrapped_network_config_and_eni_are_refused_in_the_plan() {
     assert_eq!(code, 1);
     assert!(err.contains("network-interfaces"), "{err}");
 }
+
+/// A device id (a map key) with line breaks used to reach the comment line of the .network and
+/// .link files and add its own `[Network]` settings; too many devices ran out of file
+/// descriptors after /etc/hostname was written. Both are refused, compat mode too.
+#[test]
+fn device_ids_with_line_breaks_and_too_many_devices_are_refused() {
+    use nodeagent::network::render_with;
+    use serde_json::json;
+    for id in ["id0\n[Network]\nDNS=6.6.6.6\n#", "a\rb", "x\u{85}y", ""] {
+        let cfg = json!({"version": 2, "ethernets": {id: {"dhcp4": true}}});
+        for compat in [false, true] {
+            let e = render_with(&cfg, "networkd", compat).unwrap_err();
+            assert!(e.place.starts_with("network.ethernets["), "{e}");
+            assert!(!e.place.contains('\n') && !e.message.contains('\n'), "{e}");
+        }
+    }
+    let many: serde_json::Map<String, serde_json::Value> = (0
+        ..=nodeagent::limits::MAX_NETWORK_DEVICES)
+        .map(|i| (format!("e{i}"), json!({"dhcp4": true})))
+        .collect();
+    let e = render_with(&json!({"version": 2, "ethernets": many}), "networkd", true).unwrap_err();
+    assert!(e.message.contains("MAX_NETWORK_DEVICES"), "{e}");
+}

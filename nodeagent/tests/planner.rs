@@ -121,3 +121,36 @@ fn a_value_of_the_wrong_kind_is_named() {
         ]
     );
 }
+
+/// `permissions: '0000'` (no access at all) is refused; under --compat the plan keeps
+/// cloud-init's result (mode 0 skipped: the creation mode, 0644) and warns that it is
+/// readable by all.
+#[test]
+fn permissions_zero_is_refused_strict_and_warned_in_compat() {
+    let ud =
+        "#cloud-config\nwrite_files:\n- path: /etc/x.key\n  content: k\n  permissions: '0000'\n";
+    let now = nodeagent::pki::now();
+    let e = pipeline::prepare(&inputs(ud, Disk::default(), now)).unwrap_err();
+    assert_eq!(e.place, "write_files[0].permissions", "{e}");
+    assert!(e.message.contains("readable by all users"), "{e}");
+    let mut compat = inputs(ud, Disk::default(), now);
+    compat.compat = true;
+    let p = pipeline::prepare(&compat).unwrap();
+    assert!(
+        p.plan
+            .warnings
+            .iter()
+            .any(|w| w.contains("write_files[0].permissions: mode 0 is ignored")),
+        "{:?}",
+        p.plan.warnings
+    );
+    let mode = p.plan.steps.iter().find_map(|s| match &s.action {
+        nodeagent::plan::Action::WriteFile(f) if f.path == "/etc/x.key" => Some(f.mode),
+        _ => None,
+    });
+    assert_eq!(
+        mode,
+        Some(None),
+        "mode 0 leaves the creation mode, as cloud-init"
+    );
+}

@@ -497,55 +497,70 @@ fn ssh_files(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Resul
         return Ok(());
     }
     let ssh_dir = format!("{}/.ssh", home.trim_end_matches('/'));
-    let host_dir = t.path(&ssh_dir)?;
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-    match std::fs::symlink_metadata(&host_dir) {
-        Ok(m) if !m.is_dir() => return Ok(()),
-        Ok(_) => {}
-        Err(_) => {
-            // Parents (a home that is not there) as os.makedirs makes them: root's, 0755.
-            if let Some(parent) = host_dir.parent() {
-                files::ensure_parents(parent, 0, 0, place)?;
+    let io = |e| Error::io(Stage::Apply, place, &ssh_dir, e);
+    // The home is the user's: everything in it is done through descriptors (UserDir), so
+    // a `.ssh` swapped for a link at any instant is never followed.
+    let Some(home_dir) = open_home(&t, &home, None, place)? else {
+        return Ok(());
+    };
+    let ssh = match home_dir.existing_subdir(".ssh") {
+        Ok(Some(d)) => d,
+        // A symlink or a non-directory in the way is left alone, as cloud-init does.
+        Err(_) => return Ok(()),
+        Ok(None) => {
+            // Made under a temp name, owner and mode set, then moved in only if `.ssh` is
+            // still missing: a run killed half-way never leaves a root-owned ~/.ssh that
+            // the next run would keep.
+            const TMP: &str = ".ssh.nodeagent-tmpd";
+            home_dir.remove(TMP);
+            let tmp = home_dir.subdir(TMP, 0o700).map_err(io)?;
+            tmp.set_owner_mode(uid, gid, 0o700).map_err(io)?;
+            if !home_dir.rename_noreplace(TMP, ".ssh").map_err(io)? {
+                home_dir.remove(TMP);
             }
-            // Made under a temp name, owner and mode set, then renamed in: a run killed
-            // half-way never leaves a root-owned ~/.ssh that the next run would keep.
-            let io = |e| Error::io(Stage::Apply, place, "", e);
-            let tmp = host_dir.with_file_name(".ssh.nodeagent-tmpd");
-            if tmp.exists() {
-                std::fs::remove_dir_all(&tmp).map_err(io)?;
+            match home_dir.existing_subdir(".ssh") {
+                Ok(Some(d)) => d,
+                _ => return Ok(()),
             }
-            std::fs::DirBuilder::new()
-                .mode(0o700)
-                .create(&tmp)
-                .map_err(|e| Error::new(Stage::Apply, place, format!("mkdir {ssh_dir}: {e}")))?;
-            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
-            std::os::unix::fs::lchown(&tmp, Some(uid), Some(gid)).map_err(io)?;
-            std::fs::rename(&tmp, &host_dir).map_err(io)?;
         }
-    }
-    let path = t.path(&format!("{ssh_dir}/authorized_keys"))?;
-    if std::fs::symlink_metadata(&path).is_ok() {
+    };
+    if ssh.has("authorized_keys") {
         return Ok(());
     }
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&path)
+    ssh.create_new("authorized_keys", b"", uid, gid, 0o600)
+        .map(drop)
         .map_err(|e| {
             Error::new(
                 Stage::Apply,
                 place,
                 format!("{ssh_dir}/authorized_keys: {e}"),
             )
-        })?;
-    f.set_permissions(std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
-    std::os::unix::fs::fchown(&f, Some(uid), Some(gid))
-        .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
-    f.sync_all()
-        .map_err(|e| Error::io(Stage::Apply, place, "", e))
+        })
+}
+
+/// The user's home, resolved inside the root (only root can change the path above it, and
+/// so the home's own name), and opened; under `--root` every link was resolved inside R, on
+/// the host a home that is a link the image made is followed. A missing home is made first: with
+/// `owner` the user's (the keys step, as before), else root's 0755 as os.makedirs does
+/// (cloud-init's check_create_path). `None`: the home is not a directory.
+fn open_home(
+    t: &super::Target,
+    home: &str,
+    owner: Option<(u32, u32)>,
+    place: &str,
+) -> Result<Option<crate::confine::UserDir>> {
+    t.path(home)?; // refuses a relative home or one with `..`, as every target path
+    let path =
+        crate::confine::dir(&t.root, home).map_err(|e| Error::io(Stage::Apply, place, home, e))?;
+    if std::fs::symlink_metadata(&path).is_err() {
+        let (uid, gid) = owner.unwrap_or((0, 0));
+        files::ensure_parents(&path, uid, gid, place)?;
+    }
+    match crate::confine::UserDir::open(&path, t.is_host()) {
+        Ok(d) => Ok(Some(d)),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTDIR | libc::ELOOP)) => Ok(None),
+        Err(e) => Err(Error::io(Stage::Apply, place, home, e)),
+    }
 }
 
 fn sudo(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()> {
@@ -564,8 +579,12 @@ fn sudo(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()>
     let path = sudoers_file(&u.name);
     // cloud-init's ensure_sudo_dir: util.ensure_dir("/etc/sudoers.d", 0o750), which also
     // chmods a directory that is already there (Debian's sudo ships it 0755).
-    let dir = t.path("/etc/sudoers.d")?;
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    // Every link on the way, the last one too, resolved inside the root (an absolute
+    // `/etc/sudoers.d` link in the image chmodded a directory of the host), then changed
+    // through a descriptor of what was resolved, opened without following a link.
+    let dir = crate::confine::dir(&t.root, "/etc/sudoers.d")
+        .map_err(|e| Error::io(Stage::Apply, place, "resolve /etc/sudoers.d", e))?;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
     if !dir.is_dir() {
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -573,7 +592,12 @@ fn sudo(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()>
             .create(&dir)
             .map_err(|e| Error::new(Stage::Apply, place, format!("mkdir /etc/sudoers.d: {e}")))?;
     }
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o750))
+    let nofollow = if t.is_host() { 0 } else { libc::O_NOFOLLOW };
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | nofollow)
+        .open(&dir)
+        .and_then(|d| d.set_permissions(std::fs::Permissions::from_mode(0o750)))
         .map_err(|e| Error::new(Stage::Apply, place, format!("chmod /etc/sudoers.d: {e}")))?;
     // Validate before it can take effect: a broken sudoers.d file disables sudo entirely.
     // Rules of the forms sudo is known to accept (CAPV's among them) need no visudo process.
@@ -649,44 +673,39 @@ fn keys(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()>
         ));
     }
     let ssh_dir = format!("{}/.ssh", home.trim_end_matches('/'));
-    let host_dir = t.path(&ssh_dir)?;
-    if let Ok(m) = std::fs::symlink_metadata(&host_dir)
-        && m.file_type().is_symlink()
-    {
+    // The home and its `.ssh` are the user's, who may swap any name in them at any instant:
+    // every step below acts through descriptors opened without following links (UserDir),
+    // so `.ssh` swapped for a link to /root/.ssh, or authorized_keys for a link to a
+    // root-only file, is never followed.
+    let Some(home_dir) = open_home(&t, &home, Some((uid, gid)), place)? else {
         return Err(Error::new(
             Stage::Apply,
             place,
-            format!("{ssh_dir} is a symlink; not followed"),
+            format!("home directory {home} is not a directory; not followed"),
         ));
-    }
-    files::ensure_parents(&host_dir, uid, gid, place)?;
-    std::os::unix::fs::lchown(&host_dir, Some(uid), Some(gid))
-        .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&host_dir, std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
-    let path = format!("{ssh_dir}/authorized_keys");
-    let existing = match std::fs::symlink_metadata(t.path(&path)?) {
-        Ok(m) if m.file_type().is_file() => {
-            std::fs::read_to_string(t.path(&path)?).unwrap_or_default()
-        }
-        _ => String::new(),
     };
+    let ssh = home_dir.subdir(".ssh", 0o700).map_err(|e| {
+        let why = match e.raw_os_error() {
+            Some(libc::ELOOP) => "is a symlink; not followed".to_string(),
+            Some(libc::ENOTDIR) => "is not a directory".to_string(),
+            _ => e.to_string(),
+        };
+        Error::new(Stage::Apply, place, format!("{ssh_dir} {why}"))
+    })?;
+    let io = |e| Error::io(Stage::Apply, place, &ssh_dir, e);
+    ssh.set_owner_mode(uid, gid, 0o700).map_err(io)?;
+    let existing = ssh
+        .read_regular("authorized_keys", MAX_AUTHORIZED_KEYS_BYTES)
+        .map_err(io)?
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
     let text = merge_keys(&existing, &u.ssh_authorized_keys);
-    let mut f = file(&path, text.as_bytes(), 0o600, Some(&u.name));
-    f.owner.group = db
-        .groups
-        .iter()
-        .find(|(_, (g, _))| *g == gid)
-        .map(|(n, _)| n.clone());
-    let mut db2 = db.clone();
-    if f.owner.group.is_none() {
-        // The primary gid has no name in /etc/group: use it numerically.
-        db2.groups.insert(format!("#{gid}"), (gid, Vec::new()));
-        f.owner.group = Some(format!("#{gid}"));
-    }
-    files::write_bytes(&t, &f, text.as_bytes(), &db2)
+    ssh.replace("authorized_keys", text.as_bytes(), uid, gid, 0o600)
+        .map_err(io)
 }
+
+/// Most of an existing authorized_keys read to merge into (the user's own file).
+const MAX_AUTHORIZED_KEYS_BYTES: u64 = 16 * 1024 * 1024;
 
 #[cfg(test)]
 mod tests {

@@ -1,7 +1,7 @@
 //! PKI checks kubeadm depends on, run in pre-flight before anything is written.
 //! Each error names the file; messages never contain key material.
 
-use super::inspect::{self, CertInfo, PubKey};
+use super::inspect::{self, CertInfo};
 use crate::error::{Error, Result, Stage};
 
 fn fail(place: &str, msg: impl Into<String>) -> Error {
@@ -42,7 +42,7 @@ pub fn check_ca(
     }
     check_validity(cert_path, ca, now)?;
     if let Some((key_path, key_pem)) = key {
-        check_key_matches(key_path, key_pem, cert_path, &ca.public_key)?;
+        check_key_matches(key_path, key_pem, cert_path, &ca.spki_der)?;
     }
     Ok(certs)
 }
@@ -73,27 +73,30 @@ pub fn check_validity(place: &str, cert: &CertInfo, now: i64) -> Result<()> {
     Ok(())
 }
 
-/// The private key in `key_pem` is the one of `public`.
+/// The private key in `key_pem` is the one of `spki_der` (a DER SubjectPublicKeyInfo),
+/// proved as `certs` proves it (`prove::proves`: sign a random challenge, verify it):
+/// comparing public halves trusts the key file's stored public key, so a damaged private
+/// scalar passed and kubeadm failed after the files were written.
 pub fn check_key_matches(
     key_path: &str,
     key_pem: &[u8],
     other_path: &str,
-    public: &PubKey,
+    spki_der: &[u8],
 ) -> Result<()> {
-    let key = inspect::parse_private_key(key_pem).map_err(|m| fail(key_path, m))?;
-    match inspect::key_matches(&key, public) {
-        Some(false) => Err(fail(
+    match super::prove::proves(key_pem, spki_der) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(fail(
             key_path,
             format!("private key does not match the public key of {other_path}"),
         )),
-        _ => Ok(()),
+        Err(m) => Err(fail(key_path, m)),
     }
 }
 
 /// `sa.key` and `sa.pub` are one key pair.
 pub fn check_sa(key_path: &str, key_pem: &[u8], pub_path: &str, pub_pem: &[u8]) -> Result<()> {
-    let public = inspect::parse_public_key(pub_pem).map_err(|m| fail(pub_path, m))?;
-    check_key_matches(key_path, key_pem, pub_path, &public)
+    let spki = super::prove::public_key_der(pub_pem).map_err(|m| fail(pub_path, m))?;
+    check_key_matches(key_path, key_pem, pub_path, &spki)
 }
 
 /// For a join with the CA at hand: `caCertHashes` must pin it (else kubeadm's discovery
@@ -121,10 +124,12 @@ pub fn check_ca_pinned(
 }
 
 /// A serving certificate (apiserver.crt) present before kubeadm runs: signed by the CA,
-/// valid now, and covering the control-plane endpoint host.
+/// valid now, covering the control-plane endpoint host, and proved by its key when that is
+/// there too.
 pub fn check_serving(
     cert_path: &str,
     cert_pem: &[u8],
+    key: Option<(&str, &[u8])>,
     ca: Option<&CertInfo>,
     endpoint_host: Option<&str>,
     now: i64,
@@ -132,6 +137,9 @@ pub fn check_serving(
     let certs = inspect::parse_certs(cert_pem).map_err(|m| fail(cert_path, m))?;
     let leaf = &certs[0];
     check_validity(cert_path, leaf, now)?;
+    if let Some((key_path, key_pem)) = key {
+        check_key_matches(key_path, key_pem, cert_path, &leaf.spki_der)?;
+    }
     if let Some(ca) = ca
         && !inspect::signed_by(leaf, ca)
     {

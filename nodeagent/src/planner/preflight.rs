@@ -239,9 +239,13 @@ fn check_pki(
             .and_then(|c| c.spec.control_plane_endpoint.as_deref())
             .and_then(config::split_host_port)
             .map(|(h, _)| h);
+        let key = format!("{dir}/apiserver.key");
+        let key_source = at(&key);
+        let key_bytes = key_source.bytes();
         check::check_serving(
             &serving,
             b,
+            key_bytes.map(|k| (key.as_str(), k)),
             cluster_ca.as_ref().map(|(_, c)| &c[0]),
             host.as_deref(),
             now,

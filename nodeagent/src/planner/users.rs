@@ -142,12 +142,12 @@ pub(super) fn check_user_fields(u: &crate::cloudconfig::UserEntry, place: &str) 
         }
     }
     if let Some(d) = &u.expiredate
-        && d.chars().any(char::is_control)
+        && !is_expiredate(d)
     {
         return Err(Error::new(
             Stage::Plan,
             format!("{place}.expiredate"),
-            "must not contain a control character",
+            "not a date: want YYYY-MM-DD (a calendar date from 1970-01-01) or a number of days since 1970 (-1: never); useradd refuses it only after earlier steps have written",
         ));
     }
     for (j, k) in u.ssh_authorized_keys.0.iter().enumerate() {
@@ -160,6 +160,43 @@ pub(super) fn check_user_fields(u: &crate::cloudconfig::UserEntry, place: &str) 
         }
     }
     Ok(())
+}
+
+/// `useradd --expiredate`: `YYYY-MM-DD` (a real calendar date, not before the epoch), days
+/// since the epoch, or empty (no expiry). useradd's date parser takes more spellings
+/// ("tomorrow"); cloud-init documents YYYY-MM-DD, and only what is sure to pass is planned.
+fn is_expiredate(d: &str) -> bool {
+    let d = d.trim();
+    if d.is_empty() {
+        return true;
+    }
+    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|c| c.is_ascii_digit());
+    if d == "-1" || digits(d, d.len()) {
+        return d.len() <= 9;
+    }
+    let mut parts = d.split('-');
+    let (Some(y), Some(m), Some(dd), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    if !(digits(y, 4) && digits(m, 2) && digits(dd, 2)) {
+        return false;
+    }
+    let (y, m, dd) = (
+        y.parse::<u32>().unwrap_or(0),
+        m.parse::<u32>().unwrap_or(0),
+        dd.parse::<u32>().unwrap_or(0),
+    );
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let days_in_month = match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return false,
+    };
+    y >= 1970 && (1..=days_in_month).contains(&dd)
 }
 
 /// What `useradd` refuses for a user that does not exist yet: a uid another user has, a
@@ -238,6 +275,15 @@ fn uid_and_inactive(
             "not a valid numeric uid",
         ));
     }
+    // (uid_t)-1 means "no change" to chown: useradd refuses it, and a home chowned to it
+    // stays root's.
+    if uid == Some(u32::MAX) {
+        return Err(Error::new(
+            Stage::Plan,
+            format!("{place}.uid"),
+            "4294967295 is (uid_t)-1, which chown reads as \"no change\" and useradd refuses (0 to 4294967294)",
+        ));
+    }
     let inactive = match &u.inactive {
         Some(Value::String(s)) => Some(s.clone()),
         Some(Value::Number(n)) => Some(n.to_string()),
@@ -254,4 +300,41 @@ fn uid_and_inactive(
         ));
     }
     Ok((uid, inactive))
+}
+
+#[cfg(test)]
+mod tests {
+    /// What useradd reads for sure passes; what it refuses (or reads differently) does not.
+    #[test]
+    fn expiredate_is_a_date_days_or_empty() {
+        for ok in [
+            "",
+            "2030-01-31",
+            "2028-02-29",
+            "1970-01-01",
+            "0",
+            "20000",
+            "-1",
+            " 2030-12-31 ",
+        ] {
+            assert!(super::is_expiredate(ok), "{ok:?}");
+        }
+        for bad in [
+            "not-a-date",
+            "2026-02-30",
+            "2027-02-29",
+            "2030-13-01",
+            "2030-1-1",
+            "1969-12-31",
+            "-2",
+            "+5",
+            "2030-01-01x",
+            "30-01-2030",
+            "1234567890",
+            "2030/01/01",
+            "２０３０-01-01",
+        ] {
+            assert!(!super::is_expiredate(bad), "{bad:?}");
+        }
+    }
 }

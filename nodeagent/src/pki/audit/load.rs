@@ -142,7 +142,8 @@ pub(super) fn find_config(
         None => {
             let mut out = Vec::new();
             for (dir, prefix) in CONFIG_GLOBS {
-                let mut here: Vec<PathBuf> = std::fs::read_dir(root.join(dir))
+                let in_root = crate::confine::dir(root, dir).unwrap_or_else(|_| root.join(dir));
+                let mut here: Vec<PathBuf> = std::fs::read_dir(in_root)
                     .into_iter()
                     .flatten()
                     .flatten()
