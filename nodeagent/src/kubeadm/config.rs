@@ -161,24 +161,8 @@ pub fn parse(text: &str, source: &str) -> Result<KubeadmConfig> {
             "JoinConfiguration" => {
                 set_once(&mut cfg.join, typed(&value, &here, index, version)?, &here)?
             }
-            "ResetConfiguration" if version == ApiVersion::V1beta4 => {
-                let d: Doc<ResetConfiguration> = typed(&value, &here, index, version)?;
-                let c = Check {
-                    place: here.clone(),
-                    version,
-                    _p: std::marker::PhantomData,
-                };
-                c.timeouts(&d.spec.timeouts)?;
-                cfg.component_configs.push((index, kind));
-            }
-            "UpgradeConfiguration" if version == ApiVersion::V1beta4 => {
-                let d: Doc<UpgradeConfiguration> = typed(&value, &here, index, version)?;
-                let c = Check {
-                    place: here.clone(),
-                    version,
-                    _p: std::marker::PhantomData,
-                };
-                c.timeouts(&d.spec.timeouts)?;
+            "ResetConfiguration" | "UpgradeConfiguration" if version == ApiVersion::V1beta4 => {
+                check_ignored(&value, &kind, &here, index)?;
                 cfg.component_configs.push((index, kind));
             }
             other => {
@@ -194,6 +178,27 @@ pub fn parse(text: &str, source: &str) -> Result<KubeadmConfig> {
     }
     validate(&cfg, source)?;
     Ok(cfg)
+}
+
+/// v1beta4's ResetConfiguration and UpgradeConfiguration: read strictly (as kubeadm does),
+/// then ignored, as `kubeadm init` and `join` ignore them.
+fn check_ignored(value: &serde_yaml::Value, kind: &str, here: &str, index: usize) -> Result<()> {
+    let version = ApiVersion::V1beta4;
+    let timeouts = if kind == "ResetConfiguration" {
+        typed::<ResetConfiguration>(value, here, index, version)?
+            .spec
+            .timeouts
+    } else {
+        typed::<UpgradeConfiguration>(value, here, index, version)?
+            .spec
+            .timeouts
+    };
+    let c = Check {
+        place: here.to_string(),
+        version,
+        _p: std::marker::PhantomData,
+    };
+    c.timeouts(&timeouts)
 }
 
 /// The one apiVersion kubeadm reads a component config of this kind under.
