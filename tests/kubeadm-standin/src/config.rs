@@ -606,10 +606,10 @@ fn check_timeouts(t: &Option<Timeouts>, place: &str) -> Result<(), String> {
 }
 
 fn check_certificate_key(k: &Option<String>, field: &str, place: &str) -> Result<(), String> {
+    // Empty: unset. Else the hex of a 32-byte AES key.
+    let hex32 = |k: &str| k.len() == 64 && k.bytes().all(|b| b.is_ascii_hexdigit());
     match k {
-        Some(k)
-            if !k.is_empty() && !(k.len() == 64 && k.bytes().all(|b| b.is_ascii_hexdigit())) =>
-        {
+        Some(k) if !k.is_empty() && !hex32(k) => {
             Err(format!("{place}: {field}: certificate key decoding error"))
         }
         _ => Ok(()),
