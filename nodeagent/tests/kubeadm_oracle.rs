@@ -574,6 +574,7 @@ fn oracle_certs_phase_keeps_minted_pki() {
     let mut kept = 0;
     let mut chained = 0;
     let mut kubeconfigs = 0;
+    let mut kept_kubeconfigs = 0;
     for alg in ["ecdsa-p256", "rsa-2048"] {
         let t = tempfile::tempdir().unwrap();
         let pki = t.path().join("pki");
@@ -614,11 +615,72 @@ fn oracle_certs_phase_keeps_minted_pki() {
             assert!(v.trim_end().ends_with(": OK"), "{alg}: {leaf}: {v}");
             chained += 1;
         }
-        // The kubeconfig phase: each kubeconfig embeds the minted CA; a second run finds them
-        // all valid against it ("wrong CA cert" otherwise).
+        // The kubeconfig phase: `nodeagent mint kubeconfig`'s admin.conf and super-admin.conf
+        // are kept as they are; the others it writes embed the minted CA; a second run finds
+        // them all valid against it. A kubeconfig of another cluster's CA is refused.
         let kdir = t.path().join("kubeconfigs");
         let kd = kdir.to_str().unwrap();
-        run_ok(
+        let other = t.path().join("other-pki");
+        mint_pki(&other, alg);
+        let mint_kubeconfig = |pki: &Path, user: &str, group: &str, out: &Path| {
+            let o = nodeagent(&[
+                "mint",
+                "kubeconfig",
+                "--pki",
+                pki.to_str().unwrap(),
+                "--cluster",
+                "c1",
+                "--endpoint",
+                "10.0.0.10:6443",
+                "--user",
+                user,
+                "--group",
+                group,
+                "--out",
+                out.to_str().unwrap(),
+            ]);
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        };
+        std::fs::create_dir_all(&kdir).unwrap();
+        mint_kubeconfig(
+            &other,
+            "kubernetes-admin",
+            "kubeadm:cluster-admins",
+            &kdir.join("admin.conf"),
+        );
+        let o = Command::new(&k)
+            .args([
+                "init",
+                "phase",
+                "kubeconfig",
+                "admin",
+                "--config",
+                cfg,
+                "--kubeconfig-dir",
+                kd,
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            !o.status.success()
+                && String::from_utf8_lossy(&o.stderr).contains("does not contain a trusted CA"),
+            "{alg}: a kubeconfig of another CA was not refused: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        mint_kubeconfig(
+            &pki,
+            "kubernetes-admin",
+            "kubeadm:cluster-admins",
+            &kdir.join("admin.conf"),
+        );
+        mint_kubeconfig(
+            &pki,
+            "kubernetes-super-admin",
+            "system:masters",
+            &kdir.join("super-admin.conf"),
+        );
+        let minted_kubeconfigs = snapshot(&kdir);
+        let first = run_ok(
             &k,
             &[
                 "init",
@@ -631,6 +693,21 @@ fn oracle_certs_phase_keeps_minted_pki() {
                 kd,
             ],
         );
+        for name in ["admin.conf", "super-admin.conf"] {
+            assert!(
+                first.contains(&format!(
+                    "Using existing kubeconfig file: \"{}\"",
+                    kdir.join(name).display()
+                )),
+                "{alg}: kubeadm did not keep the minted {name}:\n{first}"
+            );
+            assert_eq!(
+                std::fs::read(kdir.join(name)).unwrap(),
+                minted_kubeconfigs[name],
+                "{alg}: {name} changed"
+            );
+            kept_kubeconfigs += 1;
+        }
         let again = run_ok(
             &k,
             &[
@@ -676,7 +753,7 @@ fn oracle_certs_phase_keeps_minted_pki() {
         );
     }
     println!(
-        "oracle_certs_phase_keeps_minted_pki: {kept} minted files kept byte for byte (ECDSA and RSA), {chained} leaves chain to the minted CAs, {kubeconfigs} kubeconfigs accepted with the minted CA"
+        "oracle_certs_phase_keeps_minted_pki: {kept} minted files kept byte for byte (ECDSA and RSA), {chained} leaves chain to the minted CAs, {kubeconfigs} kubeconfigs accepted with the minted CA ({kept_kubeconfigs} of them minted by `mint kubeconfig` and kept byte for byte), another CA's kubeconfig refused"
     );
 }
 
