@@ -182,6 +182,24 @@ fn a_refusing_kubeadm_is_named_and_redacted() {
         .unwrap(),
         Checked::NotRun
     );
+    // Under --root R, kubeadm is looked up on the PATH inside R; a CAPI sentinel in R (kubeadm
+    // succeeded) means the step will not run, nor does the check.
+    let r = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(r.path().join("usr/bin")).unwrap();
+    fake_kubeadm(
+        &r.path().join("usr/bin"),
+        "echo 'error: refused in the root' >&2; exit 1",
+    );
+    let inside = OsString::from("/usr/bin");
+    let e = validate::check(&plan, r.path(), true, Some(&inside), &nothing_finished).unwrap_err();
+    assert!(e.to_string().contains("refused in the root"), "{e}");
+    let sentinel = r.path().join("run/cluster-api/bootstrap-success.complete");
+    std::fs::create_dir_all(sentinel.parent().unwrap()).unwrap();
+    std::fs::write(&sentinel, "success\n").unwrap();
+    assert_eq!(
+        validate::check(&plan, r.path(), true, Some(&inside), &nothing_finished).unwrap(),
+        Checked::NotRun
+    );
     // A kubeadm that cannot start gives no verdict: a warning, not a refusal.
     let broken = tempfile::tempdir().unwrap();
     std::fs::write(

@@ -61,7 +61,7 @@ pub enum Checked {
 }
 
 /// Run `kubeadm config validate` on the config of every kubeadm step of `plan` that will run
-/// (not recorded as finished in `finished`). `exec`: the kubeadm step would run (on the node,
+/// (not recorded as finished in `finished`, no CAPI sentinel). `exec`: the kubeadm step would run (on the node,
 /// or `--exec`); `path_var`: the agent's `PATH`, which the step's kubeadm is found on. `Err`
 /// when real kubeadm refused a config.
 pub fn check(
@@ -80,7 +80,9 @@ pub fn check(
             _ => None,
         })
         .collect();
-    if !exec || steps.is_empty() {
+    // The sentinel says kubeadm has succeeded: the step will not run it again (kubeadm::run).
+    let bootstrapped = || crate::confine::metadata(root, super::detect::SENTINEL).is_ok();
+    if !exec || steps.is_empty() || bootstrapped() {
         return Ok(Checked::NotRun);
     }
     let Some((host, program)) = path_var.and_then(|p| locate(root, p)) else {
