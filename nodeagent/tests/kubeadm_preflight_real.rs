@@ -61,7 +61,7 @@ fn real_kubeadm_judges_the_config_in_preflight() {
     let ok = corpus_plan_at("v1.34.4");
     let t0 = std::time::Instant::now();
     assert_eq!(
-        validate::check(&ok, root, true, Some(&path), &nothing_finished).unwrap(),
+        validate::check(&ok, root, true, Some(&path), false, &nothing_finished).unwrap(),
         Checked::Accepted(1)
     );
     println!(
@@ -71,7 +71,7 @@ fn real_kubeadm_judges_the_config_in_preflight() {
     // The corpus as CABPK rendered it, v1.26.6: nodeagent's reader accepts it (it does not
     // know the node's kubeadm), kubeadm v1.34 refuses to deploy a control plane that old.
     let old = corpus_plan();
-    let e = validate::check(&old, root, true, Some(&path), &nothing_finished).unwrap_err();
+    let e = validate::check(&old, root, true, Some(&path), false, &nothing_finished).unwrap_err();
     let msg = e.to_string();
     assert!(msg.contains("real kubeadm refused it"), "{msg}");
     assert!(msg.contains("nodeagent's reader accepted it"), "{msg}");
@@ -79,12 +79,12 @@ fn real_kubeadm_judges_the_config_in_preflight() {
     assert!(e.place.contains("/run/kubeadm/kubeadm.yaml"), "{e:?}");
     // Where the kubeadm step will not run, nor does the check.
     assert_eq!(
-        validate::check(&old, root, false, Some(&path), &nothing_finished).unwrap(),
+        validate::check(&old, root, false, Some(&path), false, &nothing_finished).unwrap(),
         Checked::NotRun
     );
     let finished = || BTreeSet::from(["kubeadm".to_string()]);
     assert_eq!(
-        validate::check(&old, root, true, Some(&path), &finished).unwrap(),
+        validate::check(&old, root, true, Some(&path), false, &finished).unwrap(),
         Checked::Accepted(0)
     );
 }
@@ -103,7 +103,7 @@ fn a_refusing_kubeadm_is_named_and_redacted() {
         "cat >/dev/null\necho 'discovery.bootstrapToken.token: Invalid value: \"abcdef.0123456789abcdef\": the bootstrap token is invalid' >&2\necho 'To see the stack trace of this error execute with --v=5 or higher' >&2\nexit 1",
     );
     let path = path_of(t.path());
-    let e = validate::check(&plan, root, true, Some(&path), &nothing_finished).unwrap_err();
+    let e = validate::check(&plan, root, true, Some(&path), false, &nothing_finished).unwrap_err();
     let msg = e.to_string();
     assert!(msg.contains("real kubeadm refused it"), "{msg}");
     assert!(msg.contains("the bootstrap token is invalid"), "{msg}");
@@ -118,7 +118,7 @@ fn a_refusing_kubeadm_is_named_and_redacted() {
         ),
     );
     assert_eq!(
-        validate::check(&plan, root, true, Some(&path), &nothing_finished).unwrap(),
+        validate::check(&plan, root, true, Some(&path), false, &nothing_finished).unwrap(),
         Checked::Accepted(1)
     );
     assert_eq!(
@@ -135,7 +135,7 @@ fn a_refusing_kubeadm_is_named_and_redacted() {
     );
     // The same bytes again in this process: judged once.
     assert_eq!(
-        validate::check(&plan, root, true, Some(&path), &nothing_finished).unwrap(),
+        validate::check(&plan, root, true, Some(&path), false, &nothing_finished).unwrap(),
         Checked::Accepted(0)
     );
     // A join whose discovery kubeconfig is not on disk yet (the plan writes it): left to
@@ -150,7 +150,15 @@ fn a_refusing_kubeadm_is_named_and_redacted() {
         "kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml",
     );
     assert_eq!(
-        validate::check(&join_plan, root, true, Some(&path), &nothing_finished).unwrap(),
+        validate::check(
+            &join_plan,
+            root,
+            true,
+            Some(&path),
+            false,
+            &nothing_finished
+        )
+        .unwrap(),
         Checked::Accepted(0)
     );
     // No kubeadm on the PATH (a workstation), or not executable: not run, as today.
@@ -161,13 +169,14 @@ fn a_refusing_kubeadm_is_named_and_redacted() {
             root,
             true,
             Some(&path_of(empty.path())),
+            false,
             &nothing_finished
         )
         .unwrap(),
         Checked::NotRun
     );
     assert_eq!(
-        validate::check(&plan, root, true, None, &nothing_finished).unwrap(),
+        validate::check(&plan, root, true, None, false, &nothing_finished).unwrap(),
         Checked::NotRun
     );
     std::fs::write(empty.path().join("kubeadm"), "#!/bin/sh\nexit 1\n").unwrap();
@@ -177,6 +186,7 @@ fn a_refusing_kubeadm_is_named_and_redacted() {
             root,
             true,
             Some(&path_of(empty.path())),
+            false,
             &nothing_finished
         )
         .unwrap(),
@@ -191,13 +201,29 @@ fn a_refusing_kubeadm_is_named_and_redacted() {
         "echo 'error: refused in the root' >&2; exit 1",
     );
     let inside = OsString::from("/usr/bin");
-    let e = validate::check(&plan, r.path(), true, Some(&inside), &nothing_finished).unwrap_err();
+    let e = validate::check(
+        &plan,
+        r.path(),
+        true,
+        Some(&inside),
+        false,
+        &nothing_finished,
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("refused in the root"), "{e}");
     let sentinel = r.path().join("run/cluster-api/bootstrap-success.complete");
     std::fs::create_dir_all(sentinel.parent().unwrap()).unwrap();
     std::fs::write(&sentinel, "success\n").unwrap();
     assert_eq!(
-        validate::check(&plan, r.path(), true, Some(&inside), &nothing_finished).unwrap(),
+        validate::check(
+            &plan,
+            r.path(),
+            true,
+            Some(&inside),
+            false,
+            &nothing_finished
+        )
+        .unwrap(),
         Checked::NotRun
     );
     // A kubeadm that cannot start gives no verdict: a warning, not a refusal.
@@ -218,6 +244,7 @@ fn a_refusing_kubeadm_is_named_and_redacted() {
         root,
         true,
         Some(&path_of(broken.path())),
+        false,
         &nothing_finished,
     ) {
         Ok(Checked::Warning(w)) => assert!(w.contains("gave no verdict"), "{w}"),
@@ -239,6 +266,7 @@ fn the_standin_answers_config_validate() {
             Path::new("/"),
             true,
             Some(path.as_os_str()),
+            false,
             &nothing_finished
         )
         .unwrap(),
@@ -314,5 +342,55 @@ fn run_with_an_accepting_kubeadm_goes_on() {
     let notes = std::fs::read_to_string(&log).unwrap();
     assert_eq!(notes.lines().count(), 1, "{notes}");
     assert!(notes.contains("\"exit\":0"), "{notes}");
+    assert_eq!(e2e.node.cmds(), ["init:0"]);
+}
+
+/// The two units of one boot (`run --stage local`, then `--stage main`): the local unit asks
+/// kubeadm before its first write and keeps the verdict in the root's `/run`; the main unit,
+/// with the same config and kubeadm, does not ask again.
+#[test]
+fn the_main_unit_takes_the_local_units_verdict() {
+    if !prereq::corpus_present() {
+        return;
+    }
+    let (files, runcmd) = corpus_parts(CORPUS_INIT);
+    let line = runcmd.iter().find(|l| l.contains("kubeadm init")).unwrap();
+    let notes = tempfile::tempdir().unwrap();
+    let log = notes.path().join("validate.jsonl");
+    let e2e = E2e::new(
+        &userdata(&files, line),
+        &image_config(""),
+        &[
+            ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+            ("KUBEADM_STANDIN_VALIDATE_LOG", log.to_str().unwrap()),
+        ],
+    );
+    let Some(env) = e2e.node.chrooted_env() else {
+        return;
+    };
+    let facts = notes.path().join("facts.yaml");
+    std::fs::write(&facts, "hostname: node-1\nlocal-ipv4: 10.0.0.10\n").unwrap();
+    for stage in ["local", "main"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_nodeagent"))
+            .args(["run", "--exec", "--stage", stage, "--transport"])
+            .arg(format!("dir:{}", e2e.data().display()))
+            .arg("--facts")
+            .arg(&facts)
+            .arg("--root")
+            .arg(e2e.node.root())
+            .envs(env.clone())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{stage}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(calls.lines().count(), 1, "{calls}");
+    let kept =
+        std::fs::read_to_string(e2e.node.root().join("run/nodeagent/kubeadm-accepted")).unwrap();
+    assert_eq!(kept.lines().count(), 1, "{kept}");
     assert_eq!(e2e.node.cmds(), ["init:0"]);
 }

@@ -229,7 +229,7 @@ fn real_kubeadm(
     let finished = || pipeline::finished_steps(&inputs.root, &plan.instance_id);
     let path = std::env::var_os("PATH");
     Ok(
-        match validate::check(plan, &inputs.root, exec, path.as_deref(), &finished)? {
+        match validate::check(plan, &inputs.root, exec, path.as_deref(), true, &finished)? {
             Checked::Warning(w) => Some(w),
             Checked::Accepted(_) | Checked::NotRun => None,
         },

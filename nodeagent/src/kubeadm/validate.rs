@@ -31,6 +31,43 @@ const REASON_LINE_MAX: usize = 300;
 /// again.
 static ACCEPTED: Mutex<Vec<(PathBuf, Vec<u8>)>> = Mutex::new(Vec::new());
 
+/// The same across the two units of one boot (`/run` is per boot): the fingerprints of the
+/// configs kubeadm accepted (its path, size and mtime, and the bytes), one per line, so the
+/// main unit does not ask again about what the local unit's kubeadm accepted.
+const VERDICTS: &str = "run/nodeagent/kubeadm-accepted";
+
+fn fingerprint(host: &Path, bytes: &[u8]) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(host).ok()?;
+    let mut h = Sha256::new();
+    h.update(host.as_os_str().as_encoded_bytes());
+    h.update([0]);
+    h.update(m.len().to_le_bytes());
+    h.update(m.mtime().to_le_bytes());
+    h.update(m.mtime_nsec().to_le_bytes());
+    h.update([0]);
+    h.update(bytes);
+    Some(hex::encode(h.finalize()))
+}
+
+fn accepted_this_boot(root: &Path, fp: &str) -> bool {
+    crate::confine::read(root, VERDICTS)
+        .is_ok_and(|t| t.split(|b| *b == b'\n').any(|l| l == fp.as_bytes()))
+}
+
+fn remember(root: &Path, fp: &str) {
+    let mut text = crate::confine::read(root, VERDICTS).unwrap_or_default();
+    text.extend_from_slice(fp.as_bytes());
+    text.push(b'\n');
+    let written = crate::confine::file(root, VERDICTS)
+        .and_then(|path| crate::report::write_run_file(&path, &text, 0o600));
+    if let Err(e) = written {
+        // Only a second call by the main unit is lost.
+        tracing::debug!("{VERDICTS} not written: {e}");
+    }
+}
+
 /// Where the kubeadm step would find kubeadm, searching `path_var` inside `root`:
 /// (the host path of the program, its path on the node).
 fn locate(root: &Path, path_var: &std::ffi::OsStr) -> Option<(PathBuf, PathBuf)> {
@@ -62,13 +99,15 @@ pub enum Checked {
 
 /// Run `kubeadm config validate` on the config of every kubeadm step of `plan` that will run
 /// (not recorded as finished in `finished`, no CAPI sentinel). `exec`: the kubeadm step would run (on the node,
-/// or `--exec`); `path_var`: the agent's `PATH`, which the step's kubeadm is found on. `Err`
-/// when real kubeadm refused a config.
+/// or `--exec`); `path_var`: the agent's `PATH`, which the step's kubeadm is found on;
+/// `per_boot`: keep and take verdicts in the root's `/run` for the other unit of the boot.
+/// `Err` when real kubeadm refused a config.
 pub fn check(
     plan: &Plan,
     root: &Path,
     exec: bool,
     path_var: Option<&std::ffi::OsStr>,
+    per_boot: bool,
     finished: &dyn Fn() -> std::collections::BTreeSet<String>,
 ) -> Result<Checked> {
     let steps: Vec<_> = plan
@@ -104,6 +143,10 @@ pub fn check(
         if ACCEPTED.lock().is_ok_and(|a| seen(&a)) {
             continue;
         }
+        let fp = fingerprint(&host, &bytes).filter(|_| per_boot);
+        if fp.as_deref().is_some_and(|fp| accepted_this_boot(root, fp)) {
+            continue;
+        }
         let mut cmd = Command::new(&host);
         cmd.args(["config", "validate", "--config", "/dev/stdin"]);
         let limits = process::Limits::new(TIMEOUT)
@@ -132,6 +175,9 @@ pub fn check(
                     reason(&out.stderr, &out.stdout)
                 ),
             ));
+        }
+        if let Some(fp) = &fp {
+            remember(root, fp);
         }
         if let Ok(mut a) = ACCEPTED.lock() {
             a.push((host.clone(), bytes));
