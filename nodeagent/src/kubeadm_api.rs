@@ -199,6 +199,77 @@ pub struct FileDiscovery {
     pub kube_config_path: String,
 }
 
+/// v1beta4 only; `kubeadm init`/`join` ignore it (read so that its fields are checked).
+pub struct ResetConfiguration {
+    pub api_version: String,
+    pub kind: String,
+    pub cleanup_tmp_dir: Option<bool>,
+    pub certificates_dir: Option<String>,
+    pub cri_socket: Option<String>,
+    pub dry_run: Option<bool>,
+    pub force: Option<bool>,
+    pub ignore_preflight_errors: Option<Vec<String>>,
+    pub skip_phases: Option<Vec<String>>,
+    pub unmount_flags: Option<Vec<String>>,
+    pub timeouts: Option<Timeouts>,
+}
+
+/// v1beta4 only; `kubeadm init`/`join` ignore it. Its sections' field names are checked;
+/// their values are `kubeadm upgrade`'s.
+pub struct UpgradeConfiguration {
+    pub api_version: String,
+    pub kind: String,
+    pub apply: Option<UpgradeApply>,
+    pub diff: Option<UpgradeDiff>,
+    pub node: Option<UpgradeNode>,
+    pub plan: Option<UpgradePlan>,
+    pub timeouts: Option<Timeouts>,
+}
+
+pub struct UpgradeApply {
+    pub kubernetes_version: Option<serde_yaml::Value>,
+    pub allow_experimental_upgrades: Option<serde_yaml::Value>,
+    #[serde(rename = "allowRCUpgrades")]
+    pub allow_rc_upgrades: Option<serde_yaml::Value>,
+    pub certificate_renewal: Option<serde_yaml::Value>,
+    pub dry_run: Option<serde_yaml::Value>,
+    pub etcd_upgrade: Option<serde_yaml::Value>,
+    pub force_upgrade: Option<serde_yaml::Value>,
+    pub ignore_preflight_errors: Option<serde_yaml::Value>,
+    pub patches: Option<serde_yaml::Value>,
+    pub print_config: Option<serde_yaml::Value>,
+    pub skip_phases: Option<serde_yaml::Value>,
+    pub image_pull_policy: Option<serde_yaml::Value>,
+    pub image_pull_serial: Option<serde_yaml::Value>,
+}
+
+pub struct UpgradeDiff {
+    pub kubernetes_version: Option<serde_yaml::Value>,
+    pub context_lines: Option<serde_yaml::Value>,
+}
+
+pub struct UpgradeNode {
+    pub certificate_renewal: Option<serde_yaml::Value>,
+    pub dry_run: Option<serde_yaml::Value>,
+    pub etcd_upgrade: Option<serde_yaml::Value>,
+    pub ignore_preflight_errors: Option<serde_yaml::Value>,
+    pub skip_phases: Option<serde_yaml::Value>,
+    pub patches: Option<serde_yaml::Value>,
+    pub image_pull_policy: Option<serde_yaml::Value>,
+    pub image_pull_serial: Option<serde_yaml::Value>,
+}
+
+pub struct UpgradePlan {
+    pub kubernetes_version: Option<serde_yaml::Value>,
+    pub allow_experimental_upgrades: Option<serde_yaml::Value>,
+    #[serde(rename = "allowRCUpgrades")]
+    pub allow_rc_upgrades: Option<serde_yaml::Value>,
+    pub dry_run: Option<serde_yaml::Value>,
+    pub etcd_upgrade: Option<serde_yaml::Value>,
+    pub ignore_preflight_errors: Option<serde_yaml::Value>,
+    pub print_config: Option<serde_yaml::Value>,
+}
+
 pub struct JoinControlPlane {
     #[serde(rename = "localAPIEndpoint")]
     pub local_api_endpoint: Option<ApiEndpoint>,

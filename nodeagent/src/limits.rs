@@ -61,6 +61,8 @@ pub const KUBEADM_TAIL_LINES: usize = 20;
 pub const KUBEADM_MAX_LINE: usize = 4096;
 /// Deadline of one `kubeadm reset -f` between join attempts, seconds.
 pub const KUBEADM_RESET_TIMEOUT_SECS: u64 = 120;
+/// Deadline of pre-flight's `kubeadm config validate` (kubeadm::validate); natively ~35 ms.
+pub const KUBEADM_VALIDATE_TIMEOUT_SECS: u64 = 30;
 /// Deadline of one TCP connect attempt to the control-plane endpoint, seconds.
 pub const ENDPOINT_CONNECT_TIMEOUT_SECS: u64 = 5;
 /// Largest PEM file (certificate or key) the minter reads.

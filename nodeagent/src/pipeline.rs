@@ -609,7 +609,7 @@ fn kubeadm_preflight_with(
 }
 
 /// The steps this instance's journal (read only) records as finished.
-fn finished_steps(root: &Path, instance_id: &str) -> std::collections::BTreeSet<String> {
+pub fn finished_steps(root: &Path, instance_id: &str) -> std::collections::BTreeSet<String> {
     let Ok(dir) = crate::state::state_dir(root) else {
         return Default::default();
     };

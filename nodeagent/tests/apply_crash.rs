@@ -237,12 +237,15 @@ fn kubeadm_wrapper(dir: &Path, root: &Path) -> std::path::PathBuf {
     if !standin.exists() {
         std::fs::copy(kubeadm_common::standin(), &standin).unwrap();
     }
+    // Pre-flight's `kubeadm config validate` (kubeadm::validate) judges the config only and
+    // may run beside a kubeadm an earlier, killed agent left running: not a kubeadm run.
     let script = format!(
         "#!/bin/sh\n\
+         [ \"$1\" = config ] && exec {0} \"$@\"\n\
          exec 8>>\"$KUBEADM_STARTS.lock\"\n\
          flock -n 8 || echo \"overlap $$\" >> \"$KUBEADM_STARTS\"\n\
          echo \"start $$ $1\" >> \"$KUBEADM_STARTS\"\n\
-         KUBEADM_STANDIN_SLEEP=0.2 KUBEADM_STANDIN_ROOT=/ {} \"$@\"\n\
+         KUBEADM_STANDIN_SLEEP=0.2 KUBEADM_STANDIN_ROOT=/ {0} \"$@\"\n\
          rc=$?\n\
          echo \"end $$ $rc\" >> \"$KUBEADM_STARTS\"\n\
          exit $rc\n",

@@ -96,18 +96,23 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
             .facts
             .local_ipv6
             .get_or_insert_with(|| "2001:db8::1".into());
-        let checked = pipeline::prepare_with(&inputs, &memo);
+        let checked = pipeline::prepare_with(&inputs, &memo)
+            .and_then(|full| real_kubeadm(&full.plan, &inputs, args, &target));
         inputs.facts = real;
-        checked.and_then(|_| pipeline::prepare_local_with(&inputs, &memo))
+        checked.and_then(|w| Ok((pipeline::prepare_local_with(&inputs, &memo)?, w)))
     } else {
-        pipeline::prepare_with(&inputs, &memo)
+        pipeline::prepare_with(&inputs, &memo).and_then(|p| {
+            let w = real_kubeadm(&p.plan, &inputs, args, &target)?;
+            Ok((p, w))
+        })
     };
-    let prepared = prepared.map_err(|e| report_bad_input(&inputs, &target, e, publish))?;
+    let (prepared, kubeadm_warning) =
+        prepared.map_err(|e| report_bad_input(&inputs, &target, e, publish))?;
     let earlier = Earlier {
         ran: 0,
         skipped: 0,
         already: 0,
-        warnings: net_warning.into_iter().collect(),
+        warnings: net_warning.into_iter().chain(kubeadm_warning).collect(),
         reporter: None,
     };
     let job = Job {
@@ -159,6 +164,10 @@ fn run_all(
     let _panic_channel = report::arm_panic_channel(inputs.transport.as_ref());
     let prepared = pipeline::prepare_with(inputs, memo)
         .map_err(|e| report_bad_input(inputs, &target, e, publish))?;
+    let mut kubeadm_warnings: Vec<String> = real_kubeadm(&prepared.plan, inputs, args, &target)
+        .map_err(|e| report_bad_input(inputs, &target, e, publish))?
+        .into_iter()
+        .collect();
     if args.exec && !target.is_host() {
         refuse_without_shell(&prepared.plan, &target.root)
             .map_err(|e| report_bad_input(inputs, &target, e, publish))?;
@@ -172,6 +181,7 @@ fn run_all(
         stage: RunStage::Local,
     };
     let mut earlier = execute(&job, target.clone(), None)?.earlier;
+    earlier.warnings.append(&mut kubeadm_warnings);
     let prepared = if args.data.facts.is_none() {
         let first = std::mem::replace(&mut inputs.facts, crate::facts::Facts::detect(&inputs.root));
         if publish {
@@ -184,8 +194,13 @@ fn run_all(
             // not set on this host): the plan made from the first facts stands.
             prepared
         } else {
-            pipeline::prepare_with(inputs, memo)
-                .map_err(|e| report_bad_input(inputs, &target, e, publish))?
+            let again = pipeline::prepare_with(inputs, memo)
+                .map_err(|e| report_bad_input(inputs, &target, e, publish))?;
+            // The facts feed the templates: a config that changed with them is judged again.
+            let warning = real_kubeadm(&again.plan, inputs, args, &target)
+                .map_err(|e| report_bad_input(inputs, &target, e, publish))?;
+            earlier.warnings.extend(warning);
+            again
         }
     } else {
         // `--facts FILE` stands for the host as it is; it is not detected again.
@@ -198,6 +213,27 @@ fn run_all(
         stage: RunStage::Main,
     };
     execute(&job, target, Some(earlier)).map(|e| e.code)
+}
+
+/// Real kubeadm's judgement of the plan's kubeadm config (`kubeadm::validate`), before
+/// anything is written: only where the kubeadm step would run (on the node, or `--exec`) and
+/// kubeadm is on the PATH. A refusal is an error; a kubeadm that gave no verdict, a warning.
+fn real_kubeadm(
+    plan: &crate::plan::Plan,
+    inputs: &pipeline::Inputs,
+    args: &Args,
+    target: &Target,
+) -> Result<Option<String>> {
+    use crate::kubeadm::validate::{self, Checked};
+    let exec = args.exec || target.is_host();
+    let finished = || pipeline::finished_steps(&inputs.root, &plan.instance_id);
+    let path = std::env::var_os("PATH");
+    Ok(
+        match validate::check(plan, &inputs.root, exec, path.as_deref(), true, &finished)? {
+            Checked::Warning(w) => Some(w),
+            Checked::Accepted(_) | Checked::NotRun => None,
+        },
+    )
 }
 
 /// What the local half of `--stage all` hands to the main half, which reports for both.

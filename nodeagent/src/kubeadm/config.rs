@@ -40,8 +40,10 @@ pub struct KubeadmConfig {
     pub init: Option<Doc<InitConfiguration>>,
     pub cluster: Option<Doc<ClusterConfiguration>>,
     pub join: Option<Doc<JoinConfiguration>>,
-    /// Component configs kubeadm also accepts in the file (KubeletConfiguration,
-    /// KubeProxyConfiguration): `(document index, kind)`, not checked further.
+    /// Other documents kubeadm also accepts in the file: the component configs
+    /// (KubeletConfiguration, KubeProxyConfiguration; their apiVersion checked, their fields
+    /// left to the node's kubeadm) and v1beta4's ResetConfiguration and UpgradeConfiguration
+    /// (checked, then ignored as `kubeadm init`/`join` ignore them): `(document index, kind)`.
     pub component_configs: Vec<(usize, String)>,
 }
 
@@ -117,10 +119,15 @@ pub fn parse(text: &str, source: &str) -> Result<KubeadmConfig> {
             )
         })?;
         let here = place(&format!(" ({kind})"));
-        if matches!(
-            kind.as_str(),
-            "KubeletConfiguration" | "KubeProxyConfiguration"
-        ) {
+        if let Some(group) = component_config_api(&kind) {
+            // kubeadm refuses a component config under any other apiVersion.
+            if api != group {
+                return Err(Error::new(
+                    Stage::Kubeadm,
+                    format!("{here}: apiVersion"),
+                    format!("a {kind} is `{group}`, not `{api}`"),
+                ));
+            }
             cfg.component_configs.push((index, kind));
             continue;
         }
@@ -154,6 +161,10 @@ pub fn parse(text: &str, source: &str) -> Result<KubeadmConfig> {
             "JoinConfiguration" => {
                 set_once(&mut cfg.join, typed(&value, &here, index, version)?, &here)?
             }
+            "ResetConfiguration" | "UpgradeConfiguration" if version == ApiVersion::V1beta4 => {
+                check_ignored(&value, &kind, &here, index)?;
+                cfg.component_configs.push((index, kind));
+            }
             other => {
                 return Err(Error::unsupported(
                     Stage::Kubeadm,
@@ -167,6 +178,36 @@ pub fn parse(text: &str, source: &str) -> Result<KubeadmConfig> {
     }
     validate(&cfg, source)?;
     Ok(cfg)
+}
+
+/// v1beta4's ResetConfiguration and UpgradeConfiguration: read strictly (as kubeadm does),
+/// then ignored, as `kubeadm init` and `join` ignore them.
+fn check_ignored(value: &serde_yaml::Value, kind: &str, here: &str, index: usize) -> Result<()> {
+    let version = ApiVersion::V1beta4;
+    let timeouts = if kind == "ResetConfiguration" {
+        typed::<ResetConfiguration>(value, here, index, version)?
+            .spec
+            .timeouts
+    } else {
+        typed::<UpgradeConfiguration>(value, here, index, version)?
+            .spec
+            .timeouts
+    };
+    let c = Check {
+        place: here.to_string(),
+        version,
+        _p: std::marker::PhantomData,
+    };
+    c.timeouts(&timeouts)
+}
+
+/// The one apiVersion kubeadm reads a component config of this kind under.
+fn component_config_api(kind: &str) -> Option<&'static str> {
+    match kind {
+        "KubeletConfiguration" => Some("kubelet.config.k8s.io/v1beta1"),
+        "KubeProxyConfiguration" => Some("kubeproxy.config.k8s.io/v1alpha1"),
+        _ => None,
+    }
 }
 
 fn set_once<T>(slot: &mut Option<Doc<T>>, doc: Doc<T>, place: &str) -> Result<()> {
@@ -506,7 +547,9 @@ fn validate_join(c: &Check<'_>, s: &JoinConfiguration) -> Result<()> {
             }
         }
     }
+    // Empty is kubeadm's "unset": it defaults to the discovery token.
     if let Some(tls) = &disc.tls_bootstrap_token
+        && !tls.is_empty()
         && !crate::redact::is_bootstrap_token(tls)
     {
         return Err(c.fail(

@@ -5,7 +5,8 @@
 //! - `detect`: recognising CABPK's kubeadm runcmd line;
 //! - `endpoint`: bounded TCP wait with backoff and jitter;
 //! - `reset`: what `kubeadm reset -f` deletes and what to write again before a retry;
-//! - `run`: kubeadm invocation, retries, output capture, sentinel.
+//! - `run`: kubeadm invocation, retries, output capture, sentinel;
+//! - `validate`: real kubeadm's `config validate` in pre-flight, when the node has kubeadm.
 
 /// The documents' types, shared with the minter (`crate::kubeadm_api`).
 pub use crate::kubeadm_api as api;
@@ -14,6 +15,7 @@ pub mod detect;
 pub mod endpoint;
 pub mod reset;
 pub mod run;
+pub mod validate;
 
 use crate::error::Result;
 use crate::plan::KubeadmSpec;

@@ -389,7 +389,11 @@ fn load_config(
         )
     })?;
     disk.memo.config(&spec.config_path, bytes, || {
-        config::parse(text, &spec.config_path)
+        // Said so, since real kubeadm may judge the file too (kubeadm::validate).
+        config::parse(text, &spec.config_path).map_err(|mut e| {
+            e.message = format!("nodeagent's kubeadm reader refused it: {}", e.message);
+            e
+        })
     })
 }
 

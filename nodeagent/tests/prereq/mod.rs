@@ -143,3 +143,34 @@ fn copy_in(root: &Path, at: &str, host: &Path) {
     std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
     std::fs::copy(host, &dest).unwrap_or_else(|e| panic!("copy {}: {e}", host.display()));
 }
+
+/// The directory holding the real Kubernetes binaries `tests/k8s/build` makes (kubeadm, …):
+/// `NODEAGENT_K8S_BIN` if set, else what `tests/k8s/build --print` prints (a complete build
+/// only). `None` (the caller skips, saying why) when `program` is not there, unless
+/// `NODEAGENT_REQUIRE_K8S=1` (`tests/run-all` builds them first) makes that a failure.
+pub fn k8s_bin(program: &str) -> Option<std::path::PathBuf> {
+    let dir = match std::env::var_os("NODEAGENT_K8S_BIN") {
+        Some(d) => Some(std::path::PathBuf::from(d)),
+        None => {
+            let build = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/k8s/build");
+            std::process::Command::new(build)
+                .arg("--print")
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|o| {
+                    std::path::PathBuf::from(String::from_utf8_lossy(&o.stdout).trim().to_string())
+                })
+        }
+    };
+    if let Some(d) = dir.filter(|d| d.join(program).is_file()) {
+        return Some(d);
+    }
+    missing(
+        "NODEAGENT_REQUIRE_K8S",
+        &format!(
+            "no real `{program}` (set NODEAGENT_K8S_BIN, or run tests/k8s/build: ~30-40 min cold)"
+        ),
+    );
+    None
+}

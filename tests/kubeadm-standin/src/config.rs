@@ -328,8 +328,16 @@ pub fn parse(text: &str, file: &str) -> Result<Config, String> {
         }
         let group = api.split('/').next().unwrap_or_default();
         if group != "kubeadm.k8s.io" {
-            // Component configs (kubelet.config.k8s.io, kubeproxy.config.k8s.io) go to their
-            // components; kubeadm ignores other groups with a warning.
+            // Component configs go to their components, each under its one apiVersion;
+            // kubeadm refuses any other API ("unknown configuration APIs").
+            let known = matches!(
+                (api.as_str(), kind.as_str()),
+                ("kubelet.config.k8s.io/v1beta1", "KubeletConfiguration")
+                    | ("kubeproxy.config.k8s.io/v1alpha1", "KubeProxyConfiguration")
+            );
+            if !known {
+                return Err(format!("{place}: unknown configuration API"));
+            }
             cfg.other.push(kind);
             continue;
         }
@@ -365,7 +373,10 @@ pub fn parse(text: &str, file: &str) -> Result<Config, String> {
                     return Err(dup("JoinConfiguration"));
                 }
             }
-            "ResetConfiguration" | "UpgradeConfiguration" if api == V1BETA4 => cfg.other.push(kind),
+            "ResetConfiguration" | "UpgradeConfiguration" if api == V1BETA4 => {
+                check_fields(&value, &kind, &place)?;
+                cfg.other.push(kind)
+            }
             _ => {
                 return Err(format!(
                     "{place}: no kind {kind:?} is registered for version {api:?}"
@@ -374,6 +385,235 @@ pub fn parse(text: &str, file: &str) -> Result<Config, String> {
         }
     }
     Ok(cfg)
+}
+
+/// The fields of v1beta4's ResetConfiguration and UpgradeConfiguration (kubeadm's
+/// `apis/kubeadm/v1beta4/types.go`), checked by name: init and join ignore these documents.
+fn check_fields(v: &Value, kind: &str, place: &str) -> Result<(), String> {
+    const TIMEOUTS: &[&str] = &[
+        "controlPlaneComponentHealthCheck",
+        "kubeletHealthCheck",
+        "kubernetesAPICall",
+        "etcdAPICall",
+        "tlsBootstrap",
+        "discovery",
+        "upgradeManifests",
+    ];
+    let top: &[&str] = if kind == "ResetConfiguration" {
+        &[
+            "apiVersion",
+            "kind",
+            "cleanupTmpDir",
+            "certificatesDir",
+            "criSocket",
+            "dryRun",
+            "force",
+            "ignorePreflightErrors",
+            "skipPhases",
+            "unmountFlags",
+            "timeouts",
+        ]
+    } else {
+        &[
+            "apiVersion",
+            "kind",
+            "apply",
+            "diff",
+            "node",
+            "plan",
+            "timeouts",
+        ]
+    };
+    let section = |name: &str| -> &[&str] {
+        match name {
+            "apply" => &[
+                "kubernetesVersion",
+                "allowExperimentalUpgrades",
+                "allowRCUpgrades",
+                "certificateRenewal",
+                "dryRun",
+                "etcdUpgrade",
+                "forceUpgrade",
+                "ignorePreflightErrors",
+                "patches",
+                "printConfig",
+                "skipPhases",
+                "imagePullPolicy",
+                "imagePullSerial",
+            ],
+            "diff" => &["kubernetesVersion", "contextLines"],
+            "node" => &[
+                "certificateRenewal",
+                "dryRun",
+                "etcdUpgrade",
+                "ignorePreflightErrors",
+                "skipPhases",
+                "patches",
+                "imagePullPolicy",
+                "imagePullSerial",
+            ],
+            "plan" => &[
+                "kubernetesVersion",
+                "allowExperimentalUpgrades",
+                "allowRCUpgrades",
+                "dryRun",
+                "etcdUpgrade",
+                "ignorePreflightErrors",
+                "printConfig",
+            ],
+            _ => TIMEOUTS,
+        }
+    };
+    let map = v.as_mapping().ok_or(format!("{place}: not a mapping"))?;
+    for (k, val) in map {
+        let k = k.as_str().unwrap_or_default();
+        if !top.contains(&k) {
+            return Err(format!("{place}: unknown field {k:?}"));
+        }
+        if let Some(inner) = val
+            .as_mapping()
+            .filter(|_| k != "apiVersion" && k != "kind")
+        {
+            for (ik, iv) in inner {
+                let ik = ik.as_str().unwrap_or_default();
+                if !section(k).contains(&ik) {
+                    return Err(format!("{place}: unknown field \"{k}.{ik}\""));
+                }
+                if k == "timeouts" && !iv.as_str().is_some_and(go_duration) {
+                    return Err(format!("{place}: {k}.{ik}: not a duration"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Go's `time.ParseDuration`: `[-+]?` then `0`, or numbers (`1`, `1.5`, `.5`) each with a
+/// unit `ns us µs μs ms s m h`.
+pub fn go_duration(s: &str) -> bool {
+    let s = s.strip_prefix(['-', '+']).unwrap_or(s);
+    if s == "0" {
+        return true;
+    }
+    if s.is_empty() {
+        return false;
+    }
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(rest.len());
+        let (num, tail) = rest.split_at(digits);
+        if num.is_empty() || num == "." || num.matches('.').count() > 1 {
+            return false;
+        }
+        let Some(unit) = ["ns", "us", "µs", "μs", "ms", "s", "m", "h"]
+            .into_iter()
+            .filter(|u| tail.starts_with(u))
+            .max_by_key(|u| u.len())
+        else {
+            return false;
+        };
+        rest = tail.strip_prefix(unit).unwrap_or_default();
+    }
+    true
+}
+
+fn check_duration(d: &Option<String>, field: &str, place: &str) -> Result<(), String> {
+    match d {
+        Some(v) if !go_duration(v) => Err(format!("{place}: {field}: invalid duration")),
+        _ => Ok(()),
+    }
+}
+
+/// A lowercase RFC 1123 subdomain (`IsDNS1123Subdomain`).
+fn dns1123_subdomain(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|l| {
+            !l.is_empty()
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        })
+}
+
+/// Go's `net.SplitHostPort`: `host:port` or `[v6]:port`; the port is not checked.
+fn split_host_port(s: &str) -> Option<(&str, &str)> {
+    if let Some(rest) = s.strip_prefix('[') {
+        let (host, after) = rest.split_once(']')?;
+        return Some((host, after.strip_prefix(':')?));
+    }
+    let (host, port) = s.rsplit_once(':')?;
+    (!host.contains(':')).then_some((host, port))
+}
+
+/// kubeadm's `ParseHostPort` for controlPlaneEndpoint: a host (IP or DNS subdomain) with an
+/// optional port in 1..65535.
+fn check_control_plane_endpoint(ep: &str, place: &str) -> Result<(), String> {
+    let (host, port) = match split_host_port(ep) {
+        Some((h, p)) => (h, Some(p)),
+        None => (ep, None),
+    };
+    if host.parse::<std::net::IpAddr>().is_err() && !dns1123_subdomain(host) {
+        return Err(format!("{place}: controlPlaneEndpoint: invalid host"));
+    }
+    if let Some(p) = port
+        && !p.parse::<u32>().is_ok_and(|p| (1..=65535).contains(&p))
+    {
+        return Err(format!("{place}: controlPlaneEndpoint: invalid port"));
+    }
+    Ok(())
+}
+
+fn check_local_endpoint(e: &Option<ApiEndpoint>, field: &str, place: &str) -> Result<(), String> {
+    let Some(e) = e else { return Ok(()) };
+    if let Some(a) = e.advertise_address.as_deref().filter(|a| !a.is_empty())
+        && a.parse::<std::net::IpAddr>().is_err()
+    {
+        return Err(format!(
+            "{place}: {field}.advertiseAddress: not an IP address"
+        ));
+    }
+    if let Some(p) = e.bind_port
+        && !(0..=65535).contains(&p)
+    {
+        return Err(format!(
+            "{place}: {field}.bindPort: port number is not valid"
+        ));
+    }
+    Ok(())
+}
+
+fn check_timeouts(t: &Option<Timeouts>, place: &str) -> Result<(), String> {
+    let Some(t) = t else { return Ok(()) };
+    for (v, name) in [
+        (
+            &t.control_plane_component_health_check,
+            "controlPlaneComponentHealthCheck",
+        ),
+        (&t.kubelet_health_check, "kubeletHealthCheck"),
+        (&t.kubernetes_api_call, "kubernetesAPICall"),
+        (&t.etcd_api_call, "etcdAPICall"),
+        (&t.tls_bootstrap, "tlsBootstrap"),
+        (&t.discovery, "discovery"),
+        (&t.upgrade_manifests, "upgradeManifests"),
+    ] {
+        check_duration(v, &format!("timeouts.{name}"), place)?;
+    }
+    Ok(())
+}
+
+fn check_certificate_key(k: &Option<String>, field: &str, place: &str) -> Result<(), String> {
+    // Empty: unset. Else the hex of a 32-byte AES key.
+    let hex32 = |k: &str| k.len() == 64 && k.bytes().all(|b| b.is_ascii_hexdigit());
+    match k {
+        Some(k) if !k.is_empty() && !hex32(k) => {
+            Err(format!("{place}: {field}: certificate key decoding error"))
+        }
+        _ => Ok(()),
+    }
 }
 
 fn only_v4(api: &str, present: bool, field: &str, place: &str) -> Result<(), String> {
@@ -456,8 +696,11 @@ fn check_init(c: &InitConfiguration, place: &str) -> Result<(), String> {
                 "{place}: bootstrapTokens[{i}].token: the bootstrap token is invalid (want [a-z0-9]{{6}}.[a-z0-9]{{16}})"
             ));
         }
+        check_duration(&t.ttl, &format!("bootstrapTokens[{i}].ttl"), place)?;
     }
-    Ok(())
+    check_timeouts(&c.timeouts, place)?;
+    check_local_endpoint(&c.local_api_endpoint, "localAPIEndpoint", place)?;
+    check_certificate_key(&c.certificate_key, "certificateKey", place)
 }
 
 fn check_cluster(c: &ClusterConfiguration, place: &str) -> Result<(), String> {
@@ -527,6 +770,48 @@ fn check_cluster(c: &ClusterConfiguration, place: &str) -> Result<(), String> {
             "{place}: etcd: local and external are mutually exclusive"
         ));
     }
+    check_duration(
+        &c.api_server.timeout_for_control_plane,
+        "apiServer.timeoutForControlPlane",
+        place,
+    )?;
+    check_duration(
+        &c.certificate_validity_period,
+        "certificateValidityPeriod",
+        place,
+    )?;
+    check_duration(
+        &c.ca_certificate_validity_period,
+        "caCertificateValidityPeriod",
+        place,
+    )?;
+    if let Some(ep) = c
+        .control_plane_endpoint
+        .as_deref()
+        .filter(|e| !e.is_empty())
+    {
+        check_control_plane_endpoint(ep, place)?;
+    }
+    for san in c.api_server.cert_sans.iter().flatten() {
+        let name = san.strip_prefix("*.").unwrap_or(san);
+        if san.parse::<std::net::IpAddr>().is_err() && !dns1123_subdomain(name) {
+            return Err(format!(
+                "{place}: apiServer.certSANs: not a valid IP address, DNS name or wildcard"
+            ));
+        }
+    }
+    if let Some(a) = &c.encryption_algorithm
+        && ![
+            "ECDSA-P256",
+            "ECDSA-P384",
+            "RSA-2048",
+            "RSA-3072",
+            "RSA-4096",
+        ]
+        .contains(&a.as_str())
+    {
+        return Err(format!("{place}: encryptionAlgorithm: invalid value"));
+    }
     Ok(())
 }
 
@@ -561,14 +846,15 @@ fn check_join(c: &JoinConfiguration, place: &str) -> Result<(), String> {
                 "{place}: discovery.bootstrapToken.token: the bootstrap token is invalid"
             ));
         }
-        if bt
-            .api_server_endpoint
-            .as_deref()
-            .unwrap_or_default()
-            .is_empty()
-        {
+        let ep = bt.api_server_endpoint.as_deref().unwrap_or_default();
+        if ep.is_empty() {
             return Err(format!(
                 "{place}: discovery.bootstrapToken.apiServerEndpoint: required"
+            ));
+        }
+        if split_host_port(ep).is_none() {
+            return Err(format!(
+                "{place}: discovery.bootstrapToken.apiServerEndpoint: missing port in address"
             ));
         }
         let hashes = bt.ca_cert_hashes.as_deref().unwrap_or_default();
@@ -578,9 +864,12 @@ fn check_join(c: &JoinConfiguration, place: &str) -> Result<(), String> {
             ));
         }
         for h in hashes {
-            let ok = h
-                .strip_prefix("sha256:")
-                .is_some_and(|x| x.len() == 64 && x.bytes().all(|b| b.is_ascii_hexdigit()));
+            // pubkeypin.Set.Allow lower-cases the format and the value.
+            let ok = h.split_once(':').is_some_and(|(f, x)| {
+                f.eq_ignore_ascii_case("sha256")
+                    && x.len() == 64
+                    && x.bytes().all(|b| b.is_ascii_hexdigit())
+            });
             if !ok {
                 return Err(format!(
                     "{place}: discovery.bootstrapToken.caCertHashes: invalid hash {h:?} (want sha256:<64 hex>)"
@@ -588,12 +877,40 @@ fn check_join(c: &JoinConfiguration, place: &str) -> Result<(), String> {
             }
         }
     }
+    // Empty means unset: kubeadm defaults it to the discovery token.
     if let Some(t) = &d.tls_bootstrap_token
+        && !t.is_empty()
         && !valid_token(t)
     {
         return Err(format!(
             "{place}: discovery.tlsBootstrapToken: the bootstrap token is invalid"
         ));
+    }
+    if let Some(f) = &d.file {
+        // ValidateDiscoveryFile: an https URL, or a file that is there (under the node's root).
+        let path = &f.kube_config_path;
+        if !path.starts_with("https://") {
+            let root = std::env::var("KUBEADM_STANDIN_ROOT").unwrap_or_else(|_| "/".into());
+            let on_disk = path.starts_with('/')
+                && std::path::Path::new(&root)
+                    .join(path.trim_start_matches('/'))
+                    .is_file();
+            if !on_disk {
+                return Err(format!(
+                    "{place}: discovery.file.kubeConfigPath: not a valid HTTPS URL or a file on disk"
+                ));
+            }
+        }
+    }
+    check_duration(&d.timeout, "discovery.timeout", place)?;
+    check_timeouts(&c.timeouts, place)?;
+    if let Some(cp) = &c.control_plane {
+        check_local_endpoint(
+            &cp.local_api_endpoint,
+            "controlPlane.localAPIEndpoint",
+            place,
+        )?;
+        check_certificate_key(&cp.certificate_key, "controlPlane.certificateKey", place)?;
     }
     Ok(())
 }

@@ -14,6 +14,23 @@ use std::path::PathBuf;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // `config validate` changes nothing on the node: it is not one of the recorded calls
+    // (tests count init/join/reset), only noted in $KUBEADM_STANDIN_VALIDATE_LOG when set.
+    if args.first().map(String::as_str) == Some("config") {
+        let (code, reason) = config_validate(args.get(1..).unwrap_or_default());
+        if let Ok(p) = std::env::var("KUBEADM_STANDIN_VALIDATE_LOG")
+            && let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+        {
+            let _ = writeln!(f, "{}", json!({"argv": args, "exit": code}));
+        }
+        if code != 0 {
+            eprintln!("error: {reason}");
+        }
+        std::process::exit(code);
+    }
     let log = PathBuf::from(
         std::env::var("KUBEADM_STANDIN_LOG")
             .unwrap_or_else(|_| "/var/log/kubeadm-standin.jsonl".into()),
@@ -278,4 +295,33 @@ fn sha256_hex(data: &[u8]) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// `config validate --config FILE` (kubeadm 1.28+): the stand-in's strict reader's judgement
+/// of FILE, nothing written. Exit 0 (prints `ok`, as kubeadm does) or 3 with the reason.
+fn config_validate(args: &[String]) -> (i32, String) {
+    let config = match args {
+        [v, c, path] if v == "validate" && c == "--config" => path.clone(),
+        [v, c] if v == "validate" => match c.strip_prefix("--config=") {
+            Some(path) => path.to_string(),
+            None => return (2, "config validate needs --config FILE".into()),
+        },
+        _ => {
+            return (
+                2,
+                "only `config validate --config FILE` is supported".into(),
+            );
+        }
+    };
+    let text = match std::fs::read_to_string(&config) {
+        Ok(t) => t,
+        Err(e) => return (3, format!("config {config}: {e}")),
+    };
+    match config::parse(&text, &config) {
+        Ok(_) => {
+            println!("ok");
+            (0, String::new())
+        }
+        Err(e) => (3, e),
+    }
 }
