@@ -123,7 +123,7 @@ fn a_refusing_kubeadm_is_named_and_redacted() {
     );
     assert_eq!(
         std::fs::read_to_string(t.path().join("argv")).unwrap(),
-        "config validate --config /dev/stdin\n"
+        "config validate --config /proc/self/fd/0\n"
     );
     let (files, _) = corpus_parts(CORPUS_INIT);
     let want = String::from_utf8(file(&files, "/run/kubeadm/kubeadm.yaml").to_vec())

@@ -5,7 +5,7 @@
 //!
 //! kubeadm is found as the kubeadm step finds it: `kubeadm` on the agent's `PATH`, inside the
 //! root (the step runs chrooted into `--root DIR`), and only where the step would run at all
-//! (on the node, or with `--exec`). The config is handed on stdin (`--config /dev/stdin`): the
+//! (on the node, or with `--exec`). The config is handed on stdin (`--config /proc/self/fd/0`): the
 //! file is not written yet. Under `--root DIR` the root's kubeadm is started from outside the
 //! root (it reads nothing but its stdin), so a trial root needs no `/dev` of its own. The call goes through the one process runner with its deadline;
 //! its output is redacted and cut. A kubeadm that cannot be started or overruns its deadline is
@@ -148,7 +148,9 @@ pub fn check(
             continue;
         }
         let mut cmd = Command::new(&host);
-        cmd.args(["config", "validate", "--config", "/dev/stdin"]);
+        // /proc/self/fd/0, not /dev/stdin: a minimal root (an initramfs, a busybox init) has no
+        // /dev/stdin link, and every system that runs kubeadm has /proc.
+        cmd.args(["config", "validate", "--config", "/proc/self/fd/0"]);
         let limits = process::Limits::new(TIMEOUT)
             .stdout_cap(16 * 1024)
             .stderr_cap(16 * 1024);
