@@ -72,6 +72,10 @@ pub(super) struct Files {
 }
 
 pub(super) fn files_for(ctx: &Ctx<'_>, step: &Step) -> Result<Files> {
+    files_for_key(ctx, &step.id, step.frequency)
+}
+
+pub(super) fn files_for_key(ctx: &Ctx<'_>, id: &str, frequency: Frequency) -> Result<Files> {
     let dir = ctx
         .journal
         .path
@@ -80,15 +84,15 @@ pub(super) fn files_for(ctx: &Ctx<'_>, step: &Step) -> Result<Files> {
             Error::of(
                 ErrorKind::NotFound,
                 Stage::Apply,
-                &step.id,
+                id,
                 "journal has no directory",
             )
         })?
         .join("cmd");
     crate::state::ensure_private_dir(&dir, 0o700)?;
-    let key = match step.frequency {
-        Frequency::PerBoot => format!("{}\0{}", step.id, ctx.journal.boot),
-        Frequency::PerInstance => step.id.clone(),
+    let key = match frequency {
+        Frequency::PerBoot => format!("{id}\0{}", ctx.journal.boot),
+        Frequency::PerInstance => id.to_string(),
     };
     let digest = super::files::sha256_hex(key.as_bytes());
     let h = digest.get(..16).unwrap_or(&digest);
@@ -105,7 +109,7 @@ pub(super) fn read_rc(p: &Path) -> Option<i32> {
 
 /// Log the command's output (its last COMMAND_OUTPUT_LOG_BYTES), redacted, then delete it
 /// (it may hold secrets). Returns the last COMMAND_TAIL_LINES lines for the error message.
-fn log_output(root: &Path, out: &Path, step: &str) -> Vec<String> {
+pub(super) fn log_output(root: &Path, out: &Path, step: &str) -> Vec<String> {
     let mut tail = std::collections::VecDeque::new();
     if let Ok(bytes) = read_last(out, COMMAND_OUTPUT_LOG_BYTES) {
         let text = crate::redact::redact_text(&String::from_utf8_lossy(&bytes));
@@ -185,30 +189,26 @@ pub(super) fn lock_step(path: &Path, place: &str) -> Result<File> {
     Ok(lock)
 }
 
-pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcome> {
-    if !ctx.opts.exec {
-        tracing::info!(step = %step.id, command = %shown(&c.run), "command skipped (no --exec)");
-        return Ok(Outcome::Skipped);
-    }
-    let place = step.id.as_str();
-    let fl = files_for(ctx, step)?;
-    let lock = lock_step(&fl.lock, place)?;
-    match read_rc(&fl.rc) {
-        Some(0) => {
-            log_output(&ctx.target().root, &fl.out, &step.id);
-            tracing::info!(step = %step.id, "command had finished before the previous run was killed; not run again");
-            return Ok(Outcome::Adopted);
-        }
-        Some(_) | None => {
-            let _ = std::fs::remove_file(&fl.rc);
-        }
-    }
-    reap_orphan_group(&fl.rc);
-    super::begin(ctx, step, None)?;
+/// A bootcmd/runcmd item without `--exec`: recorded as `skipped`, it runs on a later `--exec`
+/// run. With `--exec` the items run as their list's one program (shell.rs).
+pub fn skip(step: &Step, c: &CommandSpec) -> Outcome {
+    tracing::info!(step = %step.id, command = %shown(&c.run), "command skipped (no --exec)");
+    Outcome::Skipped
+}
 
-    let timeout = command_timeout(ctx, c);
-    let sup = supervision(ctx, place, &fl, c, timeout)?;
-    tracing::info!(step = %step.id, command = %shown(&c.run), "command start");
+/// Run `/bin/sh -c SCRIPT` under a supervisor holding `lock`, the caller's lock of `fl`
+/// (the items of a list: shell.rs), which records its exit status in `fl.rc`; its output outside the
+/// items goes to `fl.out`, logged under `place`.
+pub(super) fn supervise_program(
+    ctx: &Ctx<'_>,
+    place: &str,
+    fl: &Files,
+    lock: &File,
+    script: String,
+    timeout: u64,
+) -> Result<()> {
+    let argv = vec!["/bin/sh".into(), "-c".into(), script.into()];
+    let sup = supervision(ctx, place, fl, argv, timeout)?;
     // The supervisor enforces `timeout` itself (and keeps doing so if the agent dies); this
     // bound is the backstop should the supervisor itself hang.
     let backstop = Duration::from_secs(timeout) + crate::supervise::KILL_AFTER + SUPERVISOR_SLACK;
@@ -223,36 +223,14 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
         // Its own process group comes from process::run_inherited.
         process::run_inherited(cmd, &limits)
     };
-    let status = started.map_err(|e| match e {
-        process::ProcessError::Spawn { source, .. } => Error::io(
-            Stage::Apply,
-            place,
-            &format!("{}: cannot start", shown(&c.run)),
-            source,
-        ),
-        e => Error::caused(Stage::Apply, place, e).map_message(|_| shown(&c.run).to_string()),
+    started.map_err(|e| match e {
+        process::ProcessError::Spawn { source, .. } => {
+            Error::io(Stage::Apply, place, "/bin/sh: cannot start", source)
+        }
+        e => Error::caused(Stage::Apply, place, e),
     })?;
-    drop(lock);
-    let tail = log_output(&ctx.target().root, &fl.out, &step.id);
-    let rc = read_rc(&fl.rc).or(status.code()).unwrap_or(-1);
-    if rc == 0 {
-        return Ok(Outcome::Ok);
-    }
-    Err(failure(place, c, rc, timeout, &tail))
-}
-
-/// The command's timeout in seconds: its own, else the configured default; never past the
-/// run's total deadline, and never "no timeout" (0) under a run deadline.
-fn command_timeout(ctx: &Ctx<'_>, c: &CommandSpec) -> u64 {
-    let timeout = if c.timeout_secs > 0 {
-        c.timeout_secs
-    } else {
-        ctx.opts.config.command_timeout_secs
-    };
-    match process::run_time_left() {
-        Some(left) if timeout == 0 || left.as_secs() < timeout => left.as_secs().max(1),
-        _ => timeout,
-    }
+    log_output(&ctx.target().root, &fl.out, place);
+    Ok(())
 }
 
 /// What the supervisor of one command is given: the program and its arguments, where its
@@ -269,16 +247,9 @@ fn supervision(
     ctx: &Ctx<'_>,
     place: &str,
     fl: &Files,
-    c: &CommandSpec,
+    argv: Vec<std::ffi::OsString>,
     timeout: u64,
 ) -> Result<Supervision> {
-    let argv: Vec<std::ffi::OsString> = match &c.run {
-        Run::Shell(s) => vec!["/bin/sh".into(), "-c".into(), s.into()],
-        Run::Argv(a) => a.iter().map(Into::into).collect(),
-    };
-    if argv.is_empty() {
-        return Err(Error::new(Stage::Apply, place, "empty command"));
-    }
     let out = private_file()
         .write(true)
         .truncate(true)
@@ -347,7 +318,7 @@ fn supervise_forked(
             program,
             args,
             false,
-            sup.chroot.as_deref(),
+            (sup.chroot.as_deref(), None),
         )
     })
 }
@@ -371,30 +342,6 @@ unsafe fn close_from(first: libc::c_uint, keep: std::os::fd::RawFd) {
             libc::close_range(keep + 1, libc::c_uint::MAX, 0);
         }
     }
-}
-
-/// The error of a command that ended with status `rc`: why, and its last output line.
-fn failure(place: &str, c: &CommandSpec, rc: i32, timeout: u64, tail: &[String]) -> Error {
-    let why = if rc == crate::supervise::TIMED_OUT {
-        format!("timed out after {timeout} s")
-    } else {
-        format!("exit status {rc}")
-    };
-    let last = tail
-        .last()
-        .map(|l| format!(" (last output: {l})"))
-        .unwrap_or_default();
-    let kind = if rc == crate::supervise::TIMED_OUT {
-        ErrorKind::Timeout
-    } else {
-        ErrorKind::CommandFailed
-    };
-    Error::of(
-        kind,
-        Stage::Apply,
-        place,
-        format!("command `{}` failed: {why}{last}", shown(&c.run)),
-    )
 }
 
 /// Longest wait for an orphaned command's process group to die after SIGKILL.

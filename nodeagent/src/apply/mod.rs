@@ -18,6 +18,7 @@ pub mod files;
 pub mod grow;
 pub mod hostname;
 pub mod ntp;
+pub mod shell;
 pub mod users;
 
 use crate::config::ImageConfig;
@@ -244,6 +245,9 @@ pub enum Outcome {
     Skipped,
     /// A supervised command had already finished successfully before a crash.
     Adopted,
+    /// Not run: an earlier item of its list ended the list's program (`exit`), as in
+    /// cloud-init's one script (shell.rs).
+    NotRun,
 }
 
 impl Outcome {
@@ -252,6 +256,7 @@ impl Outcome {
             Outcome::Ok => DoneResult::Ok,
             Outcome::Skipped => DoneResult::Skipped,
             Outcome::Adopted => DoneResult::Adopted,
+            Outcome::NotRun => DoneResult::NotRun,
         }
     }
 }
@@ -432,8 +437,12 @@ fn apply_locked(
     let mut pos = 0;
     // A failed kubeadm step that later runcmd items still follow (see `carry_on`).
     let mut deferred: Option<(&Step, Error, f64)> = None;
+    // What the items of a bootcmd/runcmd program ended with, taken as the loop reaches them:
+    // the result, and whether the item ended its list's program.
+    let mut queued: HashMap<String, (Result<Outcome>, bool)> = HashMap::new();
     while pos < order.len() {
         let step = steps[order[pos]];
+        let mut ended = false;
         let per_boot = step.frequency == Frequency::PerBoot;
         if ctx.journal.is_done(&step.id, per_boot) {
             summary.already.push(step.id.clone());
@@ -456,6 +465,12 @@ fn apply_locked(
                 }
                 Some(e) => (Err(e), 1),
             }
+        } else if let Some((r, end)) = queued.remove(&step.id) {
+            ended = end;
+            (r, 1)
+        } else if let Some((r, end)) = run_list(&mut ctx, &steps, &order, pos, &mut queued) {
+            ended = end;
+            (r, 1)
         } else {
             tracing::info!(step = %step.id, instance_id = %plan.instance_id, phase = "applying", "step start");
             (run_step(step, &mut ctx, reporter), 1)
@@ -476,9 +491,10 @@ fn apply_locked(
                 pos += batch_len;
             }
             Err(e) => {
-                let later_runcmd = order[pos + 1..]
-                    .iter()
-                    .any(|&j| is_runcmd_like(&steps[j].action));
+                let later_runcmd = !ended
+                    && order[pos + 1..]
+                        .iter()
+                        .any(|&j| is_runcmd_like(&steps[j].action));
                 match carry_on(&step.action, later_runcmd) {
                     CarryOn::No => {
                         return Err(fail(&mut ctx, reporter, stage, run_started, step, e, ms));
@@ -508,6 +524,50 @@ fn apply_locked(
     });
     ctx.journal.append(r, opts.ends_run)?;
     Ok(())
+}
+
+/// With `--exec`, a bootcmd/runcmd item (or the kubeadm step) starts its list's program
+/// (shell.rs): the items from here up to the next step that is not one of the list's, unless
+/// an earlier item ended the program. `None`: not such a step. Returns this step's result
+/// (and whether it ended the program); the later items' go to `queued`.
+fn run_list(
+    ctx: &mut Ctx<'_>,
+    steps: &[&Step],
+    order: &[usize],
+    pos: usize,
+    queued: &mut HashMap<String, (Result<Outcome>, bool)>,
+) -> Option<(Result<Outcome>, bool)> {
+    let step = steps[order[pos]];
+    let list = shell::list_of(&step.action).filter(|_| ctx.opts.exec)?;
+    match shell::ended_before(ctx, step) {
+        Err(e) => return Some((Err(e), false)),
+        Ok(true) => {
+            tracing::info!(step = %step.id, "not run: an earlier item ended the {list} program");
+            return Some((Ok(Outcome::NotRun), false));
+        }
+        Ok(false) if !matches!(step.action, Action::Command(_)) => return None,
+        Ok(false) => {}
+    }
+    let items: Vec<&Step> = order[pos..]
+        .iter()
+        .map(|&j| steps[j])
+        .take_while(|s| {
+            matches!(s.action, Action::Command(_))
+                && shell::list_of(&s.action) == Some(list)
+                && !ctx
+                    .journal
+                    .is_done(&s.id, s.frequency == Frequency::PerBoot)
+        })
+        .collect();
+    match shell::run_items(ctx, &items) {
+        Err(e) => Some((Err(e), false)),
+        Ok(ends) => {
+            for e in ends {
+                queued.insert(e.id, (e.result, e.ended));
+            }
+            queued.remove(&step.id)
+        }
+    }
 }
 
 /// The plain file writes that run as one batch from `order[pos]` (itself one): the following
@@ -664,7 +724,7 @@ fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Resu
         Action::Mounts(m) => begun(ctx, step, |ctx| disks::mounts(ctx, m)),
         Action::Growpart(g) => begun(ctx, step, |ctx| grow::growpart(ctx, g)),
         Action::ResizeFs(r) => begun(ctx, step, |ctx| grow::resizefs(ctx, r)),
-        Action::Command(c) => commands::execute(ctx, step, c),
+        Action::Command(c) => Ok(commands::skip(step, c)),
         Action::Kubeadm(k) => kubeadm_step(ctx, step, k, reporter),
     }
 }
@@ -782,11 +842,13 @@ fn kubeadm_step(
         lock_fd: std::os::fd::AsRawFd::as_raw_fd(&lock),
     };
     let settings = &ctx.opts.config.kubeadm;
+    // What the runcmd items before it exported, and where they left the working directory.
+    let state = shell::state_before(ctx, step)?;
     crate::kubeadm::run::supervised(sup, || {
         if interrupted {
             crate::kubeadm::run::reset_interrupted(&root, &restore)?;
         }
-        crate::kubeadm::execute(k, settings, &root, reporter, &restore)
+        crate::kubeadm::execute(k, settings, &root, reporter, &restore, state)
     })?;
     drop(lock);
     Ok(Outcome::Ok)
