@@ -93,9 +93,13 @@ fn earlier_items<'p>(ctx: &Ctx<'p>, step: &Step) -> Vec<&'p Step> {
         .collect()
 }
 
+/// What a list's items left for a program started after them: its environment, and the
+/// working directory (inside the target).
+pub type Left = (Vec<(String, String)>, Option<String>);
+
 /// The state the list's items before `step` left: the environment and working directory
 /// of the last one that recorded it (for the kubeadm step).
-pub fn state_before(ctx: &Ctx<'_>, step: &Step) -> Result<(Vec<(String, String)>, Option<String>)> {
+pub fn state_before(ctx: &Ctx<'_>, step: &Step) -> Result<Left> {
     for s in earlier_items(ctx, step).into_iter().rev() {
         let env = commands::files_for(ctx, s)?.rc.with_extension("env");
         if let Ok(bytes) = std::fs::read(&env) {
@@ -106,7 +110,7 @@ pub fn state_before(ctx: &Ctx<'_>, step: &Step) -> Result<(Vec<(String, String)>
 }
 
 /// `env -0` output: the variables, and the directory the program recorded as `__na_pwd`.
-fn parse_env(bytes: &[u8]) -> (Vec<(String, String)>, Option<String>) {
+fn parse_env(bytes: &[u8]) -> Left {
     let mut vars = Vec::new();
     let mut pwd = None;
     for entry in bytes.split(|&b| b == 0) {
@@ -355,7 +359,7 @@ fn start(
         }
         lines.push((prefix_of(ctx, fl)?, *c));
         super::begin(ctx, step, None)?;
-        tracing::info!(step = %step.id, command = %commands::shown(&c.run), "command start");
+        tracing::info!(step = %step.id, command = %commands::shown(&c.run), "command queued in its list's program");
     }
     let restore = restore.map(|p| inside(ctx, p)).transpose()?;
     let iid = ctx.plan.instance_id.clone();
