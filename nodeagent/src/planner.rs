@@ -439,7 +439,8 @@ fn write_file(
                 .to_ascii_lowercase();
             match crate::decode::decode_file_content(bytes, &enc) {
                 Ok(decoded) => decoded,
-                Err(msg) if compat && msg.contains("unknown encoding") => {
+                // cloud-init warns and writes the content as text; so does nodeagent.
+                Err(msg) if msg.contains("unknown encoding") => {
                     b.warnings
                         .push(format!("{place}.encoding: {msg}; assuming text/plain"));
                     bytes.to_vec()
