@@ -225,14 +225,26 @@ fn write_files(
 
 /// groups, then users (cc_users_groups); top-level ssh_authorized_keys has no user to go to.
 fn accounts(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
+    // As cloud-init's `_normalize_groups`: entries of one group are merged (in the order the
+    // group first appears), its members deduplicated and sorted (`util.uniq_merge_sorted`),
+    // the order `usermod -a -G` then adds them in.
+    let mut merged: Vec<(&str, Vec<String>)> = Vec::new();
     for (i, (name, members)) in cfg.groups.0.iter().enumerate() {
         check_name(name, format!("groups[{i}]"))?;
         for m in members {
             check_name(m, format!("groups[{i}].{name}"))?;
         }
+        match merged.iter_mut().find(|(n, _)| n == name) {
+            Some((_, all)) => all.extend(members.iter().cloned()),
+            None => merged.push((name, members.clone())),
+        }
+    }
+    for (name, mut members) in merged {
+        members.sort();
+        members.dedup();
         let spec = GroupSpec {
-            name: name.clone(),
-            members: members.clone(),
+            name: name.to_string(),
+            members,
         };
         b.push(
             format!("group:{name}"),

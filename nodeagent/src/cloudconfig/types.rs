@@ -205,7 +205,10 @@ impl<'de> Deserialize<'de> for UserItem {
                     }
                 }
                 // A gecos that is not a string: cloud-init leaves it out and goes on.
-                if out.get("gecos").is_some_and(|g| !g.is_string() && !g.is_null()) {
+                if out
+                    .get("gecos")
+                    .is_some_and(|g| !g.is_string() && !g.is_null())
+                {
                     out.remove("gecos");
                 }
                 serde_json::from_value::<UserEntry>(Value::Object(out))
