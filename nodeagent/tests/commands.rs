@@ -208,7 +208,20 @@ fn exit_ends_the_list_before_the_kubeadm_step_and_a_failing_exit_fails_the_run()
         "vm-e",
         vec![
             sh("runcmd[0]", "exit 7", Frequency::PerInstance),
-            sh("runcmd[1]", &append("after"), Frequency::PerInstance),
+            step(
+                "runcmd[1]:kubeadm",
+                RunStage::Main,
+                Frequency::PerInstance,
+                Action::Kubeadm(KubeadmSpec {
+                    mode: KubeadmMode::Init,
+                    config_path: "/run/kubeadm/kubeadm.yaml".into(),
+                    extra_args: vec![],
+                    sentinel: true,
+                    endpoint: None,
+                    original: "kubeadm init --config /run/kubeadm/kubeadm.yaml".into(),
+                }),
+            ),
+            sh("runcmd[2]", &append("after"), Frequency::PerInstance),
         ],
     );
     let Some(d) = exec_dir() else {
@@ -221,6 +234,11 @@ fn exit_ends_the_list_before_the_kubeadm_step_and_a_failing_exit_fails_the_run()
     // A later run (a reboot) does not run the items after the `exit` either.
     let _ = run(d.path(), &p, true, false, "b2");
     assert_eq!(record(d.path()), "");
+    let results = journal_results(d.path(), "vm-e");
+    assert!(
+        results.contains(&("runcmd[1]:kubeadm".into(), "not-run".into())),
+        "{results:?}"
+    );
 }
 
 /// The agent of `killed_after_the_first_item_the_rerun_restores_the_shell_state`.
@@ -328,4 +346,59 @@ fn kill_session(sid: u32) {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     panic!("session {sid} survives SIGKILL");
+}
+
+#[test]
+fn the_kubeadm_step_sees_what_the_items_before_it_exported_and_their_directory() {
+    let kubeadm = step(
+        "runcmd[1]:kubeadm",
+        RunStage::Main,
+        Frequency::PerInstance,
+        Action::Kubeadm(KubeadmSpec {
+            mode: KubeadmMode::Init,
+            config_path: "/run/kubeadm/kubeadm.yaml".into(),
+            extra_args: vec![],
+            sentinel: true,
+            endpoint: None,
+            original: "kubeadm init --config /run/kubeadm/kubeadm.yaml".into(),
+        }),
+    );
+    let p = plan(
+        "vm-kenv",
+        vec![
+            sh(
+                "runcmd[0]",
+                "export KUBECONFIG=/etc/kubernetes/admin.conf; cd /work",
+                Frequency::PerInstance,
+            ),
+            kubeadm,
+            sh(
+                "runcmd[2]",
+                "echo \"post $KUBECONFIG $(pwd)\" >> /record",
+                Frequency::PerInstance,
+            ),
+        ],
+    );
+    let Some(d) = exec_dir() else {
+        return;
+    };
+    let r = d.path();
+    std::fs::create_dir_all(r.join("work")).unwrap();
+    std::fs::create_dir_all(r.join("run/kubeadm")).unwrap();
+    std::fs::write(r.join("run/kubeadm/kubeadm.yaml"), "").unwrap();
+    // A stand-in that records what it saw (the chrooted step finds it on PATH in the root).
+    let bin = r.join("usr/local/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(
+        bin.join("kubeadm"),
+        "#!/bin/sh\necho \"kubeadm $1 $KUBECONFIG $(pwd)\" >> /record\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(bin.join("kubeadm"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    run(r, &p, true, false, "b").unwrap();
+    assert_eq!(
+        record(r),
+        "kubeadm init /etc/kubernetes/admin.conf /work\npost /etc/kubernetes/admin.conf /work\n"
+    );
 }

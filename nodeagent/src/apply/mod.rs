@@ -437,20 +437,16 @@ fn apply_locked(
     let mut pos = 0;
     // A failed kubeadm step that later runcmd items still follow (see `carry_on`).
     let mut deferred: Option<(&Step, Error, f64)> = None;
-    // What the items of a bootcmd/runcmd program ended with, taken as the loop reaches them:
-    // the result, and whether the item ended its list's program.
+    // What the items of a list's program ended with (`run_list`), taken as the loop gets there.
     let mut queued: HashMap<String, (Result<Outcome>, bool)> = HashMap::new();
     while pos < order.len() {
         let step = steps[order[pos]];
-        let mut ended = false;
-        let per_boot = step.frequency == Frequency::PerBoot;
-        if ctx.journal.is_done(&step.id, per_boot) {
-            summary.already.push(step.id.clone());
+        if already_done(&ctx, step, summary) {
             pos += 1;
             continue;
         }
         let started = Instant::now();
-        let (res, batch_len) = if batchable(&ctx, step) {
+        let (res, batch_len, ended) = if batchable(&ctx, step) {
             let batch = batch_at(&ctx, &steps, &order, pos);
             let (ok, failure) = file_batch(&mut ctx, &batch);
             let ms = started.elapsed().as_secs_f64() * 1000.0 / batch.len() as f64;
@@ -459,21 +455,13 @@ fn apply_locked(
                 summary.ran.push(s.id.clone());
             }
             pos += ok;
-            match failure {
-                None => {
-                    continue;
-                }
-                Some(e) => (Err(e), 1),
-            }
-        } else if let Some((r, end)) = queued.remove(&step.id) {
-            ended = end;
-            (r, 1)
+            let Some(e) = failure else { continue };
+            (Err(e), 1, false)
         } else if let Some((r, end)) = run_list(&mut ctx, &steps, &order, pos, &mut queued) {
-            ended = end;
-            (r, 1)
+            (r, 1, end)
         } else {
             tracing::info!(step = %step.id, instance_id = %plan.instance_id, phase = "applying", "step start");
-            (run_step(step, &mut ctx, reporter), 1)
+            (run_step(step, &mut ctx, reporter), 1, false)
         };
         let step = steps[order[pos]];
         let ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -483,11 +471,11 @@ fn apply_locked(
                 let last = pos + batch_len == order.len() && deferred.is_none();
                 let durable = durable_done(step, outcome, last && opts.ends_run);
                 record_done(&mut ctx, step, ms, outcome.result(), durable)?;
-                if outcome == Outcome::Skipped {
-                    summary.skipped.push(step.id.clone());
-                } else {
-                    summary.ran.push(step.id.clone());
-                }
+                let counted = match outcome {
+                    Outcome::Skipped => &mut summary.skipped,
+                    _ => &mut summary.ran,
+                };
+                counted.push(step.id.clone());
                 pos += batch_len;
             }
             Err(e) => {
@@ -497,6 +485,7 @@ fn apply_locked(
                         .any(|&j| is_runcmd_like(&steps[j].action));
                 match carry_on(&step.action, later_runcmd) {
                     CarryOn::No => {
+                        not_run_after(&mut ctx, &steps, &order, pos, ended)?;
                         return Err(fail(&mut ctx, reporter, stage, run_started, step, e, ms));
                     }
                     CarryOn::Warn => carried_on(&mut ctx, summary, step, &e, ms)?,
@@ -526,6 +515,41 @@ fn apply_locked(
     Ok(())
 }
 
+/// Whether the journal has `step` as finished (counted as such in `summary`).
+fn already_done(ctx: &Ctx<'_>, step: &Step, summary: &mut Summary) -> bool {
+    let done = ctx
+        .journal
+        .is_done(&step.id, step.frequency == Frequency::PerBoot);
+    if done {
+        summary.already.push(step.id.clone());
+    }
+    done
+}
+
+/// When `exit N` in the item at `order[pos]` ended its list (`ended`): what follows in the
+/// list is journaled as done, not run (the run fails right after; a later run would not run
+/// them either).
+fn not_run_after(
+    ctx: &mut Ctx<'_>,
+    steps: &[&Step],
+    order: &[usize],
+    pos: usize,
+    ended: bool,
+) -> Result<()> {
+    if !ended {
+        return Ok(());
+    }
+    let list = shell::list_of(&steps[order[pos]].action);
+    for &j in &order[pos + 1..] {
+        let s = steps[j];
+        let per_boot = s.frequency == Frequency::PerBoot;
+        if shell::list_of(&s.action) == list && !ctx.journal.is_done(&s.id, per_boot) {
+            record_done(ctx, s, 0.0, DoneResult::NotRun, false)?;
+        }
+    }
+    Ok(())
+}
+
 /// With `--exec`, a bootcmd/runcmd item (or the kubeadm step) starts its list's program
 /// (shell.rs): the items from here up to the next step that is not one of the list's, unless
 /// an earlier item ended the program. `None`: not such a step. Returns this step's result
@@ -538,6 +562,9 @@ fn run_list(
     queued: &mut HashMap<String, (Result<Outcome>, bool)>,
 ) -> Option<(Result<Outcome>, bool)> {
     let step = steps[order[pos]];
+    if let Some(r) = queued.remove(&step.id) {
+        return Some(r);
+    }
     let list = shell::list_of(&step.action).filter(|_| ctx.opts.exec)?;
     match shell::ended_before(ctx, step) {
         Err(e) => return Some((Err(e), false)),

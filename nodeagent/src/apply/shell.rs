@@ -268,15 +268,7 @@ pub fn run_items(ctx: &mut Ctx<'_>, items: &[&Step]) -> Result<Vec<ItemEnd>> {
         let Some(step) = items.get(i) else { break };
         let fl = &files[i];
         if let Some((rc, ended)) = read_record(&fl.rc) {
-            let tail = commands::log_output(&ctx.target().root, &fl.out, &step.id);
-            let result = match rc {
-                0 if i < ran_from => Ok(Outcome::Adopted),
-                0 => Ok(Outcome::Ok),
-                _ => Err(item_failure(&step.id, specs[i], rc, ended, timeout, &tail)),
-            };
-            if rc == 0 && i < ran_from {
-                tracing::info!(step = %step.id, "command had finished before the previous run was killed; not run again");
-            }
+            let result = recorded(ctx, step, specs[i], fl, (rc, ended), i < ran_from, timeout);
             if fl.rc.with_extension("vars").exists() {
                 restore = Some(fl.rc.with_extension("vars"));
             }
@@ -322,6 +314,9 @@ pub fn run_items(ctx: &mut Ctx<'_>, items: &[&Step]) -> Result<Vec<ItemEnd>> {
             write_record(&lf.rc, 1, false, list)?;
         }
     }
+    // Every item is resolved: the program's status is spent (a later program of the list,
+    // after the kubeadm step, must not take it for its own).
+    let _ = std::fs::remove_file(&lf.rc);
     // Not reached while the rounds suffice; never report an item as finished that is not.
     for s in &items[out.len()..] {
         let e = Error::new(
@@ -336,6 +331,28 @@ pub fn run_items(ctx: &mut Ctx<'_>, items: &[&Step]) -> Result<Vec<ItemEnd>> {
         });
     }
     Ok(out)
+}
+
+/// The result of an item with its status `rc` recorded (by a killed run's program when
+/// `earlier`); its output logged.
+fn recorded(
+    ctx: &Ctx<'_>,
+    step: &Step,
+    c: &CommandSpec,
+    fl: &Files,
+    (rc, ended): (i32, bool),
+    earlier: bool,
+    timeout: u64,
+) -> Result<Outcome> {
+    let tail = commands::log_output(&ctx.target().root, &fl.out, &step.id);
+    match rc {
+        0 if earlier => {
+            tracing::info!(step = %step.id, "command had finished before the previous run was killed; not run again");
+            Ok(Outcome::Adopted)
+        }
+        0 => Ok(Outcome::Ok),
+        _ => Err(item_failure(&step.id, c, rc, ended, timeout, &tail)),
+    }
 }
 
 /// Start the program for `items` and wait for it (its supervisor records its status in

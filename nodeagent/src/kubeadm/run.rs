@@ -506,13 +506,9 @@ pub fn run_kubeadm(
             if let Some(fd) = step_lock {
                 crate::supervise::pass_lock(&mut c, fd);
             }
-            if chroot.is_none()
-                && let Some(d) = runner.dir.as_deref().filter(|d| Path::new(d).is_dir())
-            {
-                c.current_dir(d);
-            }
+            // Unsupervised calls are `reset -f`: the directory does not matter to them.
             if let Some(dir) = chroot
-                && let Err(e) = process::chroot_into(&mut c, dir, runner.dir.as_deref())
+                && let Err(e) = process::chroot_into(&mut c, dir, None)
             {
                 return Outcome {
                     success: false,
