@@ -557,13 +557,16 @@ fn hostname(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
     Ok(())
 }
 
-/// cloud-init's `hosts.debian.tmpl`, rendered (comment lines name nodeagent instead).
+/// cloud-init's `hosts.debian.tmpl`, rendered byte for byte (its comment block too: scripts
+/// and image checks that look for it find it).
 pub fn etc_hosts_template(hostname: &str, fqdn: &str) -> String {
     format!(
         "# Your system has configured 'manage_etc_hosts' as True.\n\
          # As a result, if you wish for changes to this file to persist\n\
-         # then you will need to change or remove the value of\n\
-         # 'manage_etc_hosts' in the node's user-data (nodeagent rewrites this file every boot).\n\
+         # then you will need to either\n\
+         # a.) make changes to the master file in /etc/cloud/templates/hosts.debian.tmpl\n\
+         # b.) change or remove the value of 'manage_etc_hosts' in\n\
+         #     /etc/cloud/cloud.cfg or cloud-config from user-data\n\
          #\n\
          127.0.1.1 {fqdn} {hostname}\n\
          127.0.0.1 localhost\n\
@@ -571,7 +574,7 @@ pub fn etc_hosts_template(hostname: &str, fqdn: &str) -> String {
          # The following lines are desirable for IPv6 capable hosts\n\
          ::1 localhost ip6-localhost ip6-loopback\n\
          ff02::1 ip6-allnodes\n\
-         ff02::2 ip6-allrouters\n"
+         ff02::2 ip6-allrouters\n\n"
     )
 }
 
