@@ -1,9 +1,10 @@
 //! bootcmd/runcmd items and the system tools other steps call.
 //!
-//! A string item runs as `/bin/sh -c ITEM`, a list item as argv. Without `--exec` a command is
-//! recorded as `skipped` (and runs on a later `--exec` run). Under `--root DIR` commands run
-//! chrooted into DIR (working directory `/`), as cloud-init would run them on that node: the
-//! root must hold `/bin/sh` and the programs the commands call.
+//! The items of a bootcmd or runcmd list run as one shell program (shell.rs), supervised
+//! here. Without `--exec` an item is recorded as `skipped` (and runs on a later `--exec` run).
+//! Under `--root DIR` the program runs chrooted into DIR (working directory `/`), as
+//! cloud-init would run it on that node: the root must hold `/bin/sh` and the programs the
+//! items call.
 //!
 //! ## Exactly once, even when the agent is killed
 //! cloud-init writes its semaphore *before* running a module, so a crash mid-module means the
@@ -21,9 +22,10 @@
 //!   command. The agent logs it, redacted, when the command ends, then deletes it.
 //!
 //! On the next run a step without a `done` record first looks at `cmd/<h>.rc`; if the lock is
-//! still held, the orphaned command of the killed agent is still running and the agent waits for
-//! it. Exit status 0 recorded: the step is `adopted` (done, not run again). Non-zero or no status
-//! and no lock holder (the command never finished, e.g. a power loss killed it): it runs again.
+//! still held, the orphaned program of the killed agent is still running and the agent waits for
+//! it. A recorded status: the item finished (0: `adopted`), it is not run again. No status and
+//! no lock holder (the item never finished, e.g. a power loss killed it): it runs again, in a
+//! new program started from the state the items before it recorded (shell.rs).
 //! `<h>` is derived from the step id (and the boot id for per-boot steps).
 
 use super::{Ctx, Outcome, Target};
