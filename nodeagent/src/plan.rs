@@ -184,6 +184,10 @@ pub struct UserSpec {
         serialize_with = "redacted_opt"
     )]
     pub passwd: Option<String>,
+    /// `passwd` came from `passwd:` (not `hashed_passwd:`): as cloud-init's `useradd
+    /// --password`, it is set only on a user this step creates, never on the image's.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub passwd_new_only: bool,
     pub lock_passwd: bool,
     pub sudo: Vec<String>,
     pub ssh_authorized_keys: Vec<String>,

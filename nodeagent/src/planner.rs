@@ -225,14 +225,26 @@ fn write_files(
 
 /// groups, then users (cc_users_groups); top-level ssh_authorized_keys has no user to go to.
 fn accounts(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
+    // As cloud-init's `_normalize_groups`: entries of one group are merged (in the order the
+    // group first appears), its members deduplicated and sorted (`util.uniq_merge_sorted`),
+    // the order `usermod -a -G` then adds them in.
+    let mut merged: Vec<(&str, Vec<String>)> = Vec::new();
     for (i, (name, members)) in cfg.groups.0.iter().enumerate() {
         check_name(name, format!("groups[{i}]"))?;
         for m in members {
             check_name(m, format!("groups[{i}].{name}"))?;
         }
+        match merged.iter_mut().find(|(n, _)| n == name) {
+            Some((_, all)) => all.extend(members.iter().cloned()),
+            None => merged.push((name, members.clone())),
+        }
+    }
+    for (name, mut members) in merged {
+        members.sort();
+        members.dedup();
         let spec = GroupSpec {
-            name: name.clone(),
-            members: members.clone(),
+            name: name.to_string(),
+            members,
         };
         b.push(
             format!("group:{name}"),
@@ -439,7 +451,8 @@ fn write_file(
                 .to_ascii_lowercase();
             match crate::decode::decode_file_content(bytes, &enc) {
                 Ok(decoded) => decoded,
-                Err(msg) if compat && msg.contains("unknown encoding") => {
+                // cloud-init warns and writes the content as text; so does nodeagent.
+                Err(msg) if msg.contains("unknown encoding") => {
                     b.warnings
                         .push(format!("{place}.encoding: {msg}; assuming text/plain"));
                     bytes.to_vec()
@@ -560,13 +573,16 @@ fn hostname(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
     Ok(())
 }
 
-/// cloud-init's `hosts.debian.tmpl`, rendered (comment lines name nodeagent instead).
+/// cloud-init's `hosts.debian.tmpl`, rendered byte for byte (its comment block too: scripts
+/// and image checks that look for it find it).
 pub fn etc_hosts_template(hostname: &str, fqdn: &str) -> String {
     format!(
         "# Your system has configured 'manage_etc_hosts' as True.\n\
          # As a result, if you wish for changes to this file to persist\n\
-         # then you will need to change or remove the value of\n\
-         # 'manage_etc_hosts' in the node's user-data (nodeagent rewrites this file every boot).\n\
+         # then you will need to either\n\
+         # a.) make changes to the master file in /etc/cloud/templates/hosts.debian.tmpl\n\
+         # b.) change or remove the value of 'manage_etc_hosts' in\n\
+         #     /etc/cloud/cloud.cfg or cloud-config from user-data\n\
          #\n\
          127.0.1.1 {fqdn} {hostname}\n\
          127.0.0.1 localhost\n\
@@ -574,7 +590,7 @@ pub fn etc_hosts_template(hostname: &str, fqdn: &str) -> String {
          # The following lines are desirable for IPv6 capable hosts\n\
          ::1 localhost ip6-localhost ip6-loopback\n\
          ff02::1 ip6-allnodes\n\
-         ff02::2 ip6-allrouters\n"
+         ff02::2 ip6-allrouters\n\n"
     )
 }
 

@@ -332,15 +332,21 @@ pub fn run_streaming(
 /// run it on that node: under `--root DIR --exec` userdata commands and kubeadm see DIR's
 /// `/etc`, `/bin/sh` and PATH, never the host's. The program name is looked up after the
 /// chroot (an absolute one inside DIR, a bare one on PATH inside DIR).
-pub fn chroot_into(cmd: &mut Command, root: &std::path::Path) -> io::Result<()> {
+pub fn chroot_into(cmd: &mut Command, root: &std::path::Path, cwd: Option<&str>) -> io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
     let dir = std::ffi::CString::new(root.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "root path contains NUL"))?;
-    // SAFETY: only chroot(2) and chdir(2), async-signal-safe, between fork and exec; the path
-    // was made before the fork.
+    // The working directory inside the root (the one bootcmd/runcmd items left, for kubeadm);
+    // `/` when it is gone, as a shell that cannot `cd` stays where it is.
+    let cwd = std::ffi::CString::new(cwd.unwrap_or("/"))
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "directory contains NUL"))?;
+    // SAFETY: only chroot(2) and chdir(2), async-signal-safe, between fork and exec; the paths
+    // were made before the fork.
     unsafe {
         cmd.pre_exec(move || {
-            if libc::chroot(dir.as_ptr()) != 0 || libc::chdir(c"/".as_ptr()) != 0 {
+            if libc::chroot(dir.as_ptr()) != 0
+                || (libc::chdir(cwd.as_ptr()) != 0 && libc::chdir(c"/".as_ptr()) != 0)
+            {
                 return Err(io::Error::last_os_error());
             }
             Ok(())

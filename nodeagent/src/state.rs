@@ -104,6 +104,8 @@ pub enum DoneResult {
     Adopted,
     /// A failed runcmd item that `--compat` carries on past (not the last one).
     FailedIgnored,
+    /// Not run: an earlier item of its list ended the list's program with `exit`.
+    NotRun,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,6 +123,7 @@ impl DoneResult {
             DoneResult::Skipped => "skipped",
             DoneResult::Adopted => "adopted",
             DoneResult::FailedIgnored => "failed-ignored",
+            DoneResult::NotRun => "not-run",
         }
     }
 }

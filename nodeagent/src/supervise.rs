@@ -28,6 +28,9 @@ pub const ARG: &str = "__supervise";
 pub const ARG_PIPED: &str = "__supervise-piped";
 /// Option before RC_FILE: run the program chrooted into the directory that follows.
 pub const CHROOT: &str = "--chroot";
+/// Option before RC_FILE (after `--chroot`): the program's working directory (inside the
+/// root), `/` if it is gone: the kubeadm step starts where the runcmd items before it left.
+pub const CWD: &str = "--cwd";
 /// Exit status of a command stopped by its timeout (as coreutils `timeout`).
 pub const TIMED_OUT: i32 = 124;
 /// Between SIGTERM and SIGKILL of a command that overran its timeout.
@@ -71,6 +74,10 @@ fn main_with(args: &[OsString], piped: bool) -> i32 {
         [flag, dir, rest @ ..] if flag == CHROOT => (Some(Path::new(dir)), rest),
         _ => (None, args),
     };
+    let (cwd, args) = match args {
+        [flag, dir, rest @ ..] if flag == CWD => (dir.to_str(), rest),
+        _ => (None, args),
+    };
     let (Some(rc_file), Some(timeout), Some(program)) = (args.first(), args.get(1), args.get(2))
     else {
         eprintln!("nodeagent {ARG}: usage: {ARG} [{CHROOT} DIR] RC_FILE TIMEOUT_SECS ARGV...");
@@ -94,7 +101,7 @@ fn main_with(args: &[OsString], piped: bool) -> i32 {
         program,
         &args[3..],
         piped,
-        chroot,
+        (chroot, cwd),
     )
 }
 
@@ -108,10 +115,10 @@ pub fn supervise(
     program: &OsString,
     args: &[OsString],
     piped: bool,
-    chroot: Option<&Path>,
+    (chroot, cwd): (Option<&Path>, Option<&str>),
 ) -> i32 {
     let pgid_file = rc_file.with_extension("pgid");
-    let rc = run(program, args, timeout, piped, chroot, &pgid_file);
+    let rc = run(program, args, timeout, piped, (chroot, cwd), &pgid_file);
     let _ = std::fs::remove_file(&pgid_file);
     if let Err(e) = record(rc_file, rc) {
         eprintln!(
@@ -140,16 +147,18 @@ fn run(
     args: &[OsString],
     timeout: Duration,
     piped: bool,
-    chroot: Option<&Path>,
+    (chroot, cwd): (Option<&Path>, Option<&str>),
     pgid_file: &Path,
 ) -> i32 {
     let mut cmd = Command::new(program);
     cmd.args(args);
-    if let Some(dir) = chroot
-        && let Err(e) = process::chroot_into(&mut cmd, dir)
-    {
-        eprintln!("nodeagent {ARG}: {}: {e}", dir.display());
-        return 127;
+    if let Some(dir) = chroot {
+        if let Err(e) = process::chroot_into(&mut cmd, dir, cwd) {
+            eprintln!("nodeagent {ARG}: {}: {e}", dir.display());
+            return 127;
+        }
+    } else if let Some(d) = cwd.filter(|d| Path::new(d).is_dir()) {
+        cmd.current_dir(d);
     }
     let pgid_out = std::fs::OpenOptions::new()
         .write(true)

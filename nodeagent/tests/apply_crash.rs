@@ -682,6 +682,7 @@ const AGENT_PKI: [&str; 8] = [
 /// stand-in, as kubeadm, makes fresh on each init: compared with those two values masked (all
 /// else, the CA data, server, users and contexts, byte for byte).
 fn mask_kubeconfigs(root: &Path, snap: &mut BTreeMap<String, String>) {
+    mask_hosts_header(root, snap);
     for (path, desc) in snap.iter_mut() {
         let Some(name) = path.strip_prefix("etc/kubernetes/") else {
             continue;
@@ -707,6 +708,25 @@ fn mask_kubeconfigs(root: &Path, snap: &mut BTreeMap<String, String>) {
             nodeagent::apply::files::sha256_hex(masked.as_bytes())
         );
     }
+}
+
+/// A new /etc/hosts starts with a header naming when it was written (cloud-init's
+/// `make_header`): compared without that line.
+fn mask_hosts_header(root: &Path, snap: &mut BTreeMap<String, String>) {
+    let Some(desc) = snap.get_mut("etc/hosts").filter(|d| d.starts_with("file ")) else {
+        return;
+    };
+    let text = std::fs::read_to_string(root.join("etc/hosts")).unwrap_or_default();
+    let masked: String = text
+        .lines()
+        .filter(|l| !l.starts_with("# Added by nodeagent v. "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let head = desc.rsplit_once(' ').map_or("", |(h, _)| h).to_string();
+    *desc = format!(
+        "{head} masked {}",
+        nodeagent::apply::files::sha256_hex(masked.as_bytes())
+    );
 }
 
 /// Where the agent records a command's exit status (commands.rs: `cmd/<h>.rc`, `<h>` the

@@ -306,7 +306,7 @@ fn only_last_runcmd_counts_with_or_without_compat() {
     let p = plan(
         "vm-1",
         vec![
-            sh("runcmd[0]", "exit 1", Frequency::PerInstance),
+            sh("runcmd[0]", "false", Frequency::PerInstance),
             sh(
                 "runcmd[1]",
                 "echo ok >> \"/record\"",
@@ -327,7 +327,7 @@ fn only_last_runcmd_counts_with_or_without_compat() {
         "vm-1",
         vec![
             sh("runcmd[0]", "true", Frequency::PerInstance),
-            sh("runcmd[1]", "exit 4", Frequency::PerInstance),
+            sh("runcmd[1]", "(exit 4)", Frequency::PerInstance),
         ],
     );
     let Some(d) = exec_dir() else {

@@ -85,6 +85,12 @@ EQUIVALENT_TEXT = {
     "etc/fstab": [(b"x-systemd.requires=nodeagent-local.service", b"x-systemd.requires=cloud-init.service")],
 }
 
+# Lines equal up to what names the agent and the time it wrote them: the header of an
+# /etc/hosts made by `manage_etc_hosts: localhost` (cloud-init's util.make_header).
+EQUIVALENT_RE = {
+    "etc/hosts": [(re.compile(rb"^# Added by (cloud-init|nodeagent) v\. \S+ on .*$", re.M), b"# Added by AGENT")],
+}
+
 # What cloud-init's ssh module leaves on every boot of this root with no ssh input (no sshd
 # here, no keys given): an empty /etc/ssh and an empty /root/.ssh/authorized_keys
 # (`disable_root` with no keys). Ignored only while empty: any key written is compared.
@@ -448,6 +454,8 @@ def file_sha(p, rel=""):
         data = f.read()
     for ours, theirs in EQUIVALENT_TEXT.get(rel, []):
         data = data.replace(ours, theirs)
+    for pattern, same in EQUIVALENT_RE.get(rel, []):
+        data = pattern.sub(same, data)
     if UNORDERED_RE.match(rel):
         data = b"".join(sorted(data.splitlines(True)))
     return hashlib.sha256(data).hexdigest()

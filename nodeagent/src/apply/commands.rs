@@ -1,9 +1,10 @@
 //! bootcmd/runcmd items and the system tools other steps call.
 //!
-//! A string item runs as `/bin/sh -c ITEM`, a list item as argv. Without `--exec` a command is
-//! recorded as `skipped` (and runs on a later `--exec` run). Under `--root DIR` commands run
-//! chrooted into DIR (working directory `/`), as cloud-init would run them on that node: the
-//! root must hold `/bin/sh` and the programs the commands call.
+//! The items of a bootcmd or runcmd list run as one shell program (shell.rs), supervised
+//! here. Without `--exec` an item is recorded as `skipped` (and runs on a later `--exec` run).
+//! Under `--root DIR` the program runs chrooted into DIR (working directory `/`), as
+//! cloud-init would run it on that node: the root must hold `/bin/sh` and the programs the
+//! items call.
 //!
 //! ## Exactly once, even when the agent is killed
 //! cloud-init writes its semaphore *before* running a module, so a crash mid-module means the
@@ -21,9 +22,10 @@
 //!   command. The agent logs it, redacted, when the command ends, then deletes it.
 //!
 //! On the next run a step without a `done` record first looks at `cmd/<h>.rc`; if the lock is
-//! still held, the orphaned command of the killed agent is still running and the agent waits for
-//! it. Exit status 0 recorded: the step is `adopted` (done, not run again). Non-zero or no status
-//! and no lock holder (the command never finished, e.g. a power loss killed it): it runs again.
+//! still held, the orphaned program of the killed agent is still running and the agent waits for
+//! it. A recorded status: the item finished (0: `adopted`), it is not run again. No status and
+//! no lock holder (the item never finished, e.g. a power loss killed it): it runs again, in a
+//! new program started from the state the items before it recorded (shell.rs).
 //! `<h>` is derived from the step id (and the boot id for per-boot steps).
 
 use super::{Ctx, Outcome, Target};
@@ -72,6 +74,10 @@ pub(super) struct Files {
 }
 
 pub(super) fn files_for(ctx: &Ctx<'_>, step: &Step) -> Result<Files> {
+    files_for_key(ctx, &step.id, step.frequency)
+}
+
+pub(super) fn files_for_key(ctx: &Ctx<'_>, id: &str, frequency: Frequency) -> Result<Files> {
     let dir = ctx
         .journal
         .path
@@ -80,15 +86,15 @@ pub(super) fn files_for(ctx: &Ctx<'_>, step: &Step) -> Result<Files> {
             Error::of(
                 ErrorKind::NotFound,
                 Stage::Apply,
-                &step.id,
+                id,
                 "journal has no directory",
             )
         })?
         .join("cmd");
     crate::state::ensure_private_dir(&dir, 0o700)?;
-    let key = match step.frequency {
-        Frequency::PerBoot => format!("{}\0{}", step.id, ctx.journal.boot),
-        Frequency::PerInstance => step.id.clone(),
+    let key = match frequency {
+        Frequency::PerBoot => format!("{id}\0{}", ctx.journal.boot),
+        Frequency::PerInstance => id.to_string(),
     };
     let digest = super::files::sha256_hex(key.as_bytes());
     let h = digest.get(..16).unwrap_or(&digest);
@@ -105,7 +111,7 @@ pub(super) fn read_rc(p: &Path) -> Option<i32> {
 
 /// Log the command's output (its last COMMAND_OUTPUT_LOG_BYTES), redacted, then delete it
 /// (it may hold secrets). Returns the last COMMAND_TAIL_LINES lines for the error message.
-fn log_output(root: &Path, out: &Path, step: &str) -> Vec<String> {
+pub(super) fn log_output(root: &Path, out: &Path, step: &str) -> Vec<String> {
     let mut tail = std::collections::VecDeque::new();
     if let Ok(bytes) = read_last(out, COMMAND_OUTPUT_LOG_BYTES) {
         let text = crate::redact::redact_text(&String::from_utf8_lossy(&bytes));
@@ -185,30 +191,26 @@ pub(super) fn lock_step(path: &Path, place: &str) -> Result<File> {
     Ok(lock)
 }
 
-pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcome> {
-    if !ctx.opts.exec {
-        tracing::info!(step = %step.id, command = %shown(&c.run), "command skipped (no --exec)");
-        return Ok(Outcome::Skipped);
-    }
-    let place = step.id.as_str();
-    let fl = files_for(ctx, step)?;
-    let lock = lock_step(&fl.lock, place)?;
-    match read_rc(&fl.rc) {
-        Some(0) => {
-            log_output(&ctx.target().root, &fl.out, &step.id);
-            tracing::info!(step = %step.id, "command had finished before the previous run was killed; not run again");
-            return Ok(Outcome::Adopted);
-        }
-        Some(_) | None => {
-            let _ = std::fs::remove_file(&fl.rc);
-        }
-    }
-    reap_orphan_group(&fl.rc);
-    super::begin(ctx, step, None)?;
+/// A bootcmd/runcmd item without `--exec`: recorded as `skipped`, it runs on a later `--exec`
+/// run. With `--exec` the items run as their list's one program (shell.rs).
+pub fn skip(step: &Step, c: &CommandSpec) -> Outcome {
+    tracing::info!(step = %step.id, command = %shown(&c.run), "command skipped (no --exec)");
+    Outcome::Skipped
+}
 
-    let timeout = command_timeout(ctx, c);
-    let sup = supervision(ctx, place, &fl, c, timeout)?;
-    tracing::info!(step = %step.id, command = %shown(&c.run), "command start");
+/// Run `/bin/sh -c SCRIPT` under a supervisor holding `lock`, the caller's lock of `fl`
+/// (the items of a list: shell.rs), which records its exit status in `fl.rc`; its output outside the
+/// items goes to `fl.out`, logged under `place`.
+pub(super) fn supervise_program(
+    ctx: &Ctx<'_>,
+    place: &str,
+    fl: &Files,
+    lock: &File,
+    script: String,
+    timeout: u64,
+) -> Result<()> {
+    let argv = vec!["/bin/sh".into(), "-c".into(), script.into()];
+    let sup = supervision(ctx, place, fl, argv, timeout)?;
     // The supervisor enforces `timeout` itself (and keeps doing so if the agent dies); this
     // bound is the backstop should the supervisor itself hang.
     let backstop = Duration::from_secs(timeout) + crate::supervise::KILL_AFTER + SUPERVISOR_SLACK;
@@ -223,36 +225,14 @@ pub fn execute(ctx: &mut Ctx<'_>, step: &Step, c: &CommandSpec) -> Result<Outcom
         // Its own process group comes from process::run_inherited.
         process::run_inherited(cmd, &limits)
     };
-    let status = started.map_err(|e| match e {
-        process::ProcessError::Spawn { source, .. } => Error::io(
-            Stage::Apply,
-            place,
-            &format!("{}: cannot start", shown(&c.run)),
-            source,
-        ),
-        e => Error::caused(Stage::Apply, place, e).map_message(|_| shown(&c.run).to_string()),
+    started.map_err(|e| match e {
+        process::ProcessError::Spawn { source, .. } => {
+            Error::io(Stage::Apply, place, "/bin/sh: cannot start", source)
+        }
+        e => Error::caused(Stage::Apply, place, e),
     })?;
-    drop(lock);
-    let tail = log_output(&ctx.target().root, &fl.out, &step.id);
-    let rc = read_rc(&fl.rc).or(status.code()).unwrap_or(-1);
-    if rc == 0 {
-        return Ok(Outcome::Ok);
-    }
-    Err(failure(place, c, rc, timeout, &tail))
-}
-
-/// The command's timeout in seconds: its own, else the configured default; never past the
-/// run's total deadline, and never "no timeout" (0) under a run deadline.
-fn command_timeout(ctx: &Ctx<'_>, c: &CommandSpec) -> u64 {
-    let timeout = if c.timeout_secs > 0 {
-        c.timeout_secs
-    } else {
-        ctx.opts.config.command_timeout_secs
-    };
-    match process::run_time_left() {
-        Some(left) if timeout == 0 || left.as_secs() < timeout => left.as_secs().max(1),
-        _ => timeout,
-    }
+    log_output(&ctx.target().root, &fl.out, place);
+    Ok(())
 }
 
 /// What the supervisor of one command is given: the program and its arguments, where its
@@ -269,16 +249,9 @@ fn supervision(
     ctx: &Ctx<'_>,
     place: &str,
     fl: &Files,
-    c: &CommandSpec,
+    argv: Vec<std::ffi::OsString>,
     timeout: u64,
 ) -> Result<Supervision> {
-    let argv: Vec<std::ffi::OsString> = match &c.run {
-        Run::Shell(s) => vec!["/bin/sh".into(), "-c".into(), s.into()],
-        Run::Argv(a) => a.iter().map(Into::into).collect(),
-    };
-    if argv.is_empty() {
-        return Err(Error::new(Stage::Apply, place, "empty command"));
-    }
     let out = private_file()
         .write(true)
         .truncate(true)
@@ -347,7 +320,7 @@ fn supervise_forked(
             program,
             args,
             false,
-            sup.chroot.as_deref(),
+            (sup.chroot.as_deref(), None),
         )
     })
 }
@@ -371,30 +344,6 @@ unsafe fn close_from(first: libc::c_uint, keep: std::os::fd::RawFd) {
             libc::close_range(keep + 1, libc::c_uint::MAX, 0);
         }
     }
-}
-
-/// The error of a command that ended with status `rc`: why, and its last output line.
-fn failure(place: &str, c: &CommandSpec, rc: i32, timeout: u64, tail: &[String]) -> Error {
-    let why = if rc == crate::supervise::TIMED_OUT {
-        format!("timed out after {timeout} s")
-    } else {
-        format!("exit status {rc}")
-    };
-    let last = tail
-        .last()
-        .map(|l| format!(" (last output: {l})"))
-        .unwrap_or_default();
-    let kind = if rc == crate::supervise::TIMED_OUT {
-        ErrorKind::Timeout
-    } else {
-        ErrorKind::CommandFailed
-    };
-    Error::of(
-        kind,
-        Stage::Apply,
-        place,
-        format!("command `{}` failed: {why}{last}", shown(&c.run)),
-    )
 }
 
 /// Longest wait for an orphaned command's process group to die after SIGKILL.

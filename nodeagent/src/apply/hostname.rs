@@ -38,6 +38,27 @@ pub fn ensure_hosts_line(current: &str, address: &str, fqdn: &str, hostname: &st
     out
 }
 
+/// A new /etc/hosts for `manage_etc_hosts: localhost`, as cloud-init's `update_etc_hosts`
+/// writes one: a header line (`util.make_header(base="added")`, naming nodeagent), the entry
+/// with tab-separated fields (`HostsConf`), a blank line.
+fn created_hosts(address: &str, fqdn: &str, hostname: &str) -> String {
+    let fmt = time::macros::format_description!(
+        "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] +0000"
+    );
+    let when = time::OffsetDateTime::now_utc()
+        .format(&fmt)
+        .unwrap_or_default();
+    let names = if fqdn.is_empty() || fqdn == hostname {
+        hostname.to_string()
+    } else {
+        format!("{fqdn}\t{hostname}")
+    };
+    format!(
+        "# Added by nodeagent v. {} on {when}\n{address}\t{names}\n\n",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
 pub fn apply(ctx: &mut Ctx<'_>, h: &HostnameSpec) -> Result<Outcome> {
     let name = if h.prefer_fqdn && !h.fqdn.is_empty() {
         &h.fqdn
@@ -62,12 +83,16 @@ pub fn apply(ctx: &mut Ctx<'_>, h: &HostnameSpec) -> Result<Outcome> {
         }
         Some(EtcHosts::Localhost { address }) => {
             let p = t.path("/etc/hosts")?;
-            let cur = match std::fs::read_to_string(&p) {
-                Ok(s) => s,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            let (cur, new) = match std::fs::read_to_string(&p) {
+                Ok(s) => {
+                    let new = ensure_hosts_line(&s, address, &h.fqdn, &h.hostname);
+                    (s, new)
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    (String::new(), created_hosts(address, &h.fqdn, &h.hostname))
+                }
                 Err(e) => return Err(Error::io(Stage::Apply, "/etc/hosts", "", e)),
             };
-            let new = ensure_hosts_line(&cur, address, &h.fqdn, &h.hostname);
             (new != cur).then(|| {
                 let mut f = root_file("/etc/hosts", new.into_bytes(), 0o644);
                 f.mode = None; // keep the file's mode, as an in-place edit would

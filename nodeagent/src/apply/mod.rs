@@ -18,6 +18,7 @@ pub mod files;
 pub mod grow;
 pub mod hostname;
 pub mod ntp;
+pub mod shell;
 pub mod users;
 
 use crate::config::ImageConfig;
@@ -244,6 +245,9 @@ pub enum Outcome {
     Skipped,
     /// A supervised command had already finished successfully before a crash.
     Adopted,
+    /// Not run: an earlier item of its list ended the list's program (`exit`), as in
+    /// cloud-init's one script (shell.rs).
+    NotRun,
 }
 
 impl Outcome {
@@ -252,6 +256,7 @@ impl Outcome {
             Outcome::Ok => DoneResult::Ok,
             Outcome::Skipped => DoneResult::Skipped,
             Outcome::Adopted => DoneResult::Adopted,
+            Outcome::NotRun => DoneResult::NotRun,
         }
     }
 }
@@ -432,16 +437,16 @@ fn apply_locked(
     let mut pos = 0;
     // A failed kubeadm step that later runcmd items still follow (see `carry_on`).
     let mut deferred: Option<(&Step, Error, f64)> = None;
+    // What the items of a list's program ended with (`run_list`), taken as the loop gets there.
+    let mut queued: HashMap<String, (Result<Outcome>, bool)> = HashMap::new();
     while pos < order.len() {
         let step = steps[order[pos]];
-        let per_boot = step.frequency == Frequency::PerBoot;
-        if ctx.journal.is_done(&step.id, per_boot) {
-            summary.already.push(step.id.clone());
+        if already_done(&ctx, step, summary) {
             pos += 1;
             continue;
         }
         let started = Instant::now();
-        let (res, batch_len) = if batchable(&ctx, step) {
+        let (res, batch_len, ended) = if batchable(&ctx, step) {
             let batch = batch_at(&ctx, &steps, &order, pos);
             let (ok, failure) = file_batch(&mut ctx, &batch);
             let ms = started.elapsed().as_secs_f64() * 1000.0 / batch.len() as f64;
@@ -450,15 +455,13 @@ fn apply_locked(
                 summary.ran.push(s.id.clone());
             }
             pos += ok;
-            match failure {
-                None => {
-                    continue;
-                }
-                Some(e) => (Err(e), 1),
-            }
+            let Some(e) = failure else { continue };
+            (Err(e), 1, false)
+        } else if let Some((r, end)) = run_list(&mut ctx, &steps, &order, pos, &mut queued) {
+            (r, 1, end)
         } else {
             tracing::info!(step = %step.id, instance_id = %plan.instance_id, phase = "applying", "step start");
-            (run_step(step, &mut ctx, reporter), 1)
+            (run_step(step, &mut ctx, reporter), 1, false)
         };
         let step = steps[order[pos]];
         let ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -468,19 +471,21 @@ fn apply_locked(
                 let last = pos + batch_len == order.len() && deferred.is_none();
                 let durable = durable_done(step, outcome, last && opts.ends_run);
                 record_done(&mut ctx, step, ms, outcome.result(), durable)?;
-                if outcome == Outcome::Skipped {
-                    summary.skipped.push(step.id.clone());
-                } else {
-                    summary.ran.push(step.id.clone());
-                }
+                let counted = match outcome {
+                    Outcome::Skipped => &mut summary.skipped,
+                    _ => &mut summary.ran,
+                };
+                counted.push(step.id.clone());
                 pos += batch_len;
             }
             Err(e) => {
-                let later_runcmd = order[pos + 1..]
-                    .iter()
-                    .any(|&j| is_runcmd_like(&steps[j].action));
+                let later_runcmd = !ended
+                    && order[pos + 1..]
+                        .iter()
+                        .any(|&j| is_runcmd_like(&steps[j].action));
                 match carry_on(&step.action, later_runcmd) {
                     CarryOn::No => {
+                        not_run_after(&mut ctx, &steps, &order, pos, ended)?;
                         return Err(fail(&mut ctx, reporter, stage, run_started, step, e, ms));
                     }
                     CarryOn::Warn => carried_on(&mut ctx, summary, step, &e, ms)?,
@@ -508,6 +513,88 @@ fn apply_locked(
     });
     ctx.journal.append(r, opts.ends_run)?;
     Ok(())
+}
+
+/// Whether the journal has `step` as finished (counted as such in `summary`).
+fn already_done(ctx: &Ctx<'_>, step: &Step, summary: &mut Summary) -> bool {
+    let done = ctx
+        .journal
+        .is_done(&step.id, step.frequency == Frequency::PerBoot);
+    if done {
+        summary.already.push(step.id.clone());
+    }
+    done
+}
+
+/// When `exit N` in the item at `order[pos]` ended its list (`ended`): what follows in the
+/// list is journaled as done, not run (the run fails right after; a later run would not run
+/// them either).
+fn not_run_after(
+    ctx: &mut Ctx<'_>,
+    steps: &[&Step],
+    order: &[usize],
+    pos: usize,
+    ended: bool,
+) -> Result<()> {
+    if !ended {
+        return Ok(());
+    }
+    let list = shell::list_of(&steps[order[pos]].action);
+    for &j in &order[pos + 1..] {
+        let s = steps[j];
+        let per_boot = s.frequency == Frequency::PerBoot;
+        if shell::list_of(&s.action) == list && !ctx.journal.is_done(&s.id, per_boot) {
+            record_done(ctx, s, 0.0, DoneResult::NotRun, false)?;
+        }
+    }
+    Ok(())
+}
+
+/// With `--exec`, a bootcmd/runcmd item (or the kubeadm step) starts its list's program
+/// (shell.rs): the items from here up to the next step that is not one of the list's, unless
+/// an earlier item ended the program. `None`: not such a step. Returns this step's result
+/// (and whether it ended the program); the later items' go to `queued`.
+fn run_list(
+    ctx: &mut Ctx<'_>,
+    steps: &[&Step],
+    order: &[usize],
+    pos: usize,
+    queued: &mut HashMap<String, (Result<Outcome>, bool)>,
+) -> Option<(Result<Outcome>, bool)> {
+    let step = steps[order[pos]];
+    if let Some(r) = queued.remove(&step.id) {
+        return Some(r);
+    }
+    let list = shell::list_of(&step.action).filter(|_| ctx.opts.exec)?;
+    match shell::ended_before(ctx, step) {
+        Err(e) => return Some((Err(e), false)),
+        Ok(true) => {
+            tracing::info!(step = %step.id, "not run: an earlier item ended the {list} program");
+            return Some((Ok(Outcome::NotRun), false));
+        }
+        Ok(false) if !matches!(step.action, Action::Command(_)) => return None,
+        Ok(false) => {}
+    }
+    let items: Vec<&Step> = order[pos..]
+        .iter()
+        .map(|&j| steps[j])
+        .take_while(|s| {
+            matches!(s.action, Action::Command(_))
+                && shell::list_of(&s.action) == Some(list)
+                && !ctx
+                    .journal
+                    .is_done(&s.id, s.frequency == Frequency::PerBoot)
+        })
+        .collect();
+    match shell::run_items(ctx, &items) {
+        Err(e) => Some((Err(e), false)),
+        Ok(ends) => {
+            for e in ends {
+                queued.insert(e.id, (e.result, e.ended));
+            }
+            queued.remove(&step.id)
+        }
+    }
 }
 
 /// The plain file writes that run as one batch from `order[pos]` (itself one): the following
@@ -664,7 +751,7 @@ fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Resu
         Action::Mounts(m) => begun(ctx, step, |ctx| disks::mounts(ctx, m)),
         Action::Growpart(g) => begun(ctx, step, |ctx| grow::growpart(ctx, g)),
         Action::ResizeFs(r) => begun(ctx, step, |ctx| grow::resizefs(ctx, r)),
-        Action::Command(c) => commands::execute(ctx, step, c),
+        Action::Command(c) => Ok(commands::skip(step, c)),
         Action::Kubeadm(k) => kubeadm_step(ctx, step, k, reporter),
     }
 }
@@ -782,11 +869,13 @@ fn kubeadm_step(
         lock_fd: std::os::fd::AsRawFd::as_raw_fd(&lock),
     };
     let settings = &ctx.opts.config.kubeadm;
+    // What the runcmd items before it exported, and where they left the working directory.
+    let state = shell::state_before(ctx, step)?;
     crate::kubeadm::run::supervised(sup, || {
         if interrupted {
             crate::kubeadm::run::reset_interrupted(&root, &restore)?;
         }
-        crate::kubeadm::execute(k, settings, &root, reporter, &restore)
+        crate::kubeadm::execute(k, settings, &root, reporter, &restore, state)
     })?;
     drop(lock);
     Ok(Outcome::Ok)

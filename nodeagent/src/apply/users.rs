@@ -401,6 +401,18 @@ pub fn user(ctx: &mut Ctx<'_>, u: &UserSpec, new_user: Option<&str>) -> Result<O
         repair(ctx, u, note, &place)?;
     }
     let db = ctx.db()?.clone();
+    // The image's own user keeps its password unless `hashed_passwd` says otherwise
+    // (cloud-init: "already exists, skipping" useradd, the only place `passwd` is used).
+    let kept;
+    let u = if u.passwd_new_only && new_user.is_none() && db.users.contains_key(&u.name) {
+        kept = UserSpec {
+            passwd: None,
+            ..u.clone()
+        };
+        &kept
+    } else {
+        u
+    };
     let mut secrets_done = false;
     if !db.users.contains_key(&u.name) {
         // Missing groups are created first, in cloud-init's order: the supplementary groups,

@@ -584,6 +584,13 @@ struct Executed {
     earlier: Earlier,
 }
 
+/// Whether the metadata's `wait-on-network` applies on this transport: as cloud-init, which
+/// honours it only in its VMware datasource (guestinfo keys), never from a NoCloud seed or
+/// the OVF environment. fw_cfg and dir carry guestinfo keys as VMware does (tests, QEMU).
+fn honours_wait_on_network(transport: &str) -> bool {
+    matches!(transport, "vmware" | "fwcfg" | "dir")
+}
+
 /// The metadata's `wait-on-network`: wait (bounded, phase `waiting` with a detail) for the
 /// address before host facts feed templates and `guestinfo.local-ipv4`. Returns the warning
 /// when the deadline passed. Metadata that does not parse is reported by `prepare`.
@@ -601,7 +608,7 @@ fn wait_on_network(
         .as_ref()
         .and_then(|d| memo.metadata(&d.text).ok())
         .map(|md| md.wait_on_network)
-        .filter(|w| w.ipv4 || w.ipv6);
+        .filter(|w| (w.ipv4 || w.ipv6) && honours_wait_on_network(inputs.transport.name()));
     let Some(want) = want else {
         return (inputs.facts.clone(), None);
     };
@@ -632,4 +639,17 @@ fn wait_on_network(
         tracing::warn!("{w}");
     }
     (facts, warning)
+}
+
+#[cfg(test)]
+mod wait_tests {
+    #[test]
+    fn wait_on_network_only_where_cloud_init_honours_it() {
+        for t in ["vmware", "fwcfg", "dir"] {
+            assert!(super::honours_wait_on_network(t), "{t}");
+        }
+        for t in ["nocloud", "ovf"] {
+            assert!(!super::honours_wait_on_network(t), "{t}");
+        }
+    }
 }

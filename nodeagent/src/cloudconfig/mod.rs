@@ -330,6 +330,10 @@ fn typed_fields(root: &Node, source: &str, errors: &mut Vec<Error>) -> CloudConf
     field!(groups);
     field!(ssh_authorized_keys);
     field!(ntp);
+    // `ntp:` with no value: cloud-init's cc_ntp reads it as `{}` (NTP on, the defaults).
+    if root.get("ntp").is_some_and(|n| n.value == Value::Null) {
+        cfg.ntp = Some(Default::default());
+    }
     field!(disk_setup);
     field!(fs_setup);
     field!(device_aliases);

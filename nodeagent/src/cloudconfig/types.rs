@@ -188,12 +188,33 @@ impl<'de> Deserialize<'de> for UserItem {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         match Value::deserialize(d)? {
             Value::String(s) if s.trim() == "default" => Ok(UserItem::Default),
-            Value::String(s) => Err(de::Error::custom(format!(
-                "user '{s}' given as a bare name: write it as a mapping with name: (nodeagent needs explicit settings)"
-            ))),
-            v @ Value::Object(_) => serde_json::from_value::<UserEntry>(v)
-                .map(|u| UserItem::User(Box::new(u)))
-                .map_err(de::Error::custom),
+            // A documented cloud-init form: a user with every setting at its default.
+            Value::String(s) => Ok(UserItem::User(Box::new(UserEntry {
+                name: s.trim().to_string(),
+                ..UserEntry::default()
+            }))),
+            Value::Object(m) => {
+                // cloud-init (`ug_util._normalize_users`) reads `lock-passwd` as `lock_passwd`.
+                let mut out = serde_json::Map::new();
+                for (k, v) in m {
+                    let key = k.trim().replace('-', "_");
+                    if out.insert(key.clone(), v).is_some() {
+                        return Err(de::Error::custom(format!(
+                            "`{k}` repeats `{key}` (cloud-init reads `-` as `_`): keep one"
+                        )));
+                    }
+                }
+                // A gecos that is not a string: cloud-init leaves it out and goes on.
+                if out
+                    .get("gecos")
+                    .is_some_and(|g| !g.is_string() && !g.is_null())
+                {
+                    out.remove("gecos");
+                }
+                serde_json::from_value::<UserEntry>(Value::Object(out))
+                    .map(|u| UserItem::User(Box::new(u)))
+                    .map_err(de::Error::custom)
+            }
             other => Err(found("expected a user mapping or 'default'", &other)),
         }
     }

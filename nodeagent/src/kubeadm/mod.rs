@@ -31,20 +31,20 @@ pub fn recognise(runcmd_item: &str) -> Option<KubeadmSpec> {
 /// deadline, retry joins with `kubeadm reset -f` in between (then `restore` writes again the
 /// bootstrap files reset deleted), write the sentinel on success.
 /// On failure it reports `failed` with kubeadm's last output lines before returning the error.
-/// `root` is the `--root`.
+/// `root` is the `--root`; `(env, dir)` what the runcmd items before the line exported and
+/// the directory they left (cloud-init runs the line in the same script).
 pub fn execute(
     spec: &KubeadmSpec,
     settings: &crate::config::KubeadmSettings,
     root: &std::path::Path,
     reporter: &mut crate::report::Reporter<'_>,
     restore: &dyn Fn() -> Result<()>,
+    (env, dir): (Vec<(String, String)>, Option<String>),
 ) -> Result<()> {
-    run::execute_restoring(
-        spec,
-        settings,
-        root,
-        reporter,
-        &run::Runner::default(),
-        restore,
-    )
+    let runner = run::Runner {
+        env,
+        dir,
+        ..run::Runner::default()
+    };
+    run::execute_restoring(spec, settings, root, reporter, &runner, restore)
 }

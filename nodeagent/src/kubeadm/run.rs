@@ -38,6 +38,9 @@ pub struct Runner {
     /// node: `program` and `--config` are paths inside DIR. Off only in tests that drive the
     /// stand-in from outside the root (`KUBEADM_STANDIN_ROOT`).
     pub chroot: bool,
+    /// The working directory (inside the root): where the runcmd items before the kubeadm
+    /// line left it, as in cloud-init's one runcmd script.
+    pub dir: Option<String>,
 }
 
 impl Default for Runner {
@@ -46,6 +49,7 @@ impl Default for Runner {
             program: PathBuf::from("kubeadm"),
             env: Vec::new(),
             chroot: true,
+            dir: None,
         }
     }
 }
@@ -502,8 +506,9 @@ pub fn run_kubeadm(
             if let Some(fd) = step_lock {
                 crate::supervise::pass_lock(&mut c, fd);
             }
+            // Unsupervised calls are `reset -f`: the directory does not matter to them.
             if let Some(dir) = chroot
-                && let Err(e) = process::chroot_into(&mut c, dir)
+                && let Err(e) = process::chroot_into(&mut c, dir, None)
             {
                 return Outcome {
                     success: false,
@@ -519,6 +524,9 @@ pub fn run_kubeadm(
             c.arg0("nodeagent").arg(crate::supervise::ARG_PIPED);
             if let Some(dir) = chroot {
                 c.arg(crate::supervise::CHROOT).arg(dir);
+            }
+            if let Some(d) = &runner.dir {
+                c.arg(crate::supervise::CWD).arg(d);
             }
             c.arg(rc)
                 .arg(own.as_secs().max(1).to_string())

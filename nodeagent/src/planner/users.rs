@@ -85,7 +85,9 @@ pub(super) fn user(
         primary_group: u.primary_group.clone(),
         groups: u.groups.0.clone(),
         shell: u.shell.clone(),
-        passwd: u.passwd.clone().or_else(|| u.hashed_passwd.clone()),
+        // cloud-init: `passwd` through useradd (new users only), then `hashed_passwd`.
+        passwd: u.hashed_passwd.clone().or_else(|| u.passwd.clone()),
+        passwd_new_only: u.hashed_passwd.is_none() && u.passwd.is_some(),
         lock_passwd: u.lock_passwd.map(|f| f.0).unwrap_or(true),
         sudo,
         ssh_authorized_keys: u.ssh_authorized_keys.0.clone(),

@@ -227,7 +227,7 @@ impl Drop for Overlay {
 }
 
 /// Programs the tests' commands call besides the shell's builtins.
-pub const EXEC_TOOLS: &[&str] = &["/bin/sleep", "/bin/cat"];
+pub const EXEC_TOOLS: &[&str] = &["/bin/sleep", "/bin/cat", "/usr/bin/env"];
 
 /// A fresh root that `--exec` commands can run in: they run chrooted into it, as cloud-init
 /// would on that node (prereq::exec_root). `None` (the caller skips, saying why) when not root.

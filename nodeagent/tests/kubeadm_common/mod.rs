@@ -314,6 +314,7 @@ impl Node {
             program: standin(),
             env: e,
             chroot: false,
+            dir: None,
         };
         Node { dir, log, runner }
     }
