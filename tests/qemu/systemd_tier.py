@@ -112,7 +112,7 @@ if [ "$(opt analyze)" = 1 ]; then
 fi
 set --
 { stat -f -c 'fs %b %S' /; echo "disk $(cat /sys/class/block/vda/size)"; echo "part $(cat /sys/class/block/vda1/start) $(cat /sys/class/block/vda1/size)"; } > /run/test/disk.txt 2>&1
-for p in /etc/kubernetes /run/kubeadm /run/cluster-api /run/nodeagent /run/test /var/lib/nodeagent /var/lib/lifecycle-test /var/log/kubeadm-standin.jsonl /var/log/nodeagent /etc/hostname /etc/systemd/network /etc/netplan; do
+for p in /etc/kubernetes /run/kubeadm /run/cluster-api /run/nodeagent /run/test /var/lib/nodeagent /var/lib/lifecycle-test /var/lib/parity /var/log/kubeadm-standin.jsonl /var/log/nodeagent /etc/hostname /etc/systemd/network /etc/netplan; do
   [ -e "$p" ] && set -- "$@" "$p"
 done
 tar -cf /dev/virtio-ports/org.nodeagent.test "$@" 2>/dev/null
@@ -186,6 +186,8 @@ WantedBy=multi-user.target
 # agent's endpoint wait and the stand-in's discovery find a listening "API server".
 KUBEADM_WRAPPER = """#!/bin/sh
 env=/sys/firmware/qemu_fw_cfg/by_name/opt/test.standin-env/raw
+# What an init or join saw of the shell state the preKubeadmCommands left (one-shell scenario).
+case "$1" in init|join) mkdir -p /run/test; echo "PARITY_VAR=${PARITY_VAR:-} PWD=$(pwd)" >> /run/test/kubeadm-saw.txt ;; esac
 if [ -r "$env" ]; then set -a; . "$env"; set +a; fi
 exec /usr/local/lib/qemu-test/kubeadm-standin "$@"
 """
@@ -655,6 +657,53 @@ def sc_systemd_cp_join_retry(s):
     return c.failures
 
 
+# preKubeadmCommands as CABPK renders them (runcmd items before the kubeadm line): the first
+# exports a variable and cds; the second, on the first boot only, signals the harness (which
+# cuts the power) and waits; on the rerun it records what it sees and carries on.
+ONE_SHELL_RUNCMD = """runcmd:
+  - "export PARITY_VAR=from-item-0; mkdir -p /var/lib/parity && cd /var/lib/parity && echo ran >> item0"
+  - "if [ ! -e cut ]; then touch cut; sync; /usr/local/lib/qemu-test/mark cut-now; sleep 600; fi; echo \\"$PARITY_VAR $(pwd)\\" >> item1"
+"""
+
+
+def sc_systemd_one_shell(s):
+    """systemd tier: preKubeadmCommands run as one shell program, as cloud-init runs runcmd:
+    the first exports a variable and cds, and the kubeadm stand-in (through its wrapper)
+    records that it saw both. The power is cut while the second runs (after the first was
+    journaled): the next boot does not run the first again, the second and kubeadm start
+    from the state it left, and the record is the same as an uninterrupted run's."""
+    c = sc.Checks()
+    t = sysd(s)
+    userdata = sc.corpus_init_userdata().replace("runcmd:\n", ONE_SHELL_RUNCMD, 1)
+    fw = q.fwcfg_guestinfo(metadata=sc.capv_metadata("sd-shell-1", "sd-shell-1"), userdata=userdata)
+    disk = t.disk("systemd-one-shell", "nodeagent")
+    vm1 = t.vm("systemd-one-shell-boot1", disk, fw)
+    vm1.start()
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and mark_time(vm1, "cut-now") is None and vm1.proc.poll() is None:
+        time.sleep(0.2)
+    c.ok(mark_time(vm1, "cut-now") is not None, "the second item never signalled (first boot)")
+    vm1.kill()
+    s.record(vm1, "power cut in runcmd[1]")
+    vm2 = t.vm("systemd-one-shell-boot2", disk, _blanked(fw, vm1))
+    c.ok(s.boot(vm2, 240), "second boot did not power off")
+    files = vm2.report_tar()
+    sc.check_status_stream(c, vm2, "sd-shell-1", "done")
+    read = lambda p: (sc.report_file(files, p) or b"").decode()
+    c.eq(read("/run/test/kubeadm-saw.txt"), "PARITY_VAR=from-item-0 PWD=/var/lib/parity\n",
+         "what kubeadm saw of the preKubeadmCommands' shell")
+    c.eq([a for a, _ in sc.standin_calls(files)], [sc.INIT_CMD], "kubeadm calls")
+    c.eq(_parity_file(files, "item0"), "ran\n", "the first item ran once over both boots")
+    c.eq(_parity_file(files, "item1"), "from-item-0 /var/lib/parity\n",
+         "the second item, rerun after the cut, saw the first item's variable and directory")
+    return c.failures
+
+
+def _parity_file(files, name):
+    """A file the one-shell scenario's items wrote under /var/lib/parity (in the report tar)."""
+    return (sc.report_file(files, f"/var/lib/parity/{name}") or b"").decode()
+
+
 # CAPV clusters' bootCommands as CABPK renders them (`  - ` + Go %q, before runcmd), then a
 # plain command that copies the evidence where the report tar looks (/run/test).
 CLOUD_INIT_PER_BOOTCMD = (
@@ -707,6 +756,7 @@ SCENARIOS = [
     ("wait-on-network", sc_systemd_wait_on_network),
     ("cp-join-retry", sc_systemd_cp_join_retry),
     ("cloud-init-per", sc_systemd_cloud_init_per),
+    ("one-shell-power-cut", sc_systemd_one_shell),
 ]
 
 
