@@ -59,6 +59,15 @@ fn created_hosts(address: &str, fqdn: &str, hostname: &str) -> String {
     )
 }
 
+/// Whether `current` is what `created_hosts` makes (its header line aside, which names the
+/// time it was written).
+fn created_by_us(current: &str, address: &str, fqdn: &str, hostname: &str) -> bool {
+    let created = created_hosts(address, fqdn, hostname);
+    current.starts_with("# Added by nodeagent v. ")
+        && current.split_once('\n').map(|(_, rest)| rest)
+            == created.split_once('\n').map(|(_, rest)| rest)
+}
+
 pub fn apply(ctx: &mut Ctx<'_>, h: &HostnameSpec) -> Result<Outcome> {
     let name = if h.prefer_fqdn && !h.fqdn.is_empty() {
         &h.fqdn
@@ -84,6 +93,9 @@ pub fn apply(ctx: &mut Ctx<'_>, h: &HostnameSpec) -> Result<Outcome> {
         Some(EtcHosts::Localhost { address }) => {
             let p = t.path("/etc/hosts")?;
             let (cur, new) = match std::fs::read_to_string(&p) {
+                // What this step creates, from a run cut short before it was journaled: kept
+                // as it is, so a rerun ends as the uninterrupted run did.
+                Ok(s) if created_by_us(&s, address, &h.fqdn, &h.hostname) => (s.clone(), s),
                 Ok(s) => {
                     let new = ensure_hosts_line(&s, address, &h.fqdn, &h.hostname);
                     (s, new)
@@ -132,5 +144,23 @@ mod tests {
             ensure_hosts_line("", "127.0.1.1", "n1", "n1"),
             "127.0.1.1 n1\n"
         );
+    }
+    #[test]
+    fn a_hosts_file_this_step_created_is_recognised_whatever_its_time() {
+        let made = created_hosts("127.0.1.1", "n1.example", "n1");
+        assert!(created_by_us(&made, "127.0.1.1", "n1.example", "n1"));
+        let other_time = made.replacen(
+            made.lines().next().unwrap_or(""),
+            "# Added by nodeagent v. 0.1.0 on Mon, 01 Jan 2001 00:00:00 +0000",
+            1,
+        );
+        assert!(created_by_us(&other_time, "127.0.1.1", "n1.example", "n1"));
+        assert!(!created_by_us(&made, "127.0.1.1", "n2.example", "n2"));
+        assert!(!created_by_us(
+            "127.0.1.1\tn1.example\tn1\n\n",
+            "127.0.1.1",
+            "n1.example",
+            "n1"
+        ));
     }
 }
