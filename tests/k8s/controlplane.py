@@ -25,6 +25,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -398,15 +399,5 @@ def port_open(port):
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def is_ip(host):
-    try:
-        socket.inet_aton(host)
-        return host.count(".") == 3
-    except OSError:
-        return False
-
-
 def threading_main():
-    import threading
-
     return threading.current_thread() is threading.main_thread()
