@@ -162,13 +162,24 @@ def worker_bundle(s, workdir, node, mac, pki, token):
                           extra=["--mac", mac], version=cpl.K8S_VERSION)
 
 
-def mint_token(s, cp):
-    """A token from `nodeagent mint token`, its Secret applied to the real API server."""
+def new_token(s):
+    """`nodeagent mint token`."""
     _, _, _, nodeagent = s.fast()
-    token = subprocess.run([nodeagent, "mint", "token"], check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run([nodeagent, "mint", "token"], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def apply_token(s, cp, token):
+    """`nodeagent mint token --secret` for `token`, applied to the real API server."""
+    _, _, _, nodeagent = s.fast()
     secret = subprocess.run([nodeagent, "mint", "token", "--secret", "--ttl", "2h", "--token", token],
                             check=True, capture_output=True, text=True).stdout
     cp.add_token_secret(secret)
+
+
+def mint_token(s, cp):
+    """A minted token whose Secret the real API server has."""
+    token = new_token(s)
+    apply_token(s, cp, token)
     return token
 
 
@@ -240,7 +251,7 @@ def sc_kube_join_late_cp(s):
     k = kube(s)
     name, mac = "kube-md-late", "52:54:00:00:10:02"
     # The token is known before the API server exists: minted, applied once it is up.
-    token = subprocess.run([nodeagent, "mint", "token"], check=True, capture_output=True, text=True).stdout.strip()
+    token = new_token(s)
     fw = worker_bundle(s, s.workdir, name, mac, pki, token)
     vm = k.vm(name, k.disk(name, files={"/etc/nodeagent/config.yaml": config}), dict(fw, **{"test.hold": "1", "test.timeout": "1200"}), cp.api_port, mac)
     final = None
@@ -251,9 +262,7 @@ def sc_kube_join_late_cp(s):
         # Let the first attempt run into its deadline with no API server behind the endpoint.
         time.sleep(100)
         cp.start()
-        secret = subprocess.run([nodeagent, "mint", "token", "--secret", "--ttl", "2h", "--token", token],
-                                check=True, capture_output=True, text=True).stdout
-        cp.add_token_secret(secret)
+        apply_token(s, cp, token)
         final = vm.wait_for(lambda o: o.get("phase") in ("done", "failed"), 900)
         c.ok(final is not None and final.get("phase") == "done", f"final status {final}; phases {vm.phases()}")
         seen = [json.dumps(o) for _, o in vm.status]
