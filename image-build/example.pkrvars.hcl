@@ -14,12 +14,13 @@ folder           = "capi-images"
 network          = "VM Network"
 template         = "ubuntu-2404-kube-v1.33.1"
 
-# Where the installer ISO, the cloud image and the Debian packages come from: your mirror
+# Where the installer ISO and the Debian packages come from: your mirror
 # (or Debian's own). Checksums as sha256:HEX / sha512:HEX keep `packer validate` offline;
 # `file:URL` of a SUMS file also works for a build (packer then fetches it when validating).
 iso_url                 = "https://mirror.example.invalid/debian-cd/12.8.0/amd64/iso-cd/debian-12.8.0-amd64-netinst.iso"
 iso_checksum            = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
 debian_mirror_host      = "mirror.example.invalid"
 debian_mirror_directory = "/debian"
-cloud_image_url         = "https://mirror.example.invalid/cloud/bookworm/latest/debian-12-genericcloud-amd64.qcow2"
-cloud_image_checksum    = "sha512:00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"
+# qemu.node needs none of these: image-build/build-qemu passes its local base image and the
+# checksum it computed (the value here only keeps `packer validate` offline).
+base_image_checksum = "sha256:0000000000000000000000000000000000000000000000000000000000000000"

@@ -3,11 +3,13 @@
 # the QEMU test images and CI run in a chroot:
 #   vsphere-clone.node  clone an existing node template (e.g. image-builder's CAPV OVA)
 #   vsphere-iso.node    install Debian 12 from the netinst ISO on vCenter (seed/debian)
-#   qemu.node           local qcow2 from Debian's cloud image (seed/cloud-init)
+#   qemu.node           local qcow2, offline, from image-build/base-image (Debian packages)
 # vSphere builds export OVF+VMDK (packer 1.6.6 cannot write .ova) and
-# scripts/make-ova.sh packs them into an OVA the way image-builder's default path does.
+# scripts/make-ova.sh packs them into an OVA the way image-builder's default path does;
+# for qemu.node, scripts/qemu-ova.sh writes the OVF and a streamOptimized VMDK first.
 #
 #   packer build -var-file=my.pkrvars.hcl -only=vsphere-clone.node image-build/
+#   image-build/build-qemu plain|kube      (qemu.node, with every variable it needs)
 
 locals {
   build_dir = "/tmp/nodeagent-build"
@@ -116,33 +118,49 @@ source "vsphere-iso" "node" {
   }
 }
 
+# Offline, under TCG: the base image is image-build/base-image's (Debian packages only, no
+# download), booted with Debian's cloud kernel through -kernel/-initrd (no bootloader in it).
+# Packer's SSH reaches the guest only through an explicit hostfwd on 127.0.0.1 of a
+# `restrict=on` user network; no VNC or other listener. image-build/build-qemu runs it.
 source "qemu" "node" {
   vm_name          = "${var.image_name}.qcow2"
-  iso_url          = var.cloud_image_url
-  iso_checksum     = var.cloud_image_checksum
+  iso_url          = var.base_image
+  iso_checksum     = var.base_image_checksum
   disk_image       = true
-  disk_size        = "${var.disk_size_mb}M"
+  skip_resize_disk = true
   format           = "qcow2"
-  disk_interface   = "virtio-scsi"
+  disk_interface   = "virtio"
   disk_discard     = "unmap"
-  disk_compression = true
+  disk_compression = var.qemu_disk_compression
   net_device       = "virtio-net"
   accelerator      = var.qemu_accelerator
   qemu_binary      = var.qemu_binary
-  cpus             = var.cpus
-  memory           = var.memory_mb
+  cpus             = var.qemu_cpus
+  memory           = var.qemu_memory_mb
   headless         = true
+  vnc_bind_address = "127.0.0.1"
+  disable_vnc      = true
   output_directory = "${var.output_directory}/qemu"
-  # NoCloud seed so cloud-init in the cloud image creates the build user; provision.sh
-  # disables cloud-init at the end, so the result no longer depends on it.
-  cd_files = ["${path.root}/seed/cloud-init/meta-data", "${path.root}/seed/cloud-init/user-data"]
-  cd_label = "cidata"
+  qemuargs = [
+    ["-kernel", var.base_kernel],
+    ["-initrd", var.base_initrd],
+    # no_timer_check: TCG on a loaded host is too slow for the kernel's IO-APIC timer check.
+    ["-append", "console=ttyS0 root=/dev/vda1 rw quiet panic=-1 no_timer_check"],
+    # Replaces packer's default `hostfwd=tcp::PORT-:22`, which listens on every address.
+    ["-netdev", "user,id=user.0,restrict=on,hostfwd=tcp:127.0.0.1:{{ .SSHHostPort }}-:22"],
+    ["-vnc", "none"],
+    ["-display", "none"],
+    ["-device", "virtio-rng-pci"],
+    ["-serial", "file:${var.output_directory}/console.log"],
+  ]
 
   communicator     = "ssh"
+  ssh_host         = "127.0.0.1"
   ssh_username     = var.ssh_username
   ssh_password     = var.ssh_password
-  ssh_timeout      = "20m"
+  ssh_timeout      = "15m"
   shutdown_command = local.shutdown
+  shutdown_timeout = "5m"
 }
 
 build {
@@ -191,6 +209,14 @@ build {
     inline          = ["sh ${local.build_dir}/provision.sh ${local.build_dir}/nodeagent.deb"]
   }
 
+  # The base image's DHCP network file was for the build VM only: a node's network comes
+  # from its metadata (nodeagent writes it).
+  provisioner "shell" {
+    only            = ["qemu.node"]
+    execute_command = local.sudo_exec
+    inline          = ["rm -f /etc/systemd/network/90-packer-build.network"]
+  }
+
   # Last step before shutdown: the goss-style checks again, as a separate, visible step
   # (provision.sh already ran them; this catches anything a later edit slips in between).
   provisioner "shell" {
@@ -206,5 +232,11 @@ build {
   post-processor "shell-local" {
     only   = ["vsphere-clone.node", "vsphere-iso.node"]
     inline = ["sh ${path.root}/scripts/make-ova.sh ${var.output_directory}/${source.type} ${var.output_directory}/${var.image_name}-${source.type}.ova"]
+  }
+
+  # The qcow2 as a vSphere-style export (OVF + streamOptimized VMDK), then the same make-ova.sh.
+  post-processor "shell-local" {
+    only   = ["qemu.node"]
+    inline = ["sh ${path.root}/scripts/qemu-ova.sh ${var.output_directory}/qemu/${var.image_name}.qcow2 ${var.output_directory}/ovf ${var.output_directory}/${var.image_name}-qemu.ova"]
   }
 }

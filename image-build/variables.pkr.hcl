@@ -149,24 +149,54 @@ variable "guest_os_type" {
   default = "debian12_64Guest"
 }
 
-# ---------------------------------------------------------------- qemu: local image from a cloud image
-variable "cloud_image_url" {
+# ---------------------------------------------------------------- qemu: offline local image
+# image-build/build-qemu sets the base_* variables from image-build/base-image's output.
+variable "base_image" {
   type        = string
-  description = "qemu: base disk image (Debian 12's genericcloud qcow2: it has cloud-init, which Packer's login needs)."
+  default     = "target/image-build/base/plain/disk.raw"
+  description = "qemu: base disk image (image-build/base-image: Debian packages, sshd, the build user)."
 }
 
-variable "cloud_image_checksum" {
+variable "base_image_checksum" {
   type        = string
-  description = "qemu: checksum of the cloud image (sha512:HEX, or file:URL of a SUMS file)."
+  description = "qemu: checksum of base_image (sha256:HEX, computed locally by image-build/build-qemu)."
+}
+
+variable "base_kernel" {
+  type        = string
+  default     = "target/image-build/base/plain/vmlinuz"
+  description = "qemu: kernel booted with -kernel (Debian's cloud kernel, from image-build/base-image)."
+}
+
+variable "base_initrd" {
+  type        = string
+  default     = "target/image-build/base/plain/initrd"
+  description = "qemu: initramfs booted with -initrd (mounts root=/dev/vda1)."
 }
 
 variable "qemu_accelerator" {
   type        = string
-  default     = "kvm"
-  description = "qemu: kvm where /dev/kvm exists, tcg otherwise (slow)."
+  default     = "tcg"
+  description = "qemu: tcg (works everywhere, slow); kvm where /dev/kvm exists."
 }
 
 variable "qemu_binary" {
   type    = string
   default = "qemu-system-x86_64"
+}
+
+variable "qemu_cpus" {
+  type    = number
+  default = 1
+}
+
+variable "qemu_memory_mb" {
+  type    = number
+  default = 1024
+}
+
+variable "qemu_disk_compression" {
+  type        = bool
+  default     = false
+  description = "qemu: compress the qcow2 (smaller, but a single-threaded pass over the whole disk)."
 }
