@@ -197,7 +197,7 @@ def build_initramfs(kernel):
     for d in ["bin", "dev", "proc", "sys", "newroot", "lib", "lib/modules", f"lib/modules/{kernel.version}", f"lib/modules/{kernel.version}/kernel"]:
         c.dir(d)
     c.file("bin/busybox", bb, 0o755)
-    for applet in ["sh", "mount", "umount", "switch_root", "insmod", "modprobe", "sleep", "cat", "echo", "mkdir", "ls", "poweroff", "grep"]:
+    for applet in ["sh", "mount", "umount", "switch_root", "insmod", "modprobe", "sleep", "cat", "echo", "mkdir", "ls", "poweroff", "grep", "cp"]:
         c.symlink(f"bin/{applet}", "busybox")
     for name, path, deps in mods:
         c.file(f"lib/modules/{kernel.version}/kernel/{name}.ko", open(path, "rb").read())
@@ -366,7 +366,8 @@ class VM:
             # check, which then panics ("IO-APIC + timer doesn't work") before init.
             "-append", f"console=ttyS0 root=/dev/vda rw quiet panic=-1 no_timer_check {self.append}".strip(),
             "-chardev", f"file,id=con,path={os.path.join(self.dir, 'console.log')}", "-serial", "chardev:con",
-            "-drive", f"file={self.disk},if=virtio,format=raw,cache=unsafe",
+            # A .qcow2 is a copy-on-write overlay of the Packer-built image (systemd tier).
+            "-drive", f"file={self.disk},if=virtio,format={'qcow2' if self.disk.endswith('.qcow2') else 'raw'},cache=unsafe",
             "-device", "virtio-rng-pci",
             "-device", "virtio-serial-pci",
             "-chardev", f"socket,id=st,path={st},server=on,wait=off",

@@ -289,16 +289,11 @@ def install_nodeagent(root, nodeagent, log, variant="nodeagent"):
         raise RuntimeError(f"provision.sh failed (exit {out.returncode}), see {log}")
 
 
-def stage(name, variant, kernel, nodeagent=None, kubeadm=None, seed=None, workdir=None, base=None):
-    """Copy the cached rootfs (`base`: a build-rootfs variant, by default the one `variant`
-    needs) and add what this image needs; returns the staged tree."""
-    base = rootfs(base or ("cloudinit" if variant == "cloudinit" else "base"))
-    root = os.path.join(q.CACHE, f"stage-systemd-{name}")
-    shutil.rmtree(root, ignore_errors=True)
-    subprocess.run(["cp", "-a", base, root], check=True)
-    _install_modules(kernel, root)
-    _write(root, "/etc/hostname", "localhost\n")
-    _write(root, "/etc/fstab", "/dev/vda1 / ext4 rw,relatime 0 1\n")
+def add_plumbing(root, kubeadm=None):
+    """The test plumbing of the systemd tier (not part of any node image): the marker and
+    report units, the late-address helper and, with `kubeadm`, the recording stand-in with its
+    wrapper and the 127.0.0.1:6443 socket. Into a staged root, or into the tree of the
+    plumbing disk laid over the Packer-built image at boot (plumbing_disk)."""
     _write(root, "/usr/local/lib/qemu-test/mark", MARK_SH, 0o755)
     _write(root, "/usr/local/lib/qemu-test/report", REPORT_SH, 0o755)
     _write(root, "/etc/systemd/system/qemu-test-mark.service", MARK_UNIT)
@@ -308,6 +303,28 @@ def stage(name, variant, kernel, nodeagent=None, kubeadm=None, seed=None, workdi
     _write(root, "/usr/local/lib/qemu-test/late-address", LATE_ADDR_SH, 0o755)
     _write(root, "/etc/systemd/system/qemu-test-late-address.service", LATE_ADDR_UNIT)
     _enable(root, "qemu-test-late-address.service")
+    if kubeadm:
+        q.install_stripped(kubeadm, os.path.join(root, "usr/local/lib/qemu-test/kubeadm-standin"))
+        _write(root, "/etc/kubeadm-standin.guest", "")
+        _write(root, "/usr/local/bin/kubeadm", KUBEADM_WRAPPER, 0o755)
+        _write(root, "/etc/systemd/system/qemu-test-apiserver.socket", APISERVER_SOCKET)
+        _write(root, "/etc/systemd/system/qemu-test-apiserver@.service", APISERVER_SERVICE)
+        _enable(root, "qemu-test-apiserver.socket", "sockets.target")
+
+
+def stage(name, variant, kernel, nodeagent=None, kubeadm=None, seed=None, workdir=None, base=None):
+    """Copy the cached rootfs (`base`: a build-rootfs variant, by default the one `variant`
+    needs) and add what this image needs; returns the staged tree. The scenarios boot the
+    Packer-built image instead (packer_artifact); this is for the boot benchmark's three
+    comparable images and the kube tier."""
+    base = rootfs(base or ("cloudinit" if variant == "cloudinit" else "base"))
+    root = os.path.join(q.CACHE, f"stage-systemd-{name}")
+    shutil.rmtree(root, ignore_errors=True)
+    subprocess.run(["cp", "-a", base, root], check=True)
+    _install_modules(kernel, root)
+    _write(root, "/etc/hostname", "localhost\n")
+    _write(root, "/etc/fstab", "/dev/vda1 / ext4 rw,relatime 0 1\n")
+    add_plumbing(root, kubeadm)
     # The same fixed networkd setup in every variant: networkd enabled, nothing else.
     os.makedirs(os.path.join(root, "etc/systemd/system/multi-user.target.wants"), exist_ok=True)
     link = os.path.join(root, "etc/systemd/system/multi-user.target.wants/systemd-networkd.service")
@@ -317,13 +334,6 @@ def stage(name, variant, kernel, nodeagent=None, kubeadm=None, seed=None, workdi
         p = os.path.join(root, "etc/systemd/system/timers.target.wants", timer)
         if os.path.lexists(p):
             os.unlink(p)
-    if kubeadm:
-        q.install_stripped(kubeadm, os.path.join(root, "usr/local/lib/qemu-test/kubeadm-standin"))
-        _write(root, "/etc/kubeadm-standin.guest", "")
-        _write(root, "/usr/local/bin/kubeadm", KUBEADM_WRAPPER, 0o755)
-        _write(root, "/etc/systemd/system/qemu-test-apiserver.socket", APISERVER_SOCKET)
-        _write(root, "/etc/systemd/system/qemu-test-apiserver@.service", APISERVER_SERVICE)
-        _enable(root, "qemu-test-apiserver.socket", "sockets.target")
     if variant in ("nodeagent", "nodeagent-b"):
         install_nodeagent(root, nodeagent, os.path.join(workdir or q.CACHE, f"provision-{name}.log"), variant)
     if variant == "cloudinit":
@@ -337,15 +347,89 @@ def stage(name, variant, kernel, nodeagent=None, kubeadm=None, seed=None, workdi
     return root
 
 
+# ---------------------------------------------------------------- the Packer-built image
+
+
+BUILD_QEMU = os.path.join(q.REPO, "image-build", "build-qemu")
+
+
+def packer_artifact(flavour="plain"):
+    """The node image `packer build -only=qemu.node` made (image-build/build-qemu: cached by
+    its inputs, read back by image-build/check-image), with the nodeagent under test: the
+    dev-profile binary's package, or the release build's with QEMU_RELEASE=1. Returns the
+    qcow2 named in its packer-manifest.json."""
+    env = dict(os.environ, IMAGE_BUILD_DEB="release" if os.environ.get("QEMU_RELEASE") == "1" else "dev")
+    out = subprocess.run([BUILD_QEMU, flavour], env=env, stdout=subprocess.PIPE, text=True, timeout=2700)
+    if out.returncode != 0:
+        raise RuntimeError(f"image-build/build-qemu {flavour} failed (exit {out.returncode})")
+    outdir = out.stdout.strip().splitlines()[-1]
+    manifest = json.load(open(os.path.join(outdir, "packer-manifest.json")))
+    build = manifest["builds"][-1]
+    if build.get("builder_type") != "qemu":
+        raise RuntimeError(f"{outdir}/packer-manifest.json: not a qemu build: {build}")
+    return os.path.join(outdir, "qemu", build["files"][0]["name"])
+
+
+def artifact_overlay(artifact, path, grow_mb=0):
+    """A copy-on-write overlay of the Packer-built image (the image itself is never written);
+    `grow_mb` grows the overlay's disk, as CAPV's diskGiB grows a template's."""
+    if os.path.exists(path):
+        os.unlink(path)
+    q.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", artifact, "-F", "qcow2", path])
+    if grow_mb:
+        q.run(["qemu-img", "resize", "-q", "-f", "qcow2", path, f"+{grow_mb}M"])
+    return path
+
+
+def require_artifact(disk, artifact):
+    """Refuse to boot anything but an overlay whose backing file is the Packer-built image."""
+    info = json.loads(subprocess.run(["qemu-img", "info", "--output=json", disk], capture_output=True, text=True,
+                                     check=True).stdout)
+    backing = info.get("full-backing-filename") or info.get("backing-filename")
+    if info.get("format") != "qcow2" or not backing or os.path.realpath(backing) != os.path.realpath(artifact):
+        raise RuntimeError(f"{disk} is not an overlay of the Packer-built image {artifact} "
+                           f"(format {info.get('format')}, backing file {backing})")
+
+
+def plumbing_disk(path, kubeadm):
+    """A small ext4 disk holding add_plumbing's files; the test initramfs copies them over the
+    overlay's root at boot (qemu_test.plumbing=/dev/vdb), attached read-only."""
+    tree = path + ".d"
+    shutil.rmtree(tree, ignore_errors=True)
+    add_plumbing(tree, kubeadm)
+    q.make_disk(tree, path, size_mb=64)
+    shutil.rmtree(tree)
+    return path
+
+
 class SystemdSession:
     """Adds systemd-tier images to a scenarios.Session."""
 
     def __init__(self, s):
         self.s = s
         self.images = {}
+        # The scenarios boot the Packer-built image; the boot benchmark sets this to False to
+        # compare three images staged from one root.
+        self.use_artifact = True
+        self.artifact = None
+        self.plumbing = None
+        self.overlays = set()
 
     def disk(self, name, variant, grow_mb=0, **kw):
         kernel, _, _, nodeagent = self.s.fast()
+        if self.use_artifact:
+            if variant != "nodeagent" or kw:
+                raise RuntimeError(f"the scenarios boot the Packer-built nodeagent image, not variant {variant} {kw}")
+            if self.artifact is None:
+                t = time.monotonic()
+                self.artifact = packer_artifact("plain")
+                self.plumbing = plumbing_disk(os.path.join(self.s.workdir, "plumbing.img"), q.standin_kubeadm())
+                self.s.scratch.append(self.plumbing)
+                q.log(f"Packer-built image {os.path.relpath(self.artifact, q.REPO)} ready in {time.monotonic() - t:.1f}s")
+            path = artifact_overlay(self.artifact, os.path.join(self.s.workdir, f"{name}.qcow2"), grow_mb)
+            self.s.scratch.append(path)
+            self.overlays.add(path)
+            return path
         key = (variant, kw.get("seed") and json.dumps(kw["seed"]))
         if key not in self.images:
             self.images[key] = stage(name, variant, kernel, nodeagent=nodeagent, kubeadm=q.standin_kubeadm(),
@@ -359,9 +443,18 @@ class SystemdSession:
         kernel, initrd, _, _ = self.s.fast()
         mark = os.path.join(self.s.workdir, name, "mark.sock")
         kw["append"] = ("root=/dev/vda1 " + kw.get("append", "")).strip()
-        vm = q.VM(name, self.s.workdir, kernel.vmlinuz, initrd, disk, fwcfg=fwcfg, mem=512,
-                  extra=["-chardev", f"socket,id=mk,path={mark},server=on,wait=off",
-                         "-device", f"virtserialport,chardev=mk,name={MARK_PORT}"], **kw)
+        extra = ["-chardev", f"socket,id=mk,path={mark},server=on,wait=off",
+                 "-device", f"virtserialport,chardev=mk,name={MARK_PORT}"]
+        # This tier's scenarios (VMs named systemd-*) boot the Packer-built image and nothing
+        # else; the kube tier's staged disks (lead-owned, not switched yet) pass unchanged.
+        if name.startswith("systemd-"):
+            if not self.use_artifact or self.artifact is None:
+                raise RuntimeError(f"{name}: systemd-tier scenarios boot the Packer-built image (SystemdSession.disk)")
+            require_artifact(disk, self.artifact)
+        if disk in self.overlays:
+            extra += ["-drive", f"file={self.plumbing},if=virtio,format=raw,readonly=on"]
+            kw["append"] += " qemu_test.plumbing=/dev/vdb"
+        vm = q.VM(name, self.s.workdir, kernel.vmlinuz, initrd, disk, fwcfg=fwcfg, mem=512, extra=extra, **kw)
         vm.marks = []
         orig_start = vm.start
 
@@ -846,6 +939,7 @@ def bench(workdir, rounds=5, only=()):
     os.environ["QEMU_RELEASE"] = "1"
     s = sc.Session(workdir)
     t = sysd(s)
+    t.use_artifact = False  # three images staged from one root: comparable
     userdata = sc.corpus_init_userdata().replace("kubeadm init --config", "true --config")
     net = "version: 2\nethernets:\n  id0:\n    match:\n      macaddress: \"52:54:00:12:34:56\"\n    set-name: \"eth0\"\n    dhcp4: true\n"
     meta = sc.capv_metadata("bench-1", "bench-1", "network:\n" + textwrap.indent(net, "  "))
