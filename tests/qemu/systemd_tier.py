@@ -391,12 +391,15 @@ def require_artifact(disk, artifact):
                            f"(format {info.get('format')}, backing file {backing})")
 
 
-def plumbing_disk(path, kubeadm):
-    """A small ext4 disk holding add_plumbing's files; the test initramfs copies them over the
-    overlay's root at boot (qemu_test.plumbing=/dev/vdb), attached read-only."""
+def plumbing_disk(path, kubeadm, files=None):
+    """A small ext4 disk holding add_plumbing's files and `files` ({path: text}, e.g. one
+    node's /etc/nodeagent/config.yaml); the test initramfs copies them over the overlay's
+    root at boot (qemu_test.plumbing=/dev/vdb), attached read-only."""
     tree = path + ".d"
     shutil.rmtree(tree, ignore_errors=True)
     add_plumbing(tree, kubeadm)
+    for p, text in (files or {}).items():
+        _write(tree, p, text)
     q.make_disk(tree, path, size_mb=64)
     shutil.rmtree(tree)
     return path
@@ -413,7 +416,7 @@ class SystemdSession:
         self.use_artifact = True
         self.artifact = None
         self.plumbing = None
-        self.overlays = set()
+        self.overlays = {}  # overlay disk -> its plumbing disk
 
     def disk(self, name, variant, grow_mb=0, **kw):
         kernel, _, _, nodeagent = self.s.fast()
@@ -428,7 +431,7 @@ class SystemdSession:
                 q.log(f"Packer-built image {os.path.relpath(self.artifact, q.REPO)} ready in {time.monotonic() - t:.1f}s")
             path = artifact_overlay(self.artifact, os.path.join(self.s.workdir, f"{name}.qcow2"), grow_mb)
             self.s.scratch.append(path)
-            self.overlays.add(path)
+            self.overlays[path] = self.plumbing
             return path
         key = (variant, kw.get("seed") and json.dumps(kw["seed"]))
         if key not in self.images:
@@ -438,6 +441,17 @@ class SystemdSession:
         path = make_partitioned_disk(self.images[key], os.path.join(self.s.workdir, f"{name}.img"), 1024, grow_mb)
         self.s.scratch.append(path)
         return path
+
+    def overlay(self, name, flavour, files=None, grow_mb=0):
+        """For other tiers (the kube tier, the demo): an overlay of `flavour`'s Packer-built
+        image (image-build/build-qemu plain|kube) with its own plumbing disk holding the
+        report units and `files`; vm() attaches it. Returns (overlay path, artifact path)."""
+        artifact = packer_artifact(flavour)
+        path = artifact_overlay(artifact, os.path.join(self.s.workdir, f"{name}.qcow2"), grow_mb)
+        plumbing = plumbing_disk(os.path.join(self.s.workdir, f"{name}.plumbing.img"), None, files)
+        self.s.scratch += [path, plumbing]
+        self.overlays[path] = plumbing
+        return path, artifact
 
     def vm(self, name, disk, fwcfg, **kw):
         kernel, initrd, _, _ = self.s.fast()
@@ -452,7 +466,7 @@ class SystemdSession:
                 raise RuntimeError(f"{name}: systemd-tier scenarios boot the Packer-built image (SystemdSession.disk)")
             require_artifact(disk, self.artifact)
         if disk in self.overlays:
-            extra += ["-drive", f"file={self.plumbing},if=virtio,format=raw,readonly=on"]
+            extra += ["-drive", f"file={self.overlays[disk]},if=virtio,format=raw,readonly=on"]
             kw["append"] += " qemu_test.plumbing=/dev/vdb"
         vm = q.VM(name, self.s.workdir, kernel.vmlinuz, initrd, disk, fwcfg=fwcfg, mem=512, extra=extra, **kw)
         vm.marks = []
