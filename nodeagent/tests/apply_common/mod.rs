@@ -175,10 +175,12 @@ pub fn ids(p: &Path) -> (u32, u32) {
 }
 
 /// The debootstrap'd minimal Debian 12 rootfs with shadow's tools and sudo that
-/// `tests/apply-ci` caches under `target/apply-rootfs`; `None` (the caller skips, saying why)
-/// when not root or not built, unless `NODEAGENT_PRIVILEGED_TESTS=1` makes that a failure.
+/// `tests/apply-ci` caches outside the clone and links as `target/apply-rootfs` (resolved
+/// here, so overlays and `--root` see a plain directory); `None` (the caller skips, saying
+/// why) when not root or not built, unless `NODEAGENT_PRIVILEGED_TESTS=1` makes that a failure.
 pub fn rootfs() -> Option<std::path::PathBuf> {
-    let fs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/apply-rootfs");
+    let link = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/apply-rootfs");
+    let fs = std::fs::canonicalize(&link).unwrap_or(link);
     let useradd = fs.join("usr/sbin/useradd");
     prereq::privileged(&["/usr/bin/mount", useradd.to_str()?]).then_some(fs)
 }
