@@ -102,9 +102,14 @@ class KubeSession:
         self.s = s
         self.trees = {}
         self.bindir = cpl.k8s_bin()
+        # The scenarios and the demo boot the Packer-built Kubernetes node image
+        # (image-build/build-qemu kube); the time-to-Node benchmark sets this to False to
+        # compare two images staged from one root (nodeagent's and cloud-init's).
+        self.use_artifact = True
+        self.artifact = None
 
     def tree(self, variant, seed=None):
-        kernel, _, _, nodeagent = self.s.fast()
+        kernel, _, nodeagent = self.s.fast()
         key = (variant, json.dumps(seed))
         if key not in self.trees:
             t = time.monotonic()
@@ -117,9 +122,25 @@ class KubeSession:
             q.log(f"kube image ({variant}) staged in {time.monotonic() - t:.1f}s")
         return self.trees[key]
 
+    def prepare(self):
+        """Make (or find cached) the image the VMs boot: the Packer-built `kube` image, or the
+        staged tree when use_artifact is off. Returns its path."""
+        if self.use_artifact:
+            self.artifact = q.packer_artifact("kube")
+            return self.artifact
+        return self.tree("nodeagent")
+
     def disk(self, name, variant="nodeagent", files=None):
         """A fresh disk of the staged image, with `files` ({path: text}, e.g. a node's
         /etc/nodeagent/config.yaml or NoCloud seed) on this disk only."""
+        if self.use_artifact:
+            if variant != "nodeagent":
+                raise RuntimeError(f"the kube scenarios boot the Packer-built Kubernetes node image, not variant {variant}")
+            t = time.monotonic()
+            path, self.artifact = st.sysd(self.s).overlay(name, "kube", files=files)
+            q.log(f"overlay of the Packer-built image {os.path.relpath(self.artifact, q.REPO)} ready in "
+                  f"{time.monotonic() - t:.1f}s")
+            return path
         root = self.tree(variant, ("", "", "") if variant == "cloudinit" else None)
         saved = {}
         for path, text in (files or {}).items():
@@ -138,6 +159,8 @@ class KubeSession:
         return disk
 
     def vm(self, name, disk, fwcfg, api_port, mac):
+        if self.use_artifact:
+            q.require_artifact(disk, self.artifact)
         nic = f"user,restrict=on,guestfwd=tcp:{GUEST_ENDPOINT}-cmd:socat STDIO TCP:127.0.0.1:{api_port}"
         # The guest's journal on its console (console.log in the run's directory): what
         # kubeadm and the kubelet said, also when the node never gets as far as its report.
@@ -157,20 +180,20 @@ def kube(s):
 
 
 def worker_bundle(s, workdir, node, mac, pki, token):
-    _, _, _, nodeagent = s.fast()
+    _, _, nodeagent = s.fast()
     return sc.mint_bundle(nodeagent, workdir, "worker", "demo", node, GUEST_ENDPOINT, pki, token=token,
                           extra=["--mac", mac], version=cpl.K8S_VERSION)
 
 
 def new_token(s):
     """`nodeagent mint token`."""
-    _, _, _, nodeagent = s.fast()
+    _, _, nodeagent = s.fast()
     return subprocess.run([nodeagent, "mint", "token"], check=True, capture_output=True, text=True).stdout.strip()
 
 
 def apply_token(s, cp, token):
     """`nodeagent mint token --secret` for `token`, applied to the real API server."""
-    _, _, _, nodeagent = s.fast()
+    _, _, nodeagent = s.fast()
     secret = subprocess.run([nodeagent, "mint", "token", "--secret", "--ttl", "2h", "--token", token],
                             check=True, capture_output=True, text=True).stdout
     cp.add_token_secret(secret)
@@ -227,7 +250,7 @@ def sc_kube_join(s):
     host's loopback, a node image without cloud-init: nodeagent runs the real `kubeadm join`,
     the kubelet TLS-bootstraps, the Node named after the VM appears in the real API server."""
     c = sc.Checks()
-    _, _, _, nodeagent = s.fast()
+    _, _, nodeagent = s.fast()
     pki = sc.mint_pki(nodeagent, s.workdir, "demo")
     with kube(s).control_plane("cp-join", pki) as cp:
         token = mint_token(s, cp)
@@ -244,7 +267,7 @@ def sc_kube_join_late_cp(s):
     (kubeadm.timeout_secs 90 in this node's image config), it resets and retries, and the
     retry turns into a Node."""
     c = sc.Checks()
-    _, _, _, nodeagent = s.fast()
+    _, _, nodeagent = s.fast()
     pki = sc.mint_pki(nodeagent, s.workdir, "demo")
     cp = kube(s).control_plane("cp-late", pki)
     config = "kubeadm:\n  timeout_secs: 90\n  backoff_initial_secs: 1.0\n"
@@ -329,7 +352,8 @@ def bench(workdir, rounds=5):
     os.environ["QEMU_RELEASE"] = "1"
     s = sc.Session(workdir)
     k = kube(s)
-    _, _, _, nodeagent = s.fast()
+    k.use_artifact = False  # two images staged from one root: comparable
+    _, _, nodeagent = s.fast()
     pki = sc.mint_pki(nodeagent, workdir, "demo")
     times = {"nodeagent": [], "cloudinit": []}
     loads = [os.getloadavg()[0]]

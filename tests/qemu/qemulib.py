@@ -18,7 +18,6 @@ import stat
 import subprocess
 import sys
 import tarfile
-import tempfile
 import threading
 import time
 
@@ -257,56 +256,80 @@ def copy_with_parents(src, root, dest=None):
     return dest
 
 
-# ---------------------------------------------------------------- fast tier root disk
+# ---------------------------------------------------------------- the Packer-built image
 
 
-def stage_fast_root(kernel, nodeagent, kubeadm):
-    """Directory tree of the fast tier's root disk: busybox, nodeagent + its glibc libraries,
-    the kubeadm stand-in, the kernel modules, and guest/fast-init as /sbin/init."""
-    stage = os.path.join(CACHE, "stage-fast")
-    shutil.rmtree(stage, ignore_errors=True)
-    for d in ["bin", "sbin", "usr/bin", "usr/sbin", "usr/local/bin", "etc", "proc", "sys", "dev", "run", "tmp", "root", "var/lib", "var/log", "home", "mnt"]:
-        os.makedirs(os.path.join(stage, d), exist_ok=True)
-    os.chmod(os.path.join(stage, "tmp"), 0o1777)
-    os.chmod(os.path.join(stage, "root"), 0o700)
-    shutil.copy2(kernel.busybox, os.path.join(stage, "bin", "busybox"))
-    applets = subprocess.run([kernel.busybox, "--list-full"], capture_output=True, text=True, check=True).stdout.split()
-    for a in applets:
-        p = os.path.join(stage, a)
-        if not os.path.lexists(p):
-            os.makedirs(os.path.dirname(p), exist_ok=True)
-            os.symlink("/bin/busybox", p)
-    for binary, dest in [(nodeagent, "/usr/bin/nodeagent"), (kubeadm, "/usr/local/bin/kubeadm")]:
-        install_stripped(binary, os.path.join(stage, dest.lstrip("/")))
-        if open(binary, "rb").read(4) == b"\x7fELF":
-            for lib in shared_libs(binary):
-                copy_with_parents(lib, stage)
+BUILD_QEMU = os.path.join(REPO, "image-build", "build-qemu")
+
+
+_ARTIFACTS = {}  # flavour -> qcow2: build-qemu (and its read-back) once per process
+
+
+def packer_artifact(flavour="plain"):
+    """The node image `packer build -only=qemu.node` made (image-build/build-qemu: cached by
+    its inputs, read back by image-build/check-image), with the nodeagent under test: the
+    dev-profile binary's package, or the release build's with QEMU_RELEASE=1. Returns the
+    qcow2 named in its packer-manifest.json."""
+    if flavour in _ARTIFACTS:
+        return _ARTIFACTS[flavour]
+    env = dict(os.environ, IMAGE_BUILD_DEB="release" if os.environ.get("QEMU_RELEASE") == "1" else "dev")
+    out = subprocess.run([BUILD_QEMU, flavour], env=env, stdout=subprocess.PIPE, text=True, timeout=2700)
+    if out.returncode != 0:
+        raise RuntimeError(f"image-build/build-qemu {flavour} failed (exit {out.returncode})")
+    outdir = out.stdout.strip().splitlines()[-1]
+    manifest = json.load(open(os.path.join(outdir, "packer-manifest.json")))
+    build = manifest["builds"][-1]
+    if build.get("builder_type") != "qemu":
+        raise RuntimeError(f"{outdir}/packer-manifest.json: not a qemu build: {build}")
+    _ARTIFACTS[flavour] = os.path.join(outdir, "qemu", build["files"][0]["name"])
+    return _ARTIFACTS[flavour]
+
+
+def artifact_overlay(artifact, path, grow_mb=0):
+    """A copy-on-write overlay of the Packer-built image (the image itself is never written);
+    `grow_mb` grows the overlay's disk, as CAPV's diskGiB grows a template's."""
+    if os.path.exists(path):
+        os.unlink(path)
+    run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", artifact, "-F", "qcow2", path])
+    if grow_mb:
+        run(["qemu-img", "resize", "-q", "-f", "qcow2", path, f"+{grow_mb}M"])
+    return path
+
+
+def require_artifact(disk, artifact):
+    """Refuse to boot anything but an overlay whose backing file is the Packer-built image."""
+    info = json.loads(subprocess.run(["qemu-img", "info", "--output=json", disk], capture_output=True, text=True,
+                                     check=True).stdout)
+    backing = info.get("full-backing-filename") or info.get("backing-filename")
+    if info.get("format") != "qcow2" or not backing or os.path.realpath(backing) != os.path.realpath(artifact):
+        raise RuntimeError(f"{disk} is not an overlay of the Packer-built image {artifact} "
+                           f"(format {info.get('format')}, backing file {backing})")
+
+
+# ---------------------------------------------------------------- fast tier plumbing
+
+# The fast tier boots the Packer-built image with this init instead of systemd (from the plumbing disk).
+FAST_INIT = "/usr/local/lib/qemu-test/fast-init"
+
+
+def fast_plumbing_disk(kernel, kubeadm, path):
+    """The fast tier's plumbing disk, laid over an overlay of the Packer-built image at boot
+    (qemu_test.plumbing): guest/fast-init (booted as init=FAST_INIT: nodeagent without
+    systemd, a tar report, power-off), busybox for the few tools the image has not (nc,
+    httpd, an immediate poweroff), and the recording kubeadm stand-in as /usr/local/bin/kubeadm."""
+    tree = path + ".d"
+    shutil.rmtree(tree, ignore_errors=True)
+    for src, dest, mode in [(os.path.join(GUEST, "fast-init"), FAST_INIT, 0o755),
+                            (kernel.busybox, "/usr/local/lib/qemu-test/busybox", 0o755)]:
+        copy_with_parents(src, tree, dest.lstrip("/"))
+        os.chmod(os.path.join(tree, dest.lstrip("/")), mode)
+    install_stripped(kubeadm, os.path.join(tree, "usr/local/bin/kubeadm"))
     # The stand-in acts on / only where this marker says it is the guest's kubeadm.
-    open(os.path.join(stage, "etc", "kubeadm-standin.guest"), "w").close()
-    # A busybox test image has no disk tools (cloud-guest-utils, e2fsprogs), which a node
-    # image carries: disk growth is off here, as an image without them would configure it.
-    os.makedirs(os.path.join(stage, "etc", "nodeagent"), exist_ok=True)
-    with open(os.path.join(stage, "etc", "nodeagent", "config.yaml"), "w") as f:
-        f.write("growpart:\n  mode: \"off\"\nresize_rootfs: false\n")
-    moddir = os.path.join(stage, "lib", "modules", kernel.version)
-    for name, path, deps in kernel.module_closure(MODULES):
-        copy_with_parents(path, moddir, os.path.relpath(path, kernel.moddir))
-    _write_modules_dep(kernel, moddir)
-    os.unlink(os.path.join(stage, "sbin", "init")) if os.path.lexists(os.path.join(stage, "sbin", "init")) else None
-    shutil.copy2(os.path.join(GUEST, "fast-init"), os.path.join(stage, "sbin", "init"))
-    with open(os.path.join(stage, "etc", "passwd"), "w") as f:
-        f.write("root:x:0:0:root:/root:/bin/sh\n")
-    with open(os.path.join(stage, "etc", "group"), "w") as f:
-        f.write("root:x:0:\n")
-    with open(os.path.join(stage, "etc", "hostname"), "w") as f:
-        f.write("localhost\n")
-    return stage
-
-
-def _write_modules_dep(kernel, moddir):
-    """modules.dep for the modules the guest loads (the package's postinst would run depmod)."""
-    with open(os.path.join(moddir, "modules.dep"), "w") as f:
-        f.write(kernel.modules_dep(MODULES, lambda name, path: os.path.relpath(path, kernel.moddir)))
+    os.makedirs(os.path.join(tree, "etc"), exist_ok=True)
+    open(os.path.join(tree, "etc", "kubeadm-standin.guest"), "w").close()
+    make_disk(tree, path, size_mb=64)
+    shutil.rmtree(tree)
+    return path
 
 
 def make_disk(stage, path, size_mb=256):

@@ -144,6 +144,8 @@ class Session:
         os.makedirs(workdir, exist_ok=True)
         self.boots = []  # (vm name, seconds, outcome)
         self._fast = None
+        self._fast_image = None  # the Packer-built image the fast tier boots, and its plumbing disk
+        self._fast_plumbing = None
         self.scratch = []  # disk images and staged trees: gigabytes, removed by cleanup()
 
     def cleanup(self):
@@ -159,26 +161,40 @@ class Session:
         self.scratch = []
 
     def fast(self):
-        """Kernel, initramfs and the staged fast-tier root (built once per session)."""
+        """Kernel, initramfs and the nodeagent under test (built once per session)."""
         if self._fast is None:
             t = time.monotonic()
             q.ensure_host_tools()
             kernel = q.Kernel()
             initrd = q.build_initramfs(kernel)
             nodeagent = q.cargo_build("nodeagent")
-            stage = q.stage_fast_root(kernel, nodeagent, q.standin_kubeadm())
-            self._fast = (kernel, initrd, stage, nodeagent)
-            q.log(f"fast tier image ready in {time.monotonic() - t:.1f}s (kernel {kernel.version})")
+            self._fast = (kernel, initrd, nodeagent)
+            q.log(f"kernel, initramfs and nodeagent ready in {time.monotonic() - t:.1f}s (kernel {kernel.version})")
         return self._fast
 
     def fast_disk(self, name):
-        kernel, initrd, stage, _ = self.fast()
-        path = q.make_disk(stage, os.path.join(self.workdir, f"{name}.img"), size_mb=128)
+        """A copy-on-write overlay of the Packer-built node image (image-build/build-qemu
+        plain), which the fast tier boots with its own init (no systemd) from its plumbing disk."""
+        kernel, _, _ = self.fast()
+        if self._fast_image is None:
+            t = time.monotonic()
+            self._fast_image = q.packer_artifact("plain")
+            self._fast_plumbing = q.fast_plumbing_disk(kernel, q.standin_kubeadm(),
+                                                       os.path.join(self.workdir, "fast-plumbing.img"))
+            self.scratch.append(self._fast_plumbing)
+            q.log(f"fast tier: Packer-built image {os.path.relpath(self._fast_image, q.REPO)} ready in "
+                  f"{time.monotonic() - t:.1f}s")
+        path = q.artifact_overlay(self._fast_image, os.path.join(self.workdir, f"{name}.qcow2"))
         self.scratch.append(path)
         return path
 
     def vm(self, name, disk, fwcfg, **kw):
-        kernel, initrd, _, _ = self.fast()
+        """A fast-tier VM: an overlay of the Packer-built image (refused otherwise), booted with
+        guest/fast-init from the read-only plumbing disk."""
+        kernel, initrd, _ = self.fast()
+        q.require_artifact(disk, self._fast_image)
+        kw["extra"] = list(kw.get("extra", ())) + ["-drive", f"file={self._fast_plumbing},if=virtio,format=raw,readonly=on"]
+        kw["append"] = f"root=/dev/vda1 init={q.FAST_INIT} qemu_test.plumbing=/dev/vdb {kw.get('append', '')}".strip()
         return q.VM(name, self.workdir, kernel.vmlinuz, initrd, disk, fwcfg=fwcfg, **kw)
 
     def boot(self, vm, timeout=90):
@@ -306,6 +322,41 @@ END_STATE = ("/etc/kubernetes", "/run/kubeadm", "/run/cluster-api", "/etc/hostna
 
 
 # ---------------------------------------------------------------- fast-tier scenarios
+
+
+def sc_artifact_guard(s):
+    """The tiers boot the Packer-built image and nothing else: a raw disk, a qcow2 with no
+    backing file, and an overlay of another qcow2 are each refused before QEMU starts (and an
+    overlay of the image is accepted), in the fast, systemd and kube tiers alike."""
+    import kube_tier  # both import this module: imported here, not at the top
+    import systemd_tier
+
+    c = Checks()
+    good = s.fast_disk("guard-good")
+    raw = q.make_disk(q.GUEST, os.path.join(s.workdir, "guard-raw.img"), size_mb=16)
+    plain_qcow = os.path.join(s.workdir, "guard-plain.qcow2")
+    q.run(["qemu-img", "create", "-q", "-f", "qcow2", plain_qcow, "64M"])
+    other = q.artifact_overlay(plain_qcow, os.path.join(s.workdir, "guard-other.qcow2"))
+    s.scratch += [raw, plain_qcow, other]
+    c.ok(s.vm("guard-good", good, {}) is not None, "an overlay of the Packer-built image was refused")
+    sysd = systemd_tier.sysd(s)
+    sysd.disk("systemd-guard-good", "nodeagent")  # the systemd tier's image: the same `plain` build
+    kube = kube_tier.kube(s)
+    with_kube = os.environ.get("NODEAGENT_REQUIRE_K8S") == "1" or kube_tier.cpl.built()
+    kube.artifact = q.packer_artifact("kube") if with_kube else None
+    tiers = [("fast", lambda d: s.vm("guard", d, {})), ("systemd", lambda d: sysd.vm("systemd-guard", d, {}))]
+    if kube.artifact:
+        tiers.append(("kube", lambda d: kube.vm("kube-guard", d, {}, 1, "52:54:00:00:00:09")))
+    for tier, make in tiers:
+        for what, disk in [("a raw disk", raw), ("a qcow2 without backing file", plain_qcow),
+                           ("an overlay of another image", other)]:
+            try:
+                make(disk)
+                c.ok(False, f"{tier} tier booted {what}")
+            except RuntimeError as e:
+                c.ok("not an overlay of the Packer-built image" in str(e), f"{tier} tier, {what}: {e}")
+    q.log(f"  artifact guard: {len(tiers)} tiers x 3 wrong disks refused" if not c.failures else "  artifact guard failed")
+    return c.failures
 
 
 def sc_plumbing(s):
@@ -515,7 +566,7 @@ CP_MAC, WK_MAC, WK_ADDR = "52:54:00:00:00:02", "52:54:00:00:00:03", "10.0.0.3"
 def cluster_data(s, workdir, cp_addr="10.0.0.2"):
     """fw_cfg data for a control plane at cp_addr:6443 and one worker: minted by
     `nodeagent mint` when it is there, else the corpus init and a CABPK-shaped join."""
-    _, _, _, nodeagent = s.fast()
+    _, _, nodeagent = s.fast()
     endpoint = f"{cp_addr}:6443"
     if mint_available(nodeagent):
         pki = mint_pki(nodeagent, workdir, "demo")
@@ -563,6 +614,7 @@ def sc_join(s, late=True):
 
 
 FAST = [
+    ("artifact-guard", sc_artifact_guard),
     ("plumbing", sc_plumbing),
     ("net-plumbing", sc_net_plumbing),
     ("cp-init", sc_cp_init),

@@ -350,47 +350,6 @@ def stage(name, variant, kernel, nodeagent=None, kubeadm=None, seed=None, workdi
 # ---------------------------------------------------------------- the Packer-built image
 
 
-BUILD_QEMU = os.path.join(q.REPO, "image-build", "build-qemu")
-
-
-def packer_artifact(flavour="plain"):
-    """The node image `packer build -only=qemu.node` made (image-build/build-qemu: cached by
-    its inputs, read back by image-build/check-image), with the nodeagent under test: the
-    dev-profile binary's package, or the release build's with QEMU_RELEASE=1. Returns the
-    qcow2 named in its packer-manifest.json."""
-    env = dict(os.environ, IMAGE_BUILD_DEB="release" if os.environ.get("QEMU_RELEASE") == "1" else "dev")
-    out = subprocess.run([BUILD_QEMU, flavour], env=env, stdout=subprocess.PIPE, text=True, timeout=2700)
-    if out.returncode != 0:
-        raise RuntimeError(f"image-build/build-qemu {flavour} failed (exit {out.returncode})")
-    outdir = out.stdout.strip().splitlines()[-1]
-    manifest = json.load(open(os.path.join(outdir, "packer-manifest.json")))
-    build = manifest["builds"][-1]
-    if build.get("builder_type") != "qemu":
-        raise RuntimeError(f"{outdir}/packer-manifest.json: not a qemu build: {build}")
-    return os.path.join(outdir, "qemu", build["files"][0]["name"])
-
-
-def artifact_overlay(artifact, path, grow_mb=0):
-    """A copy-on-write overlay of the Packer-built image (the image itself is never written);
-    `grow_mb` grows the overlay's disk, as CAPV's diskGiB grows a template's."""
-    if os.path.exists(path):
-        os.unlink(path)
-    q.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", artifact, "-F", "qcow2", path])
-    if grow_mb:
-        q.run(["qemu-img", "resize", "-q", "-f", "qcow2", path, f"+{grow_mb}M"])
-    return path
-
-
-def require_artifact(disk, artifact):
-    """Refuse to boot anything but an overlay whose backing file is the Packer-built image."""
-    info = json.loads(subprocess.run(["qemu-img", "info", "--output=json", disk], capture_output=True, text=True,
-                                     check=True).stdout)
-    backing = info.get("full-backing-filename") or info.get("backing-filename")
-    if info.get("format") != "qcow2" or not backing or os.path.realpath(backing) != os.path.realpath(artifact):
-        raise RuntimeError(f"{disk} is not an overlay of the Packer-built image {artifact} "
-                           f"(format {info.get('format')}, backing file {backing})")
-
-
 def plumbing_disk(path, kubeadm, files=None):
     """A small ext4 disk holding add_plumbing's files and `files` ({path: text}, e.g. one
     node's /etc/nodeagent/config.yaml); the test initramfs copies them over the overlay's
@@ -419,17 +378,17 @@ class SystemdSession:
         self.overlays = {}  # overlay disk -> its plumbing disk
 
     def disk(self, name, variant, grow_mb=0, **kw):
-        kernel, _, _, nodeagent = self.s.fast()
+        kernel, _, nodeagent = self.s.fast()
         if self.use_artifact:
             if variant != "nodeagent" or kw:
                 raise RuntimeError(f"the scenarios boot the Packer-built nodeagent image, not variant {variant} {kw}")
             if self.artifact is None:
                 t = time.monotonic()
-                self.artifact = packer_artifact("plain")
+                self.artifact = q.packer_artifact("plain")
                 self.plumbing = plumbing_disk(os.path.join(self.s.workdir, "plumbing.img"), q.standin_kubeadm())
                 self.s.scratch.append(self.plumbing)
                 q.log(f"Packer-built image {os.path.relpath(self.artifact, q.REPO)} ready in {time.monotonic() - t:.1f}s")
-            path = artifact_overlay(self.artifact, os.path.join(self.s.workdir, f"{name}.qcow2"), grow_mb)
+            path = q.artifact_overlay(self.artifact, os.path.join(self.s.workdir, f"{name}.qcow2"), grow_mb)
             self.s.scratch.append(path)
             self.overlays[path] = self.plumbing
             return path
@@ -446,15 +405,15 @@ class SystemdSession:
         """For other tiers (the kube tier, the demo): an overlay of `flavour`'s Packer-built
         image (image-build/build-qemu plain|kube) with its own plumbing disk holding the
         report units and `files`; vm() attaches it. Returns (overlay path, artifact path)."""
-        artifact = packer_artifact(flavour)
-        path = artifact_overlay(artifact, os.path.join(self.s.workdir, f"{name}.qcow2"), grow_mb)
+        artifact = q.packer_artifact(flavour)
+        path = q.artifact_overlay(artifact, os.path.join(self.s.workdir, f"{name}.qcow2"), grow_mb)
         plumbing = plumbing_disk(os.path.join(self.s.workdir, f"{name}.plumbing.img"), None, files)
         self.s.scratch += [path, plumbing]
         self.overlays[path] = plumbing
         return path, artifact
 
     def vm(self, name, disk, fwcfg, **kw):
-        kernel, initrd, _, _ = self.s.fast()
+        kernel, initrd, _ = self.s.fast()
         mark = os.path.join(self.s.workdir, name, "mark.sock")
         kw["append"] = ("root=/dev/vda1 " + kw.get("append", "")).strip()
         extra = ["-chardev", f"socket,id=mk,path={mark},server=on,wait=off",
@@ -464,7 +423,7 @@ class SystemdSession:
         if name.startswith("systemd-"):
             if not self.use_artifact or self.artifact is None:
                 raise RuntimeError(f"{name}: systemd-tier scenarios boot the Packer-built image (SystemdSession.disk)")
-            require_artifact(disk, self.artifact)
+            q.require_artifact(disk, self.artifact)
         if disk in self.overlays:
             extra += ["-drive", f"file={self.overlays[disk]},if=virtio,format=raw,readonly=on"]
             kw["append"] += " qemu_test.plumbing=/dev/vdb"
@@ -699,7 +658,7 @@ def sc_systemd_wait_on_network(s):
     server endpoint is the test socket on 127.0.0.1:6443; kubeadm is the stand-in."""
     c = sc.Checks()
     t = sysd(s)
-    _, _, _, nodeagent = s.fast()
+    _, _, nodeagent = s.fast()
     if not sc.mint_available(nodeagent):
         return ["nodeagent mint is not available to make worker join data"]
     pki = sc.mint_pki(nodeagent, s.workdir, "demo")
@@ -735,7 +694,7 @@ def sc_systemd_cp_join_retry(s):
     (the PKI from write_files among it), the agent wrote it again, and the second join found it."""
     c = sc.Checks()
     t = sysd(s)
-    _, _, _, nodeagent = s.fast()
+    _, _, nodeagent = s.fast()
     if not sc.mint_available(nodeagent):
         return ["nodeagent mint is not available to make control-plane join data"]
     pki = sc.mint_pki(nodeagent, s.workdir, "demo")
@@ -830,7 +789,8 @@ def sc_systemd_cloud_init_per(s):
     own /usr/bin/cloud-init-per, with cloud-init's semaphore names."""
     c = sc.Checks()
     t = sysd(s)
-    base = rootfs("base")
+    # The root the Packer-built image was made from (image-build/base-image's `image` variant).
+    base = rootfs("image")
     c.ok(not os.path.lexists(os.path.join(base, "usr/bin/cloud-init-per")), "base rootfs already has cloud-init-per")
     c.ok(not os.path.exists(os.path.join(base, "var/lib/dpkg/info/cloud-init.list")), "base rootfs has the cloud-init package")
     userdata = sc.corpus_init_userdata()
