@@ -229,14 +229,13 @@ fn accounts(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
     // group first appears), its members deduplicated and sorted (`util.uniq_merge_sorted`),
     // the order `usermod -a -G` then adds them in.
     let mut merged: Vec<(&str, Vec<String>)> = Vec::new();
-    for (i, (name, members)) in cfg.groups.0.iter().enumerate() {
-        check_name(name, format!("groups[{i}]"))?;
-        for m in members {
-            check_name(m, format!("groups[{i}].{name}"))?;
-        }
+    for ((name, members), at) in cfg.groups.0.iter().zip(&cfg.groups.1) {
+        let (name_at, members_at) = at.places(name);
+        check_name(name, name_at)?;
+        let members = group_members(b, &members_at, members)?;
         match merged.iter_mut().find(|(n, _)| n == name) {
-            Some((_, all)) => all.extend(members.iter().cloned()),
-            None => merged.push((name, members.clone())),
+            Some((_, all)) => all.extend(members),
+            None => merged.push((name, members)),
         }
     }
     for (name, mut members) in merged {
@@ -276,6 +275,36 @@ fn accounts(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// The members of one `groups` entry that go to the plan. cloud-init's `create_group` adds a
+/// member only if `pwd.getpwnam` finds it, else warns "user does not exist" and skips it;
+/// groups run before users, so only the image's users count. A name no user can have here
+/// (`alice,bob` from the list form's unsplit string, ` bob` from the mapping form's split,
+/// `alice bob`) is skipped with a warning naming `place` (`groups[N].NAME`, `groups.NAME`), as cloud-init skips it: the same
+/// /etc/group. Such a name that the image does have as a user is refused, as before: the
+/// shadow tools would get it on their command line.
+fn group_members(b: &mut Builder<'_>, place: &str, members: &[String]) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for m in members {
+        if valid_account_name(m) {
+            out.push(m.clone());
+        } else if b.input.users.users.iter().any(|u| u == m) {
+            check_name(m, place.to_string())?;
+        } else {
+            let hint = if m.contains(',') {
+                " (a string in a list entry is one member name, as in cloud-init; give the members as a list)"
+            } else if m.trim() != m {
+                " (cloud-init splits a mapping's members string at commas without trimming the names; give the members as a list)"
+            } else {
+                ""
+            };
+            b.warnings.push(format!(
+                "{place}: member {m:?} is not a user; skipped, as cloud-init skips it{hint}"
+            ));
+        }
+    }
+    Ok(out)
 }
 
 /// runcmd items; Cluster API's kubeadm line becomes the kubeadm step.
@@ -712,6 +741,163 @@ fn check_ntp(ntp: &crate::cloudconfig::Ntp) -> Result<()> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The plan's steps for a cloud-config on an image whose users are `users`.
+    fn plan_of(userdata: &str, users: &[&str]) -> Result<Plan> {
+        let config = crate::cloudconfig::parse(userdata, "userdata", false)
+            .unwrap()
+            .config;
+        let db = UserDb {
+            users: users.iter().map(|u| u.to_string()).collect(),
+            groups: vec!["root".into()],
+            known: true,
+            ..Default::default()
+        };
+        steps(&PlanInput {
+            instance_id: "i-1",
+            metadata: &Metadata::default(),
+            facts: &Facts::default(),
+            config: &config,
+            users: &db,
+            image: &ImageConfig::default(),
+            compat: false,
+            disk: &preflight::Disk::default(),
+            now: 0,
+        })
+    }
+
+    fn members_of(plan: &Plan, group: &str) -> Vec<String> {
+        plan.steps
+            .iter()
+            .find_map(|s| match &s.action {
+                Action::Group(g) if g.name == group => Some(g.members.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no group step for {group}"))
+    }
+
+    const IMAGE_USERS: &[&str] = &["root", "alice", "bob"];
+
+    /// cloud-init 22.4: in a list entry the members string is one name (`alice,bob`), which
+    /// `create_group` does not find as a user: a warning, the group made without members.
+    #[test]
+    fn list_entry_members_string_with_comma_is_one_member_skipped_with_a_warning() {
+        for ud in [
+            "#cloud-config\ngroups:\n  - admins: \"alice,bob\"\n",
+            "#cloud-config\ngroups:\n  - admins: \"alice, bob\"\n",
+        ] {
+            let plan = plan_of(ud, IMAGE_USERS).unwrap();
+            assert_eq!(members_of(&plan, "admins"), Vec::<String>::new(), "{ud}");
+            let w: Vec<_> = plan
+                .warnings
+                .iter()
+                .filter(|w| {
+                    w.starts_with("groups[0].admins: member \"alice,") && w.contains("not a user")
+                })
+                .collect();
+            assert_eq!(w.len(), 1, "{ud}: {:?}", plan.warnings);
+        }
+    }
+
+    /// In the mapping form the string is split at commas, the items not trimmed: `alice`
+    /// is added, ` bob` is not a user (warning); without the space both are added.
+    #[test]
+    fn mapping_members_string_is_split_at_commas_untrimmed() {
+        let plan = plan_of(
+            "#cloud-config\ngroups: {admins: \"alice, bob\"}\n",
+            IMAGE_USERS,
+        )
+        .unwrap();
+        assert_eq!(members_of(&plan, "admins"), ["alice"]);
+        assert!(
+            plan.warnings
+                .iter()
+                .any(|w| w.starts_with("groups.admins: member \" bob\" is not a user")),
+            "{:?}",
+            plan.warnings
+        );
+        let plan = plan_of(
+            "#cloud-config\ngroups: {admins: \"bob,alice\"}\n",
+            IMAGE_USERS,
+        )
+        .unwrap();
+        assert_eq!(members_of(&plan, "admins"), ["alice", "bob"]);
+        assert!(plan.warnings.is_empty(), "{:?}", plan.warnings);
+    }
+
+    /// One name without a comma, a list, and a name with a space (no user has one).
+    #[test]
+    fn members_one_name_list_and_name_with_space() {
+        for (ud, members) in [
+            (
+                "#cloud-config\ngroups:\n  - admins: alice\n",
+                &["alice"][..],
+            ),
+            ("#cloud-config\ngroups: {admins: alice}\n", &["alice"][..]),
+            (
+                "#cloud-config\ngroups:\n  - admins: [bob, alice, bob]\n",
+                &["alice", "bob"][..],
+            ),
+            (
+                "#cloud-config\ngroups: {admins: [alice, bob]}\n",
+                &["alice", "bob"][..],
+            ),
+        ] {
+            let plan = plan_of(ud, IMAGE_USERS).unwrap();
+            assert_eq!(members_of(&plan, "admins"), members, "{ud}");
+            assert!(plan.warnings.is_empty(), "{ud}: {:?}", plan.warnings);
+        }
+        for (ud, place) in [
+            (
+                "#cloud-config\ngroups:\n  - admins: \"alice bob\"\n",
+                "groups[0].admins",
+            ),
+            (
+                "#cloud-config\ngroups: {admins: \"alice bob\"}\n",
+                "groups.admins",
+            ),
+            (
+                "#cloud-config\ngroups:\n  - ops\n  - admins: [\"alice bob\", bob]\n",
+                "groups[1].admins",
+            ),
+        ] {
+            let plan = plan_of(ud, IMAGE_USERS).unwrap();
+            assert!(
+                !members_of(&plan, "admins").contains(&"alice bob".to_string()),
+                "{ud}"
+            );
+            assert!(
+                plan.warnings
+                    .iter()
+                    .any(|w| w.starts_with(&format!("{place}: member \"alice bob\" is not a user"))),
+                "{ud}: {:?}",
+                plan.warnings
+            );
+        }
+    }
+
+    /// A name the shadow tools would not take that the image does have as a user: cloud-init
+    /// would add it; the plan refuses it (as before), naming the entry.
+    #[test]
+    fn bad_member_name_that_is_an_image_user_is_refused() {
+        let err = plan_of(
+            "#cloud-config\ngroups:\n  - admins: \"alice bob\"\n",
+            &["root", "alice bob"],
+        )
+        .unwrap_err();
+        assert_eq!(err.place, "groups[0].admins", "{err}");
+    }
+
+    /// `groups: "admins, ops"`: cloud-init's `groupadd ' ops'` fails (a warning); refused
+    /// here at the entry, as any name groupadd would refuse.
+    #[test]
+    fn group_names_string_is_split_untrimmed() {
+        let plan = plan_of("#cloud-config\ngroups: \"admins,ops\"\n", IMAGE_USERS).unwrap();
+        assert_eq!(members_of(&plan, "ops"), Vec::<String>::new());
+        let err = plan_of("#cloud-config\ngroups: \"admins, ops\"\n", IMAGE_USERS).unwrap_err();
+        assert_eq!(err.place, "groups", "{err}");
+        assert!(err.message.contains("\" ops\""), "{err}");
+    }
 
     #[test]
     fn permissions_follow_cloud_init() {

@@ -102,6 +102,94 @@ fn binary_content_and_groups_shapes() {
     );
 }
 
+/// A members string as cloud-init 22.4's `_normalize_groups` reads it (distros/ug_util.py
+/// lines 40-41 and 54, util.py `uniq_merge`): whole in a list entry, split at commas without
+/// trimming in the mapping form; a list is never split; a top-level string of group names is
+/// split the same way.
+#[test]
+fn group_members_string_as_cloud_init_normalises_it() {
+    let groups = |yaml: &str| {
+        parse(&format!("#cloud-config\n{yaml}\n"), "userdata", false)
+            .unwrap()
+            .config
+            .groups
+            .0
+    };
+    let one = |name: &str, members: &[&str]| {
+        vec![(
+            name.to_string(),
+            members.iter().map(|m| m.to_string()).collect::<Vec<_>>(),
+        )]
+    };
+    // List form: the string is one member, whatever it holds.
+    assert_eq!(
+        groups("groups:\n  - admins: \"alice,bob\""),
+        one("admins", &["alice,bob"])
+    );
+    assert_eq!(
+        groups("groups:\n  - admins: \"alice, bob\""),
+        one("admins", &["alice, bob"])
+    );
+    assert_eq!(
+        groups("groups:\n  - admins: \"alice bob\""),
+        one("admins", &["alice bob"])
+    );
+    assert_eq!(
+        groups("groups:\n  - admins: alice"),
+        one("admins", &["alice"])
+    );
+    assert_eq!(groups("groups:\n  - admins: \"\""), one("admins", &[""]));
+    // Mapping form: `util.uniq_merge` strips the string, splits it at commas, drops empty items.
+    assert_eq!(
+        groups("groups: {admins: \"alice,bob\"}"),
+        one("admins", &["alice", "bob"])
+    );
+    assert_eq!(
+        groups("groups: {admins: \"alice, bob\"}"),
+        one("admins", &["alice", " bob"])
+    );
+    assert_eq!(
+        groups("groups: {admins: \" alice , bob ,\"}"),
+        one("admins", &["alice ", " bob "])
+    );
+    assert_eq!(
+        groups("groups: {admins: \"alice bob\"}"),
+        one("admins", &["alice bob"])
+    );
+    assert_eq!(groups("groups: {admins: alice}"), one("admins", &["alice"]));
+    assert_eq!(groups("groups: {admins: \"\"}"), one("admins", &[]));
+    // A list is taken item by item in both forms.
+    assert_eq!(
+        groups("groups: {admins: [\"alice,bob\"]}"),
+        one("admins", &["alice,bob"])
+    );
+    assert_eq!(
+        groups("groups:\n  - admins: [alice, bob]"),
+        one("admins", &["alice", "bob"])
+    );
+    // A mapping's groups in sorted order, as cloud-init reads its cloud-config.txt back.
+    assert_eq!(
+        groups("groups: {ops: bin, admins: [sys]}"),
+        vec![
+            ("admins".into(), vec!["sys".into()]),
+            ("ops".into(), vec!["bin".into()])
+        ]
+    );
+    assert_eq!(
+        groups("groups:\n  - {ops: bin, admins: [sys]}\n  - devs"),
+        vec![
+            ("admins".into(), vec!["sys".into()]),
+            ("ops".into(), vec!["bin".into()]),
+            ("devs".into(), vec![])
+        ]
+    );
+    // A string of group names: stripped, split, the names not stripped.
+    assert_eq!(
+        groups("groups: \"admins, ops\""),
+        vec![("admins".into(), vec![]), (" ops".into(), vec![])]
+    );
+}
+
 /// Fuzz find (cloudconfig target): a multi-byte char straddling byte 4096 of the head
 /// made the MIME sniff slice inside it and panic.
 #[test]

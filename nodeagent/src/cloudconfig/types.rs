@@ -250,35 +250,93 @@ pub struct UserEntry {
     pub expiredate: Option<String>,
 }
 
-/// `groups:` as a list of names / `{name: [members]}` mappings, or one mapping.
+/// `groups:` as a list of names / `{name: members}` mappings, or one mapping, or one string of
+/// comma-separated names; the members as cloud-init 22.4's `_normalize_groups`
+/// (distros/ug_util.py) leaves them. A members string is split at commas only in the mapping
+/// form (`groups: {admins: "a,b"}`, through `util.uniq_merge`: the string stripped, split at
+/// `,`, empty items dropped, the items themselves not stripped, so `"a, b"` is `a` and ` b`);
+/// in the list form (`groups: [{admins: "a,b"}]`) the string is appended whole, one member
+/// named `a,b`. A list is taken item by item, never split. Names are not checked here: the
+/// plan warns about members that cannot be users and refuses bad group names.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Groups(pub Vec<(String, Vec<String>)>);
+pub struct Groups(pub Vec<(String, Vec<String>)>, pub Vec<GroupAt>);
+
+/// Where a `groups` entry is in the document, for the places plan messages name.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GroupAt {
+    /// `groups[N]`: item N of the list (a name, or a mapping whose keys are its groups).
+    Item(usize),
+    /// `groups.NAME`: a key of the mapping form.
+    Key,
+    /// `groups`: one of the names of a comma-separated string.
+    Names,
+}
+
+impl GroupAt {
+    /// The place of the group's name and of its members.
+    pub fn places(&self, name: &str) -> (String, String) {
+        match self {
+            GroupAt::Item(i) => (format!("groups[{i}]"), format!("groups[{i}].{name}")),
+            GroupAt::Key => (format!("groups.{name}"), format!("groups.{name}")),
+            GroupAt::Names => ("groups".into(), "groups".into()),
+        }
+    }
+}
 
 impl<'de> Deserialize<'de> for Groups {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        fn members<E: de::Error>(v: Value) -> Result<Vec<String>, E> {
-            serde_json::from_value::<StrList>(v)
-                .map(|l| l.0)
-                .map_err(E::custom)
+        /// `split`: a string is split as `util.uniq_merge` splits it (mapping form), else it
+        /// is one member (list form).
+        fn members<E: de::Error>(v: Value, split: bool) -> Result<Vec<String>, E> {
+            match v {
+                Value::String(s) if split => Ok(s
+                    .trim()
+                    .split(',')
+                    .filter(|m| !m.is_empty())
+                    .map(str::to_string)
+                    .collect()),
+                Value::String(s) => Ok(vec![s]),
+                other => serde_json::from_value::<StrList>(other)
+                    .map(|l| l.0)
+                    .map_err(E::custom),
+            }
         }
-        let mut out = Vec::new();
+        // cloud-init's modules read the cloud-config back from the YAML its handler dumped to
+        // cloud-config.txt (handlers/cloud_config.py `_write_cloud_config`, `safeyaml.dumps`:
+        // PyYAML sorts keys by default), so a mapping's groups are made in sorted order (the
+        // gids follow it).
+        fn sorted(m: serde_json::Map<String, Value>) -> Vec<(String, Value)> {
+            let mut v: Vec<_> = m.into_iter().collect();
+            v.sort_by(|a, b| a.0.cmp(&b.0));
+            v
+        }
+        let (mut out, mut at) = (Vec::new(), Vec::new());
         match Value::deserialize(d)? {
             Value::Null => {}
+            // `grp_cfg.strip().split(",")`: the names are not stripped one by one.
             Value::String(s) => {
-                out.extend(s.split(',').map(|g| (g.trim().to_string(), Vec::new())))
+                for g in s.trim().split(',') {
+                    out.push((g.to_string(), Vec::new()));
+                    at.push(GroupAt::Names);
+                }
             }
             Value::Object(m) => {
-                for (k, v) in m {
-                    out.push((k, members(v)?));
+                for (k, v) in sorted(m) {
+                    out.push((k, members(v, true)?));
+                    at.push(GroupAt::Key);
                 }
             }
             Value::Array(items) => {
-                for item in items {
+                for (i, item) in items.into_iter().enumerate() {
                     match item {
-                        Value::String(s) => out.push((s, Vec::new())),
+                        Value::String(s) => {
+                            out.push((s, Vec::new()));
+                            at.push(GroupAt::Item(i));
+                        }
                         Value::Object(m) => {
-                            for (k, v) in m {
-                                out.push((k, members(v)?));
+                            for (k, v) in sorted(m) {
+                                out.push((k, members(v, false)?));
+                                at.push(GroupAt::Item(i));
                             }
                         }
                         other => {
@@ -291,7 +349,7 @@ impl<'de> Deserialize<'de> for Groups {
                 return Err(found("expected a list of groups", &other));
             }
         }
-        Ok(Groups(out))
+        Ok(Groups(out, at))
     }
 }
 
