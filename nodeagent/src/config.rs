@@ -107,7 +107,13 @@ impl ImageConfig {
     /// Load `<root>/etc/nodeagent/config.yaml`; a missing file gives the defaults.
     pub fn load(root: &Path) -> Result<ImageConfig> {
         let path = root.join(PATH);
-        match std::fs::read_to_string(&path) {
+        let text = crate::confine::read(root, PATH).and_then(|b| {
+            String::from_utf8(b).map_err(|_| {
+                let msg = "stream did not contain valid UTF-8";
+                std::io::Error::new(std::io::ErrorKind::InvalidData, msg)
+            })
+        });
+        match text {
             Ok(text) => Self::parse(&text).map_err(|e| e.within(&path.display().to_string())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ImageConfig::default()),
             Err(e) => Err(Error::new(

@@ -6,9 +6,15 @@
 //! it, so a link planted in the image can only point somewhere else inside DIR. On the host
 //! (`/`) paths are used as they are. For [`file`] and [`dir`] the checks and the use that
 //! follows are separate system calls: this holds against links present in the image, not
-//! against a process racing the agent inside the root (nothing else runs there while the
-//! agent does). [`read`] has no such window: the kernel resolves the path inside the root in
-//! the call that opens it (`openat2` with `RESOLVE_IN_ROOT`); the writers still go by path.
+//! against a process racing the agent inside the root. [`read`] has no such window: the
+//! kernel resolves the path inside the root in the call that opens it (`openat2` with
+//! `RESOLVE_IN_ROOT`), and neither has [`Dir`], through which the steps' writer
+//! (apply/files.rs over fsio.rs), the home and sudoers.d steps make, write, chmod, chown and
+//! rename relative to a descriptor. [`file`] and [`dir`] remain for the agent's own state,
+//! status and log files (root's, 0700/0755) and for readers.
+
+mod at;
+pub use at::Dir;
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read};
@@ -16,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 /// Most symlinks followed in one path (Linux's own limit).
-const MAX_HOPS: usize = 40;
+pub(crate) const MAX_HOPS: usize = 40;
 
 /// Directories already resolved by [`resolve`], `(root, in-target components) -> host path`.
 /// The agent itself makes only directories and files under a root, never links, so a
@@ -80,14 +86,20 @@ pub fn metadata(root: &Path, rel: &str) -> io::Result<std::fs::Metadata> {
 /// out of the root. Opened non-blocking: a FIFO planted there cannot stall the reader. Kernels
 /// without openat2 (before 5.6, `ENOSYS`) fall back to the walk of [`dir`].
 pub fn read(root: &Path, rel: &str) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    open_read(root, rel)?.read_to_end(&mut out)?;
+    Ok(out)
+}
+
+/// The in-target file `rel` opened for reading as [`read`] opens it (for a reader that
+/// bounds what it reads).
+pub fn open_read(root: &Path, rel: &str) -> io::Result<std::fs::File> {
     use nix::fcntl::OFlag;
     let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK;
-    let Some(fd) = open_in_root(root, rel, flags)? else {
-        return std::fs::read(dir(root, rel)?);
-    };
-    let mut out = Vec::new();
-    std::fs::File::from(fd).read_to_end(&mut out)?;
-    Ok(out)
+    match open_in_root(root, rel, flags)? {
+        Some(fd) => Ok(std::fs::File::from(fd)),
+        None => std::fs::File::open(dir(root, rel)?),
+    }
 }
 
 /// Contents of the regular file `rel` as [`read`] reads it, except that a symlink as its last
@@ -129,8 +141,15 @@ pub struct UserDir {
     fd: std::os::fd::OwnedFd,
 }
 
+/// A home opened inside the root by [`Dir`] (only root can change the names above it).
+impl From<Dir> for UserDir {
+    fn from(d: Dir) -> UserDir {
+        UserDir { fd: d.fd }
+    }
+}
+
 /// Flags of every open below: no link followed, no controlling tty, no exec leak.
-fn at_flags() -> nix::fcntl::OFlag {
+pub(crate) fn at_flags() -> nix::fcntl::OFlag {
     use nix::fcntl::OFlag;
     OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NOCTTY
 }

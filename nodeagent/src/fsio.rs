@@ -14,12 +14,17 @@
 //! file; writers that may run side by side (status publishers, guestinfo files) use a
 //! per-process name ([`Options::shared`]).
 //!
-//! Paths are host paths: confining an in-target path to `--root` is [`crate::confine`]'s job.
+//! Everything is done relative to the target's open directory ([`stage_in`]): a caller
+//! under `--root` opens it with [`crate::confine::Dir`], inside the root by construction;
+//! [`stage`], [`write_atomic`] and [`write_batch`] take host paths and open their parents as
+//! the host resolves them.
 
-use std::fs::{File, OpenOptions};
+use crate::confine::Dir;
+use std::fs::File;
 use std::io::{self, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Marks every temp file of this writer (crash tests look for leftovers by it).
 pub const TEMP_MARK: &str = "nodeagent-tmp";
@@ -87,15 +92,23 @@ impl WriteError {
 
 pub type WriteResult<T> = std::result::Result<T, WriteError>;
 
-/// A temp file holding a file's final bytes, owner and mode, not yet in place.
+/// A temp file holding a file's final bytes, owner and mode, not yet in place. It and its
+/// target are named relative to one open directory ([`Dir`]), so the temp file made, the
+/// rename over the target and the directory synced are in the same directory, whatever a
+/// link swapped into the path meanwhile.
 #[derive(Debug)]
 pub struct Staged {
-    file: File,
-    tmp: PathBuf,
+    dir: Arc<Dir>,
+    /// Open until [`Staged::close`]; the temp file is opened again to sync it at commit.
+    file: Option<File>,
+    /// Device and inode of the temp file: what is opened again must be the same file.
+    id: (u64, u64),
+    tmp: String,
+    name: String,
     path: PathBuf,
     durable: bool,
     /// Another directory to sync at commit (one that holds newly made parents).
-    also_sync: Option<PathBuf>,
+    also_sync: Option<Arc<Dir>>,
 }
 
 impl Staged {
@@ -105,10 +118,32 @@ impl Staged {
     }
 
     /// Sync `dir` too when committing (it holds a directory made for this file).
-    pub fn also_sync(&mut self, dir: Option<PathBuf>) {
+    pub fn also_sync(&mut self, dir: Option<Arc<Dir>>) {
         if self.durable {
             self.also_sync = dir;
         }
+    }
+
+    /// Close the temp file now (its data written out in the background), for a writer of
+    /// many files that must not hold a descriptor for each until the commit.
+    pub fn close(&mut self) {
+        if let Some(f) = self.file.take() {
+            start_writeback(std::iter::once(&f));
+        }
+    }
+
+    /// `fsync` of the temp file: through the descriptor still open, or one opened again
+    /// (`O_NOFOLLOW`, relative to the directory) and checked to be the same file.
+    fn sync(&self) -> io::Result<()> {
+        if let Some(f) = &self.file {
+            return f.sync_all();
+        }
+        let f = self.dir.open_file(&self.tmp)?;
+        let md = f.metadata()?;
+        if (md.dev(), md.ino()) != self.id {
+            return Err(io::Error::other("the temp file was replaced"));
+        }
+        f.sync_all()
     }
 }
 
@@ -118,47 +153,65 @@ fn parent(path: &Path) -> &Path {
         .unwrap_or(Path::new("."))
 }
 
-/// The temp file's path for `path`.
-fn temp_path(path: &Path, shared: bool) -> io::Result<PathBuf> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?
-        .to_string_lossy();
-    let tmp = if shared {
+/// The temp file's name for the target `name`.
+fn temp_name(name: &str, shared: bool) -> String {
+    if shared {
         static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         format!(".{name}.{TEMP_MARK}.{}-{seq}", std::process::id())
     } else {
         format!(".{name}.{TEMP_MARK}")
-    };
-    Ok(parent(path).join(tmp))
+    }
 }
 
-/// Create the temp file for `path` with its final owner and mode and write `data` to it.
+/// Create the temp file for the host path `path` with its final owner and mode and write
+/// `data` to it: [`stage_in`] its parent directory, opened as the host resolves it.
 pub fn stage(path: &Path, data: &[u8], opts: &Options) -> WriteResult<Staged> {
-    let tmp = temp_path(path, opts.shared).map_err(|e| WriteError::new("temp file", path, e))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| WriteError::new("temp file", path, io::ErrorKind::InvalidInput.into()))?;
+    let dir = Dir::host(parent(path)).map_err(|e| WriteError::new("open directory", path, e))?;
+    stage_in(&Arc::new(dir), &name, data, opts)
+}
+
+/// Create the temp file for the entry `name` of `dir` (`openat(O_CREAT | O_EXCL |
+/// O_NOFOLLOW)`) with its final owner and mode and write `data` to it.
+pub fn stage_in(dir: &Arc<Dir>, name: &str, data: &[u8], opts: &Options) -> WriteResult<Staged> {
+    use nix::fcntl::OFlag;
+    let path = dir.path().join(name);
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') {
+        let e = io::Error::new(io::ErrorKind::InvalidInput, "not a file name");
+        return Err(WriteError::new("temp file", &path, e));
+    }
+    let tmp = temp_name(name, opts.shared);
     if !opts.shared {
-        match std::fs::remove_file(&tmp) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(WriteError::new("stale temp file", path, e)),
+        use nix::unistd::{UnlinkatFlags, unlinkat};
+        match unlinkat(dir.as_ref(), tmp.as_str(), UnlinkatFlags::NoRemoveDir) {
+            Ok(()) | Err(nix::errno::Errno::ENOENT) => {}
+            Err(e) => return Err(WriteError::new("stale temp file", &path, e.into())),
         }
     }
-    let file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(opts.mode & 0o777)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&tmp)
-        .map_err(|e| WriteError::new("create temp file", path, e))?;
+    let flags =
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let mode = nix::sys::stat::Mode::from_bits_truncate(opts.mode & 0o777);
+    let file = nix::fcntl::openat(dir.as_ref(), tmp.as_str(), flags, mode)
+        .map(File::from)
+        .map_err(|e| WriteError::new("create temp file", &path, e.into()))?;
+    let md = file
+        .metadata()
+        .map_err(|e| WriteError::new("stat", &path, e))?;
     let staged = Staged {
-        file,
+        dir: dir.clone(),
+        file: Some(file),
+        id: (md.dev(), md.ino()),
         tmp,
-        path: path.to_path_buf(),
+        name: name.to_string(),
+        path,
         durable: opts.durable,
         also_sync: None,
     };
-    match fill(&staged, data, opts) {
+    match fill(&staged, &md, data, opts) {
         Ok(()) => Ok(staged),
         Err(e) => {
             discard(vec![staged]);
@@ -168,59 +221,57 @@ pub fn stage(path: &Path, data: &[u8], opts: &Options) -> WriteResult<Staged> {
 }
 
 /// Owner, exact mode, then the bytes.
-fn fill(s: &Staged, data: &[u8], opts: &Options) -> WriteResult<()> {
+fn fill(s: &Staged, md: &std::fs::Metadata, data: &[u8], opts: &Options) -> WriteResult<()> {
     let err = |op| move |e| WriteError::new(op, &s.path, e);
-    if let Some((uid, gid)) = opts.owner {
-        let md = s.file.metadata().map_err(err("stat"))?;
-        if md.uid() != uid || md.gid() != gid {
-            std::os::unix::fs::fchown(&s.file, Some(uid), Some(gid)).map_err(err("chown"))?;
-        }
+    let Some(file) = &s.file else {
+        return Err(err("write")(io::Error::other("closed")));
+    };
+    if let Some((uid, gid)) = opts.owner
+        && (md.uid() != uid || md.gid() != gid)
+    {
+        std::os::unix::fs::fchown(file, Some(uid), Some(gid)).map_err(err("chown"))?;
     }
-    s.file
-        .set_permissions(std::fs::Permissions::from_mode(opts.mode & 0o7777))
+    file.set_permissions(std::fs::Permissions::from_mode(opts.mode & 0o7777))
         .map_err(err("chmod"))?;
-    (&s.file).write_all(data).map_err(err("write"))
+    (&*file).write_all(data).map_err(err("write"))
 }
 
-/// Put staged files in place: every durable file synced, then each renamed over its path,
-/// then each directory synced once. On error the files not yet renamed are removed; the ones
-/// renamed stay (each is whole).
+/// Put staged files in place: every durable file synced, then each renamed over its name in
+/// its directory, then each directory synced once. On error the files not yet renamed are
+/// removed; the ones renamed stay (each is whole).
 pub fn commit(staged: Vec<Staged>) -> WriteResult<()> {
     let durable: Vec<&Staged> = staged.iter().filter(|s| s.durable).collect();
-    start_writeback(durable.iter().map(|s| &s.file));
-    if let Err(e) = durable.iter().try_for_each(|s| {
-        s.file
-            .sync_all()
-            .map_err(|e| WriteError::new("fsync", &s.path, e))
-    }) {
+    start_writeback(durable.iter().filter_map(|s| s.file.as_ref()));
+    if let Err(e) = durable
+        .iter()
+        .try_for_each(|s| s.sync().map_err(|e| WriteError::new("fsync", &s.path, e)))
+    {
         discard(staged);
         return Err(e);
     }
-    let mut dirs: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let mut dirs: Vec<(Arc<Dir>, PathBuf)> = Vec::new();
+    let same = |a: &Arc<Dir>, b: &Arc<Dir>| {
+        Arc::ptr_eq(a, b) || matches!((a.id(), b.id()), (Ok(x), Ok(y)) if x == y)
+    };
     let mut rest = staged.into_iter();
     while let Some(s) = rest.next() {
-        if let Err(e) = std::fs::rename(&s.tmp, &s.path) {
+        let d = s.dir.as_ref();
+        if let Err(e) = nix::fcntl::renameat(d, s.tmp.as_str(), d, s.name.as_str()) {
             let path = s.path.clone();
             discard(std::iter::once(s).chain(rest).collect());
-            return Err(WriteError::new("rename", &path, e));
+            return Err(WriteError::new("rename", &path, e.into()));
         }
         if !s.durable {
             continue;
         }
-        for d in s
-            .also_sync
-            .iter()
-            .map(PathBuf::as_path)
-            .chain([parent(&s.path)])
-        {
-            if !dirs.iter().any(|(x, _)| x == d) {
-                dirs.push((d.to_path_buf(), s.path.clone()));
+        for d in s.also_sync.iter().chain([&s.dir]) {
+            if !dirs.iter().any(|(x, _)| same(x, d)) {
+                dirs.push((d.clone(), s.path.clone()));
             }
         }
     }
     dirs.iter().try_for_each(|(d, path)| {
-        File::open(d)
-            .and_then(|f| f.sync_all())
+        d.sync()
             .map_err(|e| WriteError::new("fsync directory", path, e))
     })
 }
@@ -242,8 +293,9 @@ fn start_writeback<'a>(files: impl Iterator<Item = &'a File>) {
 
 /// Drop staged files that will not be committed.
 pub fn discard(staged: Vec<Staged>) {
+    use nix::unistd::{UnlinkatFlags, unlinkat};
     for s in staged {
-        let _ = std::fs::remove_file(&s.tmp);
+        let _ = unlinkat(s.dir.as_ref(), s.tmp.as_str(), UnlinkatFlags::NoRemoveDir);
     }
 }
 
@@ -341,7 +393,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let victim = victim(d.path());
         let p = d.path().join("f");
-        let tmp = temp_path(&p, false).unwrap();
+        let tmp = d.path().join(temp_name("f", false));
         std::os::unix::fs::symlink(&victim, &tmp).unwrap();
         write_atomic(&p, b"new", &Options::new(0o600)).unwrap();
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "orig");
@@ -357,6 +409,29 @@ mod tests {
         assert!(stage(&d.path().join("missing/b"), b"b", &Options::new(0o600)).is_err());
         discard(vec![s]);
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
+    }
+
+    /// Closed before the commit (a writer of many files), a temp file is opened again to be
+    /// synced; one replaced meanwhile is refused, not synced and renamed.
+    #[test]
+    fn closed_temp_files_are_committed_and_a_replaced_one_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = Arc::new(Dir::host(d.path()).unwrap());
+        let mut staged: Vec<Staged> = (0..3)
+            .map(|i| stage_in(&dir, &format!("f{i}"), b"x", &Options::new(0o640)).unwrap())
+            .collect();
+        staged.iter_mut().for_each(Staged::close);
+        commit(staged).unwrap();
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 3);
+        let mut s = stage_in(&dir, "g", b"x", &Options::new(0o640)).unwrap();
+        s.close();
+        let tmp = d.path().join(temp_name("g", false));
+        // Kept linked elsewhere, so that the planted file cannot reuse its inode number.
+        std::fs::hard_link(&tmp, d.path().join("kept")).unwrap();
+        std::fs::remove_file(&tmp).unwrap();
+        std::fs::write(&tmp, "planted").unwrap();
+        assert!(commit(vec![s]).is_err());
+        assert!(!d.path().join("g").exists());
     }
 
     #[test]

@@ -35,7 +35,8 @@ pub const MAX_WRITE_FILES_TOTAL_BYTES: usize = 64 * 1024 * 1024;
 /// Most `write_files` entries in one cloud-config.
 pub const MAX_WRITE_FILES: usize = 10_000;
 /// Most `network.ethernets` devices in one network config: a VM has a handful (vSphere
-/// allows 10); the step writes up to two files per device, each held open until committed.
+/// allows 10); the step writes up to two files per device, each closed before the next is
+/// opened (apply/files.rs `write_all`), and commits them together.
 pub const MAX_NETWORK_DEVICES: usize = 64;
 /// Timeout of one guestinfo RPC helper call (vmware-rpctool / vmtoolsd), in milliseconds.
 pub const RPC_TIMEOUT_MS: u64 = 10_000;

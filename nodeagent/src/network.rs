@@ -261,8 +261,8 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
     Ok(dev)
 }
 
-/// At most MAX_NETWORK_DEVICES devices (each is up to two files held open until the step
-/// commits). An `ethernets` key reaches the generated files (their comment line, the netplan
+/// At most MAX_NETWORK_DEVICES devices (each is up to two files; the step closes each before
+/// it writes the next, so the bound is on work, not on descriptors). An `ethernets` key reaches the generated files (their comment line, the netplan
 /// YAML): 1 to 255 bytes without a control character, also in compat mode, as a newline in
 /// it would add `[Network]` settings of the sender's choice.
 fn check_devices(eths: &Map<String, Value>) -> Result<()> {

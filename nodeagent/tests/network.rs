@@ -124,3 +124,53 @@ fn device_ids_with_line_breaks_and_too_many_devices_are_refused() {
     let e = render_with(&json!({"version": 2, "ethernets": many}), "networkd", true).unwrap_err();
     assert!(e.message.contains("MAX_NETWORK_DEVICES"), "{e}");
 }
+
+/// MAX_NETWORK_DEVICES devices, each a `.link` and a `.network` file: the step writes and
+/// closes each file before it opens the next (the batch stays atomic: temp files, renamed
+/// together), so `run` succeeds with fewer descriptors allowed than it writes files. It held
+/// one open temp file per generated file until the commit, which needed over 128 here.
+#[test]
+fn the_network_step_holds_a_bounded_number_of_descriptors() {
+    let max = nodeagent::limits::MAX_NETWORK_DEVICES;
+    let t = tempfile::tempdir().unwrap();
+    let mut net = String::from("version: 2\nethernets:\n");
+    for i in 0..max {
+        net.push_str(&format!(
+            "  e{i}:\n    match:\n      macaddress: \"00:50:56:aa:bb:{i:02x}\"\n    set-name: eth{i}\n    dhcp4: true\n"
+        ));
+    }
+    let s = seed(t.path(), "instance-id: i-1\n", Some(&net));
+    let facts = t.path().join("facts.yaml");
+    std::fs::write(&facts, "hostname: vm\nnetwork-renderer: networkd\n").unwrap();
+    let root = t.path().join("r");
+    std::fs::create_dir_all(root.join("etc")).unwrap();
+    std::fs::write(root.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
+    std::fs::write(root.join("etc/group"), "root:x:0:\n").unwrap();
+    // Fewer than the files written (2 * max): what a descriptor per file cannot fit in.
+    let limit = 48;
+    assert!(limit < 2 * max);
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -n {limit} && exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_nodeagent"))
+        .args(["run", "--transport"])
+        .arg(format!("nocloud:{}", s.display()))
+        .arg("--root")
+        .arg(&root)
+        .arg("--facts")
+        .arg(&facts)
+        .env("NODEAGENT_LOG", "warn")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let names: Vec<String> = std::fs::read_dir(root.join("etc/systemd/network"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2 * max, "{names:?}");
+    assert!(
+        !names.iter().any(|n| n.contains("nodeagent-tmp")),
+        "{names:?}"
+    );
+}

@@ -15,14 +15,16 @@
 //! is in place, and the re-run replaces the leftovers (see `add_user`, `add_group`).
 
 use super::Target;
+use crate::confine::Dir;
 use crate::error::{Error, Result, Stage};
 use crate::fsio;
 use crate::plan::UserSpec;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// glibc's `lckpwdf` waits 15 s for the lock; so does this.
@@ -630,82 +632,90 @@ pub fn make_home(
     (uid, gid, mode): (u32, u32, u32),
     place: &str,
 ) -> Result<()> {
-    let host = t.path(home)?;
-    if std::fs::symlink_metadata(&host).is_ok() {
-        return Ok(());
-    }
+    Target::check(home)?;
     let io = |e| Error::io(Stage::Apply, place, "home directory", e);
-    let (Some(parent), Some(name)) = (host.parent(), host.file_name()) else {
+    let Some((parent, name)) = home
+        .trim_end_matches('/')
+        .rsplit_once('/')
+        .filter(|(_, n)| !n.is_empty())
+    else {
         return Err(Error::new(
             Stage::Apply,
             place,
             "home directory has no parent",
         ));
     };
-    super::files::ensure_parents(parent, 0, 0, place)?;
-    let tmp = parent.join(format!(".{}.{}d", name.to_string_lossy(), fsio::TEMP_MARK));
-    if std::fs::symlink_metadata(&tmp).is_ok() {
-        std::fs::remove_dir_all(&tmp).map_err(io)?;
+    let (parent, holder) = Dir::make(&t.root, parent, 0o755, 0, 0).map_err(io)?;
+    if let Some(h) = holder {
+        h.sync().map_err(io)?;
     }
-    new_dir(&tmp, mode, uid, gid).map_err(io)?;
+    if parent.entry(name).map_err(io)?.is_some() {
+        return Ok(());
+    }
+    let tmp = format!(".{name}.{}d", fsio::TEMP_MARK);
+    parent.remove_tree(&tmp).map_err(io)?;
+    let dir = Arc::new(parent.subdir(&tmp, mode, uid, gid).map_err(io)?);
     let mut staged = Vec::new();
-    let skel = t.path("/etc/skel")?;
-    if skel.is_dir()
-        && let Err(e) = copy_tree(&skel, &tmp, uid, gid, 0, &mut staged)
+    if let Ok(skel) = Dir::open(&t.root, "/etc/skel")
+        && let Err(e) = copy_tree(&skel, &dir, (uid, gid), 0, &mut staged)
     {
         fsio::discard(staged);
         return Err(e.within(place));
     }
     fsio::commit(staged).map_err(|e| Error::caused(Stage::Apply, place, e))?;
-    File::open(&tmp).and_then(|d| d.sync_all()).map_err(io)?;
-    std::fs::rename(&tmp, &host).map_err(io)?;
-    File::open(parent).and_then(|d| d.sync_all()).map_err(io)
-}
-
-fn new_dir(p: &Path, mode: u32, uid: u32, gid: u32) -> std::io::Result<()> {
-    std::fs::DirBuilder::new().mode(mode & 0o777).create(p)?;
-    std::os::unix::fs::lchown(p, Some(uid), Some(gid))?;
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
+    dir.sync().map_err(io)?;
+    parent.rename_noreplace(&tmp, &parent, name).map_err(io)?;
+    parent.sync().map_err(io)
 }
 
 /// Skeleton depth followed (the image's own /etc/skel; a bound, not a limit seen in practice).
 const SKEL_DEPTH: usize = 16;
 
+/// The skeleton `from` copied into `to`, the user's: every name relative to its directory's
+/// descriptor, none followed; each file's temp closed once written (a deep skeleton holds no
+/// descriptor per file).
 fn copy_tree(
-    from: &Path,
-    to: &Path,
-    uid: u32,
-    gid: u32,
+    from: &Dir,
+    to: &Arc<Dir>,
+    (uid, gid): (u32, u32),
     depth: usize,
     staged: &mut Vec<fsio::Staged>,
 ) -> Result<()> {
-    let err = |e: std::io::Error| Error::io(Stage::Apply, from.display().to_string(), "skel", e);
+    let at = from.path().display().to_string();
+    let err = |e: std::io::Error| Error::io(Stage::Apply, &at, "skel", e);
     if depth > SKEL_DEPTH {
         return Err(Error::new(
             Stage::Apply,
-            from.display().to_string(),
+            &at,
             "skeleton directory nested too deep",
         ));
     }
-    for e in std::fs::read_dir(from).map_err(err)? {
-        let e = e.map_err(err)?;
-        let (src, dst) = (e.path(), to.join(e.file_name()));
-        let m = std::fs::symlink_metadata(&src).map_err(err)?;
-        let ft = m.file_type();
-        if ft.is_dir() {
-            new_dir(&dst, m.mode() & 0o7777, uid, gid).map_err(err)?;
-            copy_tree(&src, &dst, uid, gid, depth + 1, staged)?;
-        } else if ft.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&src).map_err(err)?, &dst)
-                .and_then(|()| std::os::unix::fs::lchown(&dst, Some(uid), Some(gid)))
-                .map_err(err)?;
-        } else if ft.is_file() {
-            let data = std::fs::read(&src).map_err(err)?;
-            let opts = fsio::Options::new(m.mode() & 0o7777).owner(uid, gid);
-            staged.push(
-                fsio::stage(&dst, &data, &opts)
-                    .map_err(|e| Error::caused(Stage::Apply, dst.display().to_string(), e))?,
-            );
+    for name in from.names().map_err(err)? {
+        let Some(st) = from.entry(&name).map_err(err)? else {
+            continue;
+        };
+        let mode = st.st_mode & 0o7777;
+        match st.st_mode & libc::S_IFMT {
+            libc::S_IFDIR => {
+                let sub = from.existing_subdir(&name).map_err(err)?;
+                let dst = Arc::new(to.subdir(&name, mode, uid, gid).map_err(err)?);
+                copy_tree(&sub, &dst, (uid, gid), depth + 1, staged)?;
+            }
+            libc::S_IFLNK => {
+                let target = from.read_link(&name).map_err(err)?;
+                to.symlink(&target, &name, uid, gid).map_err(err)?;
+            }
+            libc::S_IFREG => {
+                let mut data = Vec::new();
+                std::io::Read::read_to_end(&mut from.open_file(&name).map_err(err)?, &mut data)
+                    .map_err(err)?;
+                let opts = fsio::Options::new(mode).owner(uid, gid);
+                let mut s = fsio::stage_in(to, &name, &data, &opts)
+                    .map_err(|e| Error::caused(Stage::Apply, &at, e))?;
+                s.close();
+                staged.push(s);
+            }
+            _ => {}
         }
     }
     Ok(())

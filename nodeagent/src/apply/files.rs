@@ -10,34 +10,25 @@
 //! and replaces it with old + new bytes the same way (exactly-once via the journal, mod.rs).
 
 use super::{Target, UserDb};
+use crate::confine::Dir;
 use crate::error::{Error, ErrorKind, Result, Stage};
 use crate::fsio;
 use crate::plan::FileWrite;
 use sha2::{Digest, Sha256};
-use std::fs::{File, OpenOptions};
 use std::io::Read;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::sync::Arc;
 
 pub fn sha256_hex(b: &[u8]) -> String {
     hex::encode(Sha256::digest(b))
 }
 
-/// Read a file without following a symlink in its last component; `None` if absent.
-fn read_nofollow(path: &Path, place: &str) -> Result<Option<Vec<u8>>> {
-    read_regular(path, place, u64::MAX)
-}
-
-/// The content of the regular file at `path` (at most `max` bytes), `None` if it does not
-/// exist. Opened without following a symlink and non-blocking, then checked with fstat: a
-/// FIFO (whose open or read would block forever) or a character device (endless data) is
-/// refused, not read.
-fn read_regular(path: &Path, place: &str, max: u64) -> Result<Option<Vec<u8>>> {
-    match OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-    {
+/// The content of the regular file `name` in `dir` (at most `max` bytes), `None` if it does
+/// not exist. Opened relative to the directory, without following a symlink and
+/// non-blocking, then checked with fstat: a FIFO (whose open or read would block forever) or
+/// a character device (endless data) is refused, not read.
+fn read_regular(dir: &Dir, name: &str, place: &str, max: u64) -> Result<Option<Vec<u8>>> {
+    match dir.open_file(name) {
         Ok(f) => {
             let meta = f
                 .metadata()
@@ -74,35 +65,50 @@ fn read_regular(path: &Path, place: &str, max: u64) -> Result<Option<Vec<u8>>> {
     }
 }
 
+/// The in-target directory of `abs` and its file name: the directory open inside the root
+/// (confine.rs), `None` while it does not exist.
+fn locate<'a>(t: &Target, abs: &'a str) -> Result<(Option<Dir>, &'a str)> {
+    Target::check(abs)?;
+    let (parent, name) = abs
+        .rsplit_once('/')
+        .filter(|(_, n)| !n.is_empty() && *n != ".")
+        .ok_or_else(|| Error::new(Stage::Apply, abs, "no file name"))?;
+    match Dir::open(&t.root, parent) {
+        Ok(d) => Ok((Some(d), name)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((None, name)),
+        Err(e) => Err(Error::io(Stage::Apply, abs, "", e)),
+    }
+}
+
 /// SHA-256 of the file at `abs`, `None` if it does not exist.
 pub fn current_hash(t: &Target, abs: &str) -> Result<Option<String>> {
-    let p = t.path(abs)?;
-    Ok(read_nofollow(&p, abs)?.map(|b| sha256_hex(&b)))
+    let (Some(dir), name) = locate(t, abs)? else {
+        return Ok(None);
+    };
+    Ok(read_regular(&dir, name, abs, u64::MAX)?.map(|b| sha256_hex(&b)))
 }
 
 /// Current content + the entry's content: what the file holds after the append.
 pub fn appended(t: &Target, f: &FileWrite) -> Result<Vec<u8>> {
-    let p = t.path(&f.path)?;
     let max = crate::limits::MAX_APPEND_BASE_BYTES as u64;
-    let mut old = read_regular(&p, &f.path, max)?.unwrap_or_default();
+    let mut old = match locate(t, &f.path)? {
+        (Some(dir), name) => read_regular(&dir, name, &f.path, max)?.unwrap_or_default(),
+        (None, _) => Vec::new(),
+    };
     old.extend_from_slice(&f.content.0);
     Ok(old)
 }
 
 /// uid/gid for an entry: named ones from the target's database, else the existing file's,
 /// else the agent's own.
-fn owner_ids(
-    f: &FileWrite,
-    db: &UserDb,
-    existing: Option<&std::fs::Metadata>,
-) -> Result<(u32, u32)> {
+fn owner_ids(f: &FileWrite, db: &UserDb, existing: Option<(u32, u32)>) -> Result<(u32, u32)> {
     let uid = owner_id(f, f.owner.user.as_deref(), |u| db.uid(u), "user", "passwd")
         .transpose()?
-        .or(existing.map(|m| m.uid()))
+        .or(existing.map(|(uid, _)| uid))
         .unwrap_or_else(|| nix::unistd::geteuid().as_raw());
     let gid = owner_id(f, f.owner.group.as_deref(), |g| db.gid(g), "group", "group")
         .transpose()?
-        .or(existing.map(|m| m.gid()))
+        .or(existing.map(|(_, gid)| gid))
         .unwrap_or_else(|| nix::unistd::getegid().as_raw());
     Ok((uid, gid))
 }
@@ -126,73 +132,90 @@ fn owner_id(
     }))
 }
 
-fn chown(path: &Path, uid: u32, gid: u32, place: &str) -> Result<()> {
-    std::os::unix::fs::lchown(path, Some(uid), Some(gid))
-        .map_err(|e| Error::io(Stage::Apply, place, "chown", e))
-}
+/// The directories of a set of entries, each opened (or made) once: the entries' temp files
+/// share its descriptor, so a set holds one per directory however many files it writes.
+#[derive(Default)]
+pub struct Dirs(Vec<(String, Arc<Dir>)>);
 
-fn fsync_dir(dir: &Path, place: &str) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::new(Stage::Apply, place, format!("fsync {}: {e}", dir.display())))
-}
+impl Dirs {
+    fn get(&self, parent: &str) -> Option<Arc<Dir>> {
+        self.0
+            .iter()
+            .find(|(p, _)| p == parent)
+            .map(|(_, d)| d.clone())
+    }
 
-/// Create the missing directories above `dir` as one unit owned by uid/gid (mode 0755).
-pub fn ensure_parents(dir: &Path, uid: u32, gid: u32, place: &str) -> Result<()> {
-    match make_parents(dir, uid, gid, place)? {
-        Some(top) => fsync_dir(&top, place),
-        None => Ok(()),
-    }
-}
-
-/// `ensure_parents` without the final directory sync: returns the directory that holds the
-/// new chain (to be synced by the caller, before anything that depends on it is journaled).
-fn make_parents(dir: &Path, uid: u32, gid: u32, place: &str) -> Result<Option<PathBuf>> {
-    if dir.is_dir() {
-        return Ok(None);
-    }
-    // First missing ancestor.
-    let mut missing: Vec<&std::ffi::OsStr> = Vec::new();
-    let mut top = dir;
-    while !top.exists() {
-        missing.push(
-            top.file_name()
-                .ok_or_else(|| Error::new(Stage::Apply, place, "cannot create parent"))?,
-        );
-        top = top
-            .parent()
-            .ok_or_else(|| Error::new(Stage::Apply, place, "cannot create parent"))?;
-    }
-    if !top.is_dir() {
-        return Err(Error::new(
-            Stage::Apply,
-            place,
-            format!("{} is not a directory", top.display()),
-        ));
-    }
-    missing.reverse();
-    let tmp = top.join(format!(".{}.nodeagent-tmpd", missing[0].to_string_lossy()));
-    if tmp.exists() {
-        std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(Stage::Apply, place, "", e))?;
-    }
-    let mut cur = tmp.clone();
-    for (i, name) in missing.iter().enumerate() {
-        if i > 0 {
-            cur.push(name);
+    /// The entry `abs`'s directory if it is there, and the entry's name.
+    fn locate<'a>(&mut self, t: &Target, abs: &'a str) -> Result<(Option<Arc<Dir>>, &'a str)> {
+        let (parent, name) = abs.rsplit_once('/').unwrap_or(("", abs));
+        if let Some(d) = self.get(parent) {
+            Target::check(abs)?;
+            return Ok((Some(d), name));
         }
-        std::fs::DirBuilder::new()
-            .mode(0o755)
-            .create(&cur)
-            .map_err(|e| {
-                Error::new(Stage::Apply, place, format!("mkdir {}: {e}", cur.display()))
-            })?;
-        std::fs::set_permissions(&cur, std::fs::Permissions::from_mode(0o755))
-            .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
-        chown(&cur, uid, gid, place)?;
+        let (dir, name) = locate(t, abs)?;
+        let dir = dir.map(Arc::new);
+        if let Some(d) = &dir {
+            self.0.push((parent.to_string(), d.clone()));
+        }
+        Ok((dir, name))
     }
-    std::fs::rename(&tmp, top.join(missing[0]))
-        .map_err(|e| Error::io(Stage::Apply, place, "", e))?;
-    Ok(Some(top.to_path_buf()))
+
+    /// The directory `parent`, its missing part made as cloud-init's write_file makes it
+    /// (ensure_dir, then chown of the file only: root's, 0755, whoever owns the file), and
+    /// the directory that got the new chain.
+    fn make(
+        &mut self,
+        t: &Target,
+        parent: &str,
+        place: &str,
+    ) -> Result<(Arc<Dir>, Option<Arc<Dir>>)> {
+        if let Some(d) = self.get(parent) {
+            return Ok((d, None));
+        }
+        let (dir, holder) = Dir::make(&t.root, parent, 0o755, 0, 0)
+            .map_err(|e| Error::new(Stage::Apply, place, format!("mkdir {parent}: {e}")))?;
+        let dir = Arc::new(dir);
+        self.0.push((parent.to_string(), dir.clone()));
+        Ok((dir, holder.map(Arc::new)))
+    }
+}
+
+/// What an entry is written with, all found before anything is written: its directory (if
+/// it is there), file name, owner and mode.
+struct Prepared<'a> {
+    dir: Option<Arc<Dir>>,
+    name: &'a str,
+    uid: u32,
+    gid: u32,
+    mode: u32,
+}
+
+fn prepare<'a>(t: &Target, f: &'a FileWrite, db: &UserDb, dirs: &mut Dirs) -> Result<Prepared<'a>> {
+    let place = f.path.as_str();
+    let (dir, name) = dirs.locate(t, place)?;
+    let existing = match &dir {
+        Some(d) => d
+            .entry(name)
+            .map_err(|e| Error::io(Stage::Apply, place, "", e))?,
+        None => None,
+    };
+    let kind = existing.map(|st| st.st_mode & libc::S_IFMT);
+    if kind == Some(libc::S_IFDIR) {
+        return Err(Error::new(Stage::Apply, place, "is a directory"));
+    }
+    let regular = existing.filter(|_| kind == Some(libc::S_IFREG));
+    let (uid, gid) = owner_ids(f, db, regular.map(|st| (st.st_uid, st.st_gid)))?;
+    let mode = match f.mode {
+        Some(m) if m != 0 => m & 0o7777,
+        _ => regular.map(|st| st.st_mode & 0o7777).unwrap_or(0o644),
+    };
+    Ok(Prepared {
+        dir,
+        name,
+        uid,
+        gid,
+        mode,
+    })
 }
 
 /// An entry's temp file (fsio.rs): final bytes, owner and mode, not yet in place.
@@ -203,33 +226,35 @@ pub struct Staged {
 
 /// Create the temp file with its final owner and mode, then write the bytes (no fsync yet).
 pub fn stage(t: &Target, f: &FileWrite, bytes: &[u8], db: &UserDb) -> Result<Staged> {
+    let mut dirs = Dirs::default();
+    let p = prepare(t, f, db, &mut dirs)?;
+    stage_prepared(t, f, p, bytes, &mut dirs)
+}
+
+/// Stage `bytes` as the prepared entry, making its missing parents first.
+fn stage_prepared(
+    t: &Target,
+    f: &FileWrite,
+    p: Prepared<'_>,
+    bytes: &[u8],
+    dirs: &mut Dirs,
+) -> Result<Staged> {
     let place = f.path.as_str();
-    let path = t.path(&f.path)?;
-    let existing = std::fs::symlink_metadata(&path).ok();
-    if existing.as_ref().is_some_and(|m| m.is_dir()) {
-        return Err(Error::new(Stage::Apply, place, "is a directory"));
-    }
-    let regular = existing.as_ref().filter(|m| m.file_type().is_file());
-    let (uid, gid) = owner_ids(f, db, regular)?;
-    let mode = match f.mode {
-        Some(m) if m != 0 => m & 0o7777,
-        _ => regular.map(|m| m.mode() & 0o7777).unwrap_or(0o644),
+    let (dir, new_parent) = match p.dir {
+        Some(d) => (d, None),
+        None => {
+            let parent = place.rsplit_once('/').map_or("", |(parent, _)| parent);
+            dirs.make(t, parent, place)?
+        }
     };
-    let dir = path
-        .parent()
-        .ok_or_else(|| Error::new(Stage::Apply, place, "no parent directory"))?
-        .to_path_buf();
-    // As cloud-init's write_file (ensure_dir, then chown of the file only): missing parents
-    // are root's, 0755, whoever owns the file.
-    let new_parent = make_parents(&dir, 0, 0, place)?;
     // Under `/run`: atomic but not synced. tmpfs on a node, gone after any reboot, so a
     // sync protects nothing; the plan makes these steps per-boot, so a reboot re-runs them.
-    let mut opts = fsio::Options::new(mode).owner(uid, gid);
+    let mut opts = fsio::Options::new(p.mode).owner(p.uid, p.gid);
     if crate::plan::is_volatile(place) {
         opts = opts.volatile();
     }
-    let mut file =
-        fsio::stage(&path, bytes, &opts).map_err(|e| Error::caused(Stage::Apply, place, e))?;
+    let mut file = fsio::stage_in(&dir, p.name, bytes, &opts)
+        .map_err(|e| Error::caused(Stage::Apply, place, e))?;
     file.also_sync(new_parent);
     Ok(Staged {
         file,
@@ -259,13 +284,23 @@ fn discard(staged: Vec<Staged>) {
     fsio::discard(staged.into_iter().map(|s| s.file).collect());
 }
 
-/// Write several entries, each with its own content, as one unit: all staged (none in place
-/// if one fails), then committed together.
+/// Write several entries, each with its own content, as one unit: every entry checked (owner,
+/// mode, what is at its path) before the first is written, then each staged and its temp file
+/// closed before the next is opened (a set holds one descriptor per directory, not one per
+/// file), then all committed together; none is in place if one fails.
 pub fn write_all(t: &Target, entries: &[&FileWrite], db: &UserDb) -> Result<()> {
+    let mut dirs = Dirs::default();
+    let prepared = entries
+        .iter()
+        .map(|f| prepare(t, f, db, &mut dirs))
+        .collect::<Result<Vec<_>>>()?;
     let mut staged = Vec::with_capacity(entries.len());
-    for f in entries {
-        match stage(t, f, &f.content.0, db) {
-            Ok(s) => staged.push(s),
+    for (f, p) in entries.iter().zip(prepared) {
+        match stage_prepared(t, f, p, &f.content.0, &mut dirs) {
+            Ok(mut s) => {
+                s.file.close();
+                staged.push(s);
+            }
             Err(e) => {
                 discard(staged);
                 return Err(e);
@@ -285,6 +320,8 @@ pub fn write_bytes(t: &Target, f: &FileWrite, bytes: &[u8], db: &UserDb) -> Resu
 mod tests {
     use super::*;
     use crate::plan::{Content, Owner};
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::path::Path;
 
     /// `dir/name` written with `content`.
     fn file_in(dir: &Path, name: &str, content: &str) -> std::path::PathBuf {

@@ -55,13 +55,19 @@ impl Target {
     /// the parent directories are resolved inside the root (an absolute link `/var/run -> /run`
     /// stays in DIR, as in a chroot); the final component is returned unresolved, never followed.
     pub fn path(&self, abs: &str) -> Result<PathBuf> {
+        Target::check(abs)?;
+        crate::confine::file(&self.root, abs).map_err(|e| Error::io(Stage::Apply, abs, "", e))
+    }
+
+    /// `abs` is an absolute in-target path without `..` or NUL.
+    pub fn check(abs: &str) -> Result<()> {
         if !abs.starts_with('/') || abs.contains('\0') {
             return Err(Error::new(Stage::Apply, abs, "not an absolute path"));
         }
         if abs.split('/').any(|c| c == "..") {
             return Err(Error::new(Stage::Apply, abs, "path contains `..`"));
         }
-        crate::confine::file(&self.root, abs).map_err(|e| Error::io(Stage::Apply, abs, "", e))
+        Ok(())
     }
 }
 

@@ -179,14 +179,18 @@ fn shadow_tool(pid: i32) -> bool {
         "pwck",
         "grpck",
     ];
-    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| TOOLS.contains(&c.trim()))
+    proc_file(pid, "comm").is_some_and(|c| TOOLS.contains(&c.trim()))
+}
+
+/// `/proc/PID/NAME` of the host (the kernel's process table, never a path under `--root`).
+fn proc_file(pid: i32, name: &str) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/{name}")).ok()
 }
 
 /// A killed tool nobody reaped yet (its parent, the agent, died too, and the reaper is slow or
 /// absent, as in some containers) still answers signal 0, but holds nothing.
 fn zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
+    proc_file(pid, "stat")
         .and_then(|s| s.rsplit_once(") ").map(|(_, r)| r.starts_with(['Z', 'X'])))
         .unwrap_or(false)
 }
@@ -199,7 +203,7 @@ fn started_after(pid: i32, written: Option<std::time::SystemTime>) -> bool {
         return false;
     };
     let start = (|| {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let stat = proc_file(pid, "stat")?;
         // Fields after `(comm) `: state is field 3, starttime field 22.
         let rest = stat.rsplit_once(") ")?.1;
         let ticks: u64 = rest.split(' ').nth(19)?.parse().ok()?;
@@ -561,15 +565,16 @@ fn open_home(
     owner: Option<(u32, u32)>,
     place: &str,
 ) -> Result<Option<crate::confine::UserDir>> {
-    t.path(home)?; // refuses a relative home or one with `..`, as every target path
-    let path =
-        crate::confine::dir(&t.root, home).map_err(|e| Error::io(Stage::Apply, place, home, e))?;
-    if std::fs::symlink_metadata(&path).is_err() {
-        let (uid, gid) = owner.unwrap_or((0, 0));
-        files::ensure_parents(&path, uid, gid, place)?;
-    }
-    match crate::confine::UserDir::open(&path, t.is_host()) {
-        Ok(d) => Ok(Some(d)),
+    super::Target::check(home)?; // a relative home or one with `..`, as every target path
+    let (uid, gid) = owner.unwrap_or((0, 0));
+    match crate::confine::Dir::make(&t.root, home, 0o755, uid, gid) {
+        Ok((d, holder)) => {
+            if let Some(h) = holder {
+                h.sync()
+                    .map_err(|e| Error::io(Stage::Apply, place, home, e))?;
+            }
+            Ok(Some(d.into()))
+        }
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTDIR | libc::ELOOP)) => Ok(None),
         Err(e) => Err(Error::io(Stage::Apply, place, home, e)),
     }
@@ -594,36 +599,19 @@ fn sudo(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()>
     // Every link on the way, the last one too, resolved inside the root (an absolute
     // `/etc/sudoers.d` link in the image chmodded a directory of the host), then changed
     // through a descriptor of what was resolved, opened without following a link.
-    let dir = crate::confine::dir(&t.root, "/etc/sudoers.d")
-        .map_err(|e| Error::io(Stage::Apply, place, "resolve /etc/sudoers.d", e))?;
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-    if !dir.is_dir() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o750)
-            .create(&dir)
-            .map_err(|e| Error::new(Stage::Apply, place, format!("mkdir /etc/sudoers.d: {e}")))?;
-    }
-    let nofollow = if t.is_host() { 0 } else { libc::O_NOFOLLOW };
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | nofollow)
-        .open(&dir)
-        .and_then(|d| d.set_permissions(std::fs::Permissions::from_mode(0o750)))
+    let (dir, _) = crate::confine::Dir::make(&t.root, "/etc/sudoers.d", 0o750, 0, 0)
+        .map_err(|e| Error::new(Stage::Apply, place, format!("mkdir /etc/sudoers.d: {e}")))?;
+    dir.set_mode(0o750)
         .map_err(|e| Error::new(Stage::Apply, place, format!("chmod /etc/sudoers.d: {e}")))?;
     // Validate before it can take effect: a broken sudoers.d file disables sudo entirely.
     // Rules of the forms sudo is known to accept (CAPV's among them) need no visudo process.
     let known_good = u.sudo.iter().all(|r| KNOWN_GOOD_SUDO.contains(&r.as_str()));
-    if !known_good
-        && t.path("/usr/sbin/visudo")
-            .map(|p| p.exists())
-            .unwrap_or(false)
-    {
+    if !known_good && crate::confine::metadata(&t.root, "/usr/sbin/visudo").is_ok() {
         let check = format!("{path}.nodeagent-check");
         let cf = file(&check, text.as_bytes(), 0o440, None);
         files::write_bytes(&t, &cf, text.as_bytes(), db)?;
         let res = commands::run_tool(&t, &["visudo", "-cf", &check], None);
-        let _ = std::fs::remove_file(t.path(&check)?);
+        let _ = dir.remove_tree(check.trim_start_matches("/etc/sudoers.d/"));
         res.map_err(|e| {
             Error::new(
                 Stage::Apply,

@@ -286,9 +286,8 @@ impl Transport for Primed {
 }
 
 fn read_dmi_product(root: &Path) -> Option<String> {
-    let p = root.join("sys/class/dmi/id/product_name");
     let mut s = String::new();
-    std::fs::File::open(p)
+    crate::confine::open_read(root, "sys/class/dmi/id/product_name")
         .ok()?
         .take(crate::limits::MAX_DMI_FIELD_BYTES)
         .read_to_string(&mut s)

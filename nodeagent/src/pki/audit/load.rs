@@ -142,7 +142,9 @@ pub(super) fn find_config(
         None => {
             let mut out = Vec::new();
             for (dir, prefix) in CONFIG_GLOBS {
-                let in_root = crate::confine::dir(root, dir).unwrap_or_else(|_| root.join(dir));
+                let Ok(in_root) = crate::confine::dir(root, dir) else {
+                    continue;
+                };
                 let mut here: Vec<PathBuf> = std::fs::read_dir(in_root)
                     .into_iter()
                     .flatten()
