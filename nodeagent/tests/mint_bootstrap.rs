@@ -548,6 +548,17 @@ fn bad_input_names_the_flag_and_writes_nothing() {
         ("--encoding", "zstd", "--encoding"),
         ("--token", "abc.def", "--token"),
         ("--node", "Bad_Name", "--node"),
+        ("--skip-phases", "addon/Kube Proxy", "--skip-phases"),
+        ("--skip-phases", "addon//coredns", "--skip-phases"),
+        ("--file", "etc/relative=/dev/null", "--file"),
+        ("--file", "/etc/../passwd=/dev/null", "--file"),
+        ("--file", "/etc/no-source", "--file"),
+        ("--cloud-provider", "vsphere", "--cloud-provider"),
+        ("--kubeadm-timeout", "discovery", "--kubeadm-timeout"),
+        ("--kubeadm-timeout", "apiServer=5m", "--kubeadm-timeout"),
+        ("--kubeadm-timeout", "discovery=5", "--kubeadm-timeout"),
+        ("--kubeadm-timeout", "discovery=0s", "--kubeadm-timeout"),
+        ("--kubeadm-timeout", "discovery=5m3", "--kubeadm-timeout"),
     ];
     for (flag, value, named) in cases {
         let mut args = vec![
@@ -719,5 +730,109 @@ fn join_bundles_from_capi_secrets() {
     assert_eq!(
         content(&ud, "/etc/kubernetes/pki/ca.key"),
         std::fs::read_to_string(c.root.join("pki/ca.key")).unwrap()
+    );
+}
+
+/// The options a cluster without a cloud controller manager needs (the QEMU cluster tier):
+/// no `cloud-provider: external`, kubeadm phases skipped, extra files (a CNI conflist) after
+/// the PKI and before the kubeadm config as CABPK orders `files:`, preKubeadmCommands before
+/// the kubeadm line.
+#[test]
+fn cluster_options_reach_the_userdata() {
+    let c = Cluster::new("ecdsa-p256");
+    let conflist = c.root.join("cni.conflist");
+    std::fs::write(&conflist, "{\"cniVersion\": \"1.0.0\"}\n").unwrap();
+    let file = format!("/etc/cni/net.d/10-test.conflist={}", conflist.display());
+    c.bootstrap(
+        "init",
+        "cp-0",
+        "v1.34.4",
+        &[
+            "--cloud-provider",
+            "none",
+            "--skip-phases",
+            "addon/kube-proxy,addon/coredns",
+            "--file",
+            &file,
+            "--pre-command",
+            "echo before kubeadm",
+            "--kubeadm-timeout",
+            "controlPlaneComponentHealthCheck=20m",
+            "--kubeadm-timeout",
+            "kubernetesAPICall=1h30m",
+        ],
+    );
+    let dir = c.root.join("out").join("cp-0");
+    let ud: Value = serde_yaml::from_str(&key(&dir, "userdata")).unwrap();
+    let paths: Vec<String> = write_files(&ud).into_iter().map(|(p, _, _)| p).collect();
+    let at = |p: &str| paths.iter().position(|x| x == p).unwrap();
+    assert!(at("/etc/kubernetes/pki/sa.key") < at("/etc/cni/net.d/10-test.conflist"));
+    assert!(at("/etc/cni/net.d/10-test.conflist") < at("/run/kubeadm/kubeadm.yaml"));
+    assert_eq!(
+        content(&ud, "/etc/cni/net.d/10-test.conflist"),
+        "{\"cniVersion\": \"1.0.0\"}\n"
+    );
+    let (_, owner, perm) = write_files(&ud)
+        .into_iter()
+        .find(|(p, _, _)| p == "/etc/cni/net.d/10-test.conflist")
+        .unwrap();
+    assert_eq!((owner.as_str(), perm.as_str()), ("root:root", "0644"));
+    let docs = kubeadm_docs(content(&ud, "/run/kubeadm/kubeadm.yaml"));
+    let init = docs.iter().find(|d| d["kind"] == "InitConfiguration").unwrap();
+    assert_eq!(
+        init["skipPhases"],
+        serde_yaml::from_str::<Value>("[addon/kube-proxy, addon/coredns]").unwrap()
+    );
+    assert!(init["nodeRegistration"]["kubeletExtraArgs"].is_null());
+    assert_eq!(
+        init["timeouts"],
+        serde_yaml::from_str::<Value>(
+            "{controlPlaneComponentHealthCheck: 20m, kubernetesAPICall: 1h30m}"
+        )
+        .unwrap()
+    );
+    let cluster = docs.iter().find(|d| d["kind"] == "ClusterConfiguration").unwrap();
+    assert!(cluster["controllerManager"]["extraArgs"].is_null());
+    let runcmd: Vec<&str> = ud["runcmd"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(runcmd[0], "echo before kubeadm");
+    assert!(runcmd[1].starts_with("kubeadm init --config /run/kubeadm/kubeadm.yaml"));
+
+    // The default stays CAPV's: a cloud controller manager sets the Nodes' addresses.
+    c.bootstrap("init", "cp-1", "v1.34.4", &[]);
+    let ud: Value = serde_yaml::from_str(&key(&c.root.join("out").join("cp-1"), "userdata")).unwrap();
+    let docs = kubeadm_docs(content(&ud, "/run/kubeadm/kubeadm.yaml"));
+    let init = docs.iter().find(|d| d["kind"] == "InitConfiguration").unwrap();
+    assert!(init["skipPhases"].is_null() && init["timeouts"].is_null());
+    // kubeadm's `timeouts` are v1beta4's: a v1beta3 bundle refuses them.
+    let out = nodeagent(&[
+        "mint",
+        "bootstrap",
+        "--role",
+        "init",
+        "--cluster",
+        "demo",
+        "--node",
+        "cp-2",
+        "--endpoint",
+        "10.0.0.10:6443",
+        "--kubernetes-version",
+        "v1.30.4",
+        "--pki",
+        &c.pki(),
+        "--out",
+        &c.out(),
+        "--kubeadm-timeout",
+        "discovery=5m",
+    ]);
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--kubeadm-timeout"));
+    assert_eq!(
+        init["nodeRegistration"]["kubeletExtraArgs"][0]["name"].as_str(),
+        Some("cloud-provider")
     );
 }

@@ -124,6 +124,12 @@ pub struct Spec {
     pub encryption_algorithm: Option<String>,
     /// KCP's `ControlPlaneKubeletLocalMode` default for 1.31 ≤ v < 1.36.
     pub kcp_feature_gates: bool,
+    /// `skipPhases` of the Init/JoinConfiguration.
+    pub skip_phases: Vec<String>,
+    /// v1beta4 `timeouts` of the Init/JoinConfiguration: (field name, Go duration).
+    pub timeouts: Vec<(String, String)>,
+    /// Extra `files:` (path, text), root:root 0644, after the PKI as CABPK orders them.
+    pub files: Vec<(String, String)>,
     pub pre_commands: Vec<String>,
     pub post_commands: Vec<String>,
     pub users: Vec<User>,
@@ -162,6 +168,9 @@ impl Spec {
             dns_domain: Some("cluster.local".into()),
             encryption_algorithm: None,
             kcp_feature_gates: true,
+            skip_phases: vec![],
+            timeouts: vec![],
+            files: vec![],
             pre_commands: vec![],
             post_commands: vec![],
             users: vec![],
@@ -267,6 +276,8 @@ pub fn init_configuration(spec: &Spec) -> Result<String> {
         kind: "InitConfiguration".into(),
         local_api_endpoint: Some(Default::default()),
         node_registration: Some(node_registration(spec, None)?),
+        skip_phases: skip_phases(spec),
+        timeouts: timeouts(spec),
         ..Default::default()
     };
     dump(&doc, "InitConfiguration")
@@ -302,6 +313,8 @@ pub fn join_configuration(spec: &Spec) -> Result<String> {
             ..Default::default()
         },
         node_registration: Some(node_registration(spec, taints)?),
+        skip_phases: skip_phases(spec),
+        timeouts: timeouts(spec),
         control_plane: (spec.role == Role::ControlPlane).then(|| kapi::JoinControlPlane {
             local_api_endpoint: Some(Default::default()),
             certificate_key: None,
@@ -309,6 +322,30 @@ pub fn join_configuration(spec: &Spec) -> Result<String> {
         ..Default::default()
     };
     dump(&doc, "JoinConfiguration")
+}
+
+fn timeouts(spec: &Spec) -> Option<kapi::Timeouts> {
+    if spec.timeouts.is_empty() {
+        return None;
+    }
+    let mut t = kapi::Timeouts::default();
+    for (name, value) in &spec.timeouts {
+        let slot = match name.as_str() {
+            "controlPlaneComponentHealthCheck" => &mut t.control_plane_component_health_check,
+            "kubeletHealthCheck" => &mut t.kubelet_health_check,
+            "kubernetesAPICall" => &mut t.kubernetes_api_call,
+            "etcdAPICall" => &mut t.etcd_api_call,
+            "tlsBootstrap" => &mut t.tls_bootstrap,
+            "discovery" => &mut t.discovery,
+            _ => &mut t.upgrade_manifests,
+        };
+        *slot = Some(value.clone());
+    }
+    Some(t)
+}
+
+fn skip_phases(spec: &Spec) -> Option<Vec<String>> {
+    (!spec.skip_phases.is_empty()).then(|| spec.skip_phases.clone())
 }
 
 /// CABPK's `Indent 6`: every line, including the last empty one, gets six spaces.
@@ -363,6 +400,9 @@ pub fn userdata(spec: &Spec) -> Result<String> {
                 o.push_str(&file_entry(&path, "root:root", perm, &content));
             }
         }
+    }
+    for (path, content) in &spec.files {
+        o.push_str(&file_entry(path, "root:root", "0644", content));
     }
     let v = spec
         .verbosity

@@ -137,6 +137,28 @@ pub struct BootstrapArgs {
     /// Allow printing bundles that carry private keys on stdout.
     #[arg(long)]
     pub stdout: bool,
+    /// `external`: CAPV's templates (`cloud-provider: external` for the kubelet and the
+    /// controller manager; a cloud controller manager sets the Nodes' addresses). `none`: no
+    /// cloud provider flags, the kubelet sets its Node's addresses (clusters without a CCM).
+    #[arg(long, default_value = "external",
+          value_parser = PossibleValuesParser::new(["external", "none"]))]
+    pub cloud_provider: String,
+    /// kubeadm phases to skip (`skipPhases` of the Init/JoinConfiguration), comma-separated,
+    /// e.g. addon/kube-proxy,addon/coredns.
+    #[arg(long, value_delimiter = ',')]
+    pub skip_phases: Vec<String>,
+    /// An extra file as a KubeadmConfig's `files:` entry (root:root, 0644): DEST=LOCAL writes
+    /// the text of LOCAL to DEST on the node. Repeatable.
+    #[arg(long = "file", value_name = "DEST=LOCAL")]
+    pub files: Vec<String>,
+    /// A command run before kubeadm (a KubeadmConfig's `preKubeadmCommands` item, in the
+    /// userdata's runcmd). Repeatable.
+    #[arg(long = "pre-command", value_name = "COMMAND")]
+    pub pre_commands: Vec<String>,
+    /// A kubeadm v1beta4 timeout (`timeouts` of the Init/JoinConfiguration) as NAME=DURATION,
+    /// e.g. controlPlaneComponentHealthCheck=15m for a slow (emulated) machine. Repeatable.
+    #[arg(long = "kubeadm-timeout", value_name = "NAME=DURATION")]
+    pub kubeadm_timeouts: Vec<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -373,6 +395,27 @@ pub fn run_kubeconfig(a: &KubeconfigArgs) -> Result<Output> {
 
 /// Validate an SSH public key line: it is printed raw into YAML (as CABPK does), so it must
 /// be one line that stays a plain scalar.
+/// `--file DEST=LOCAL`: DEST absolute and plain, LOCAL's text (bounded, UTF-8).
+fn extra_file(arg: &str) -> Result<(String, String)> {
+    let (dest, local) = arg
+        .split_once('=')
+        .ok_or_else(|| usage("--file", format!("{arg:?} is not DEST=LOCAL")))?;
+    let plain = dest.starts_with('/')
+        && dest.len() > 1
+        && !dest.ends_with('/')
+        && dest.split('/').all(|c| c != ".." && c != ".")
+        && !dest.chars().any(|c| c.is_control() || c.is_whitespace());
+    if !plain {
+        return Err(usage(
+            "--file",
+            format!("{dest:?} is not an absolute path without '..', '.', spaces or control characters"),
+        ));
+    }
+    let text = String::from_utf8(read_bounded(Path::new(local), crate::limits::MAX_DECODED_BYTES as u64)?)
+        .map_err(|_| usage("--file", format!("{local}: not UTF-8 text")))?;
+    Ok((dest.to_string(), text))
+}
+
 fn ssh_key_line(path: &Path) -> Result<String> {
     let text = String::from_utf8(read_bounded(path, crate::limits::MAX_SSH_KEY_BYTES)?)
         .map_err(|_| usage("--ssh-key", "not UTF-8"))?;
@@ -506,6 +549,37 @@ pub fn run_bootstrap(a: &BootstrapArgs) -> Result<Output> {
     spec.pki = if role.ships_pki() { pki } else { None };
     spec.ca_cert_hashes = hashes;
     spec.verbosity = a.verbosity;
+    if a.cloud_provider == "none" {
+        spec.kubelet_extra_args.retain(|(k, _)| k != "cloud-provider");
+        spec.controller_manager_extra_args
+            .retain(|(k, _)| k != "cloud-provider");
+    }
+    spec.skip_phases = a
+        .skip_phases
+        .iter()
+        .map(|p| validate::kubeadm_phase("--skip-phases", p))
+        .collect::<Result<_>>()?;
+    spec.pre_commands = a.pre_commands.clone();
+    if !a.kubeadm_timeouts.is_empty() && api != KubeadmApi::V1beta4 {
+        return Err(usage(
+            "--kubeadm-timeout",
+            "kubeadm's `timeouts` exist in v1beta4 only (Kubernetes 1.31 and later)",
+        ));
+    }
+    for t in &a.kubeadm_timeouts {
+        let (name, value) = t
+            .split_once('=')
+            .ok_or_else(|| usage("--kubeadm-timeout", format!("{t:?} is not NAME=DURATION")))?;
+        spec.timeouts.push((
+            validate::kubeadm_timeout_name("--kubeadm-timeout", name)?,
+            validate::go_duration("--kubeadm-timeout", value)?,
+        ));
+    }
+    spec.files = a
+        .files
+        .iter()
+        .map(|f| extra_file(f))
+        .collect::<Result<_>>()?;
     if let Some(k) = &a.ssh_key {
         spec.users.push(User {
             name: "capv".into(),
