@@ -167,7 +167,7 @@ build {
   sources = ["source.vsphere-clone.node", "source.vsphere-iso.node", "source.qemu.node"]
 
   provisioner "shell" {
-    inline = ["mkdir -p ${local.build_dir}"]
+    inline = ["mkdir -p ${local.build_dir}/images"]
   }
 
   # The same two scripts CI runs in a chroot, and the package built by packaging/build-deb.
@@ -186,6 +186,18 @@ build {
     destination = "${local.build_dir}/nodeagent.deb"
   }
 
+  provisioner "file" {
+    source      = "${path.root}/scripts/import-images.sh"
+    destination = "${local.build_dir}/import-images.sh"
+  }
+
+  # The container images of an air-gapped node (image-builder's tarball path): uploaded, then
+  # imported into containerd's k8s.io namespace by import-images.sh below.
+  provisioner "file" {
+    source      = "${var.images_dir}/"
+    destination = "${local.build_dir}/images/"
+  }
+
   # growpart (cloud-guest-utils) and resize2fs (e2fsprogs): nodeagent grows the root
   # partition and filesystem at boot with them, as cloud-init did. Cloud images have them;
   # an ISO install may not.
@@ -194,6 +206,12 @@ build {
     inline = [
       "command -v growpart >/dev/null && command -v resize2fs >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends cloud-guest-utils e2fsprogs; }",
     ]
+  }
+
+  # Before provision.sh, the last step (it cleans the image).
+  provisioner "shell" {
+    execute_command = local.sudo_exec
+    inline          = ["sh ${local.build_dir}/import-images.sh ${local.build_dir}/images"]
   }
 
   # vSphere images must keep VMware Tools (CAPV reads the node's IPs through it).

@@ -8,6 +8,12 @@ variable "deb" {
   description = "Path of the nodeagent .deb to bake in (packaging/build-deb writes target/debian/nodeagent_<version>_<arch>.deb)."
 }
 
+variable "images_dir" {
+  type        = string
+  default     = "image-build/images-none"
+  description = "Directory of container image archives (*.tar, docker-save or OCI) and images.txt, imported into containerd's k8s.io namespace (image-build/k8s-images makes them for a control plane; a directory without archives imports nothing)."
+}
+
 variable "image_name" {
   type        = string
   default     = "nodeagent-node"

@@ -59,14 +59,31 @@ ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELE
 """
 
 # As image-builder's containerd and kubernetes roles leave a CAPI node: the systemd cgroup
-# driver (kubeadm's default for the kubelet), the bridge netfilter and forwarding sysctls
-# kubeadm's pre-flight checks.
+# driver (kubeadm's default for the kubelet), the pod sandbox image the node has (the local
+# pause image of image-build/k8s-images, under the name `kubeadm config images list` gives:
+# a wrong one makes an air-gapped node try to pull it), Debian's CNI plugins (in /usr/lib/cni,
+# not /opt/cni/bin), the bridge netfilter and forwarding sysctls kubeadm's pre-flight checks.
 CONTAINERD_CONFIG = """version = 2
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{pause}"
+[plugins."io.containerd.grpc.v1.cri".cni]
+  bin_dir = "/usr/lib/cni"
+  conf_dir = "/etc/cni/net.d"
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
   SystemdCgroup = true
 """
+
+
+def pause_image(bindir):
+    """The pause image kubeadm names for its version (`kubeadm config images list`)."""
+    kubeadm = os.path.join(bindir, "kubeadm")
+    version = subprocess.run([kubeadm, "version", "-o", "short"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+    out = subprocess.run([kubeadm, "config", "images", "list", "--kubernetes-version", version],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return next(ref for ref in out if ref.rsplit("/", 1)[-1].startswith("pause:"))
 MODULES_LOAD = "overlay\nbr_netfilter\n"
 SYSCTL = "net.bridge.bridge-nf-call-iptables = 1\nnet.bridge.bridge-nf-call-ip6tables = 1\nnet.ipv4.ip_forward = 1\n"
 
@@ -85,7 +102,7 @@ def add_kubernetes(root, kernel, bindir):
     os.makedirs(wants, exist_ok=True)
     if not os.path.lexists(os.path.join(wants, "kubelet.service")):
         os.symlink("/lib/systemd/system/kubelet.service", os.path.join(wants, "kubelet.service"))
-    st._write(root, "/etc/containerd/config.toml", CONTAINERD_CONFIG)
+    st._write(root, "/etc/containerd/config.toml", CONTAINERD_CONFIG.replace("{pause}", pause_image(bindir)))
     st._write(root, "/etc/modules-load.d/kubernetes.conf", MODULES_LOAD)
     st._write(root, "/etc/sysctl.d/99-kubernetes.conf", SYSCTL)
     moddir = os.path.join(root, "lib/modules", kernel.version)
