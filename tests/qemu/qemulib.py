@@ -365,6 +365,10 @@ class VM:
         self.t0 = None
         self.ended = None
         self.listeners = []
+        self.smp = 1
+        # A command prefix QEMU runs under: `ip netns exec NS` puts a guest's tap NICs inside
+        # a network namespace the test made (tests/qemu/cluster.py).
+        self.prefix = []
 
     def _fwcfg_args(self):
         args = []
@@ -382,7 +386,7 @@ class VM:
             if os.path.exists(s):
                 os.unlink(s)
         cmd = [
-            "qemu-system-x86_64", "-accel", "tcg", "-m", str(self.mem), "-smp", "1",
+            "qemu-system-x86_64", "-accel", "tcg", "-m", str(self.mem), "-smp", str(self.smp),
             "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
             "-kernel", self.kernel, "-initrd", self.initrd,
             # no_timer_check: on a loaded host TCG is too slow for the kernel's IO-APIC timer
@@ -409,7 +413,8 @@ class VM:
         with open(os.path.join(self.dir, "qemu.cmd"), "w") as f:
             f.write(" ".join(cmd) + "\n")
         self.t0 = time.monotonic()
-        self.proc = subprocess.Popen(cmd, stdout=open(os.path.join(self.dir, "qemu.out"), "wb"), stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(self.prefix + cmd, stdout=open(os.path.join(self.dir, "qemu.out"), "wb"),
+                                     stderr=subprocess.STDOUT)
         threading.Thread(target=self._read_status, args=(st,), daemon=True).start()
         threading.Thread(target=self._read_report, args=(rep,), daemon=True).start()
         return self

@@ -639,12 +639,16 @@ def scenario_list(tier):
         import kube_tier
 
         out += [("kube/" + n, f) for n, f in kube_tier.SCENARIOS]
+    if tier in ("cluster", "all"):
+        import cluster
+
+        out += [("cluster/" + n, f) for n, f in cluster.SCENARIOS]
     return out
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tier", default="fast", choices=["fast", "systemd", "kube", "all"])
+    ap.add_argument("--tier", default="fast", choices=["fast", "systemd", "kube", "cluster", "all"])
     ap.add_argument("--workdir", default=os.path.join(q.REPO, "target", "qemu-runs", time.strftime("%Y%m%d-%H%M%S")))
     ap.add_argument("names", nargs="*")
     args = ap.parse_args(argv)

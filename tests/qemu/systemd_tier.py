@@ -110,6 +110,10 @@ if [ "$(opt analyze)" = 1 ]; then
     done
     echo "== blame"; systemd-analyze blame --no-pager; } > /run/test/analyze.txt 2>&1
 fi
+# The log bundle a machine log collector takes off the node (opt/test.collect = 1).
+if [ "$(opt collect)" = 1 ]; then
+  nodeagent collect-logs -o /run/test/collect-logs.tar.gz > /run/test/collect-logs.out 2>&1
+fi
 set --
 { stat -f -c 'fs %b %S' /; echo "disk $(cat /sys/class/block/vda/size)"; echo "part $(cat /sys/class/block/vda1/start) $(cat /sys/class/block/vda1/size)"; } > /run/test/disk.txt 2>&1
 for p in /etc/kubernetes /run/kubeadm /run/cluster-api /run/nodeagent /run/test /var/lib/nodeagent /var/lib/lifecycle-test /var/lib/parity /var/log/kubeadm-standin.jsonl /var/log/nodeagent /etc/hostname /etc/systemd/network /etc/netplan; do
