@@ -12,12 +12,14 @@
 //!   (`commands.rs`): a command that succeeded is never started again.
 
 pub mod accounts;
+pub mod authkeys;
 pub mod commands;
 pub mod disks;
 pub mod files;
 pub mod grow;
 pub mod hostname;
 pub mod ntp;
+pub mod password;
 pub mod shell;
 pub mod users;
 
@@ -494,7 +496,10 @@ fn apply_locked(
                         not_run_after(&mut ctx, &steps, &order, pos, ended)?;
                         return Err(fail(&mut ctx, reporter, stage, run_started, step, e, ms));
                     }
-                    CarryOn::Warn => carried_on(&mut ctx, summary, step, &e, ms)?,
+                    CarryOn::Warn => {
+                        carried_on(&mut ctx, summary, step, &e, ms)?;
+                        users_module_ended(&mut ctx, &steps, &order, pos)?;
+                    }
                     CarryOn::FailAtEnd => {
                         // The later runcmd items run first, as in cloud-init's one script;
                         // the run still ends `failed` with this step's error.
@@ -550,6 +555,33 @@ fn not_run_after(
         let s = steps[j];
         let per_boot = s.frequency == Frequency::PerBoot;
         if shell::list_of(&s.action) == list && !ctx.journal.is_done(&s.id, per_boot) {
+            record_done(ctx, s, 0.0, DoneResult::NotRun, false)?;
+        }
+    }
+    Ok(())
+}
+
+/// cloud-init's users_groups module stops at its first failure (a useradd that fails raises
+/// out of the loop): after a failed user or group step, the later ones are journaled as
+/// done, not run (a later run would not run them either: the module is per instance).
+fn users_module_ended(
+    ctx: &mut Ctx<'_>,
+    steps: &[&Step],
+    order: &[usize],
+    pos: usize,
+) -> Result<()> {
+    let accounts = |a: &Action| matches!(a, Action::User(_) | Action::Group(_));
+    if !accounts(&steps[order[pos]].action) {
+        return Ok(());
+    }
+    for &j in &order[pos + 1..] {
+        let s = steps[j];
+        if accounts(&s.action)
+            && !ctx
+                .journal
+                .is_done(&s.id, s.frequency == Frequency::PerBoot)
+        {
+            tracing::warn!(step = %s.id, "not run: an earlier user or group failed, and cloud-init's users_groups module stops there");
             record_done(ctx, s, 0.0, DoneResult::NotRun, false)?;
         }
     }
@@ -654,6 +686,8 @@ enum CarryOn {
     FailAtEnd,
 }
 
+/// A failed user, group or root-keys step carries on (`degraded`), as cloud-init carries on
+/// after its users_groups or ssh module fails (`users_module_ended`).
 /// cloud-init runs `bootcmd` and `runcmd` each as one shell script without `set -e`: a failing
 /// item does not stop the items after it; only the script's last status fails the module, and
 /// a failed module does not stop the boot (bootcmd's later modules, runcmd's later items, all
@@ -663,6 +697,7 @@ enum CarryOn {
 /// last runcmd item failing ends the run `failed`, as cloud-init's status says `error`.
 fn carry_on(a: &Action, later_runcmd: bool) -> CarryOn {
     match a {
+        Action::User(_) | Action::Group(_) | Action::SshKeys(_) => CarryOn::Warn,
         Action::Command(c) if c.origin.starts_with("bootcmd") => CarryOn::Warn,
         Action::Command(c) if c.origin.starts_with("runcmd") && later_runcmd => CarryOn::Warn,
         Action::Kubeadm(_) if later_runcmd => CarryOn::FailAtEnd,
@@ -672,6 +707,12 @@ fn carry_on(a: &Action, later_runcmd: bool) -> CarryOn {
 
 fn carry_on_reason(step: &Step) -> &'static str {
     match &step.action {
+        Action::User(_) | Action::Group(_) => {
+            "carried on: cloud-init logs a failed user or group, skips the rest of users_groups and boots on"
+        }
+        Action::SshKeys(_) => {
+            "carried on: cloud-init logs a failure to write the keys and boots on"
+        }
         Action::Command(c) if c.origin.starts_with("bootcmd") => {
             "carried on: cloud-init runs bootcmd as one script and boots on when it fails"
         }
@@ -751,6 +792,7 @@ fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Resu
             r
         }),
         Action::User(u) => user_step(ctx, step, u),
+        Action::SshKeys(k) => begun(ctx, step, |ctx| users::root_keys(ctx, k)),
         Action::Ntp(n) => begun(ctx, step, |ctx| ntp::apply(ctx, n)),
         Action::DiskSetup(d) => begun(ctx, step, |ctx| disks::disk_setup(ctx, d)),
         Action::FsSetup(f) => begun(ctx, step, |ctx| disks::fs_setup(ctx, f)),
