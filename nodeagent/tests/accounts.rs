@@ -270,6 +270,7 @@ fn a_plain_text_password_is_hashed_as_chpasswd_hashes_it() {
         vec![user_step(UserSpec {
             name: "plain".into(),
             plain_text_passwd: Some("correct horse".into()),
+            lock_passwd: true,
             ..Default::default()
         })],
     );

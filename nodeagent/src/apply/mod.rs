@@ -17,6 +17,7 @@ pub mod commands;
 pub mod disks;
 pub mod files;
 pub mod grow;
+pub mod homes;
 pub mod hostname;
 pub mod ntp;
 pub mod password;
@@ -25,7 +26,7 @@ pub mod users;
 
 use crate::config::ImageConfig;
 use crate::error::{Error, Result, Stage};
-use crate::plan::{Action, FileWrite, Frequency, KubeadmSpec, Plan, RunStage, Step, UserSpec};
+use crate::plan::{Action, FileWrite, Frequency, KubeadmSpec, Plan, RunStage, Step};
 use crate::report::{Phase, Reporter};
 use crate::state::{DoneResult, Event, Journal, RunResult};
 use std::collections::HashMap;
@@ -496,10 +497,7 @@ fn apply_locked(
                         not_run_after(&mut ctx, &steps, &order, pos, ended)?;
                         return Err(fail(&mut ctx, reporter, stage, run_started, step, e, ms));
                     }
-                    CarryOn::Warn => {
-                        carried_on(&mut ctx, summary, step, &e, ms)?;
-                        users_module_ended(&mut ctx, &steps, &order, pos)?;
-                    }
+                    CarryOn::Warn => carried_on(&mut ctx, summary, (&steps, &order, pos), &e, ms)?,
                     CarryOn::FailAtEnd => {
                         // The later runcmd items run first, as in cloud-init's one script;
                         // the run still ends `failed` with this step's error.
@@ -555,33 +553,6 @@ fn not_run_after(
         let s = steps[j];
         let per_boot = s.frequency == Frequency::PerBoot;
         if shell::list_of(&s.action) == list && !ctx.journal.is_done(&s.id, per_boot) {
-            record_done(ctx, s, 0.0, DoneResult::NotRun, false)?;
-        }
-    }
-    Ok(())
-}
-
-/// cloud-init's users_groups module stops at its first failure (a useradd that fails raises
-/// out of the loop): after a failed user or group step, the later ones are journaled as
-/// done, not run (a later run would not run them either: the module is per instance).
-fn users_module_ended(
-    ctx: &mut Ctx<'_>,
-    steps: &[&Step],
-    order: &[usize],
-    pos: usize,
-) -> Result<()> {
-    let accounts = |a: &Action| matches!(a, Action::User(_) | Action::Group(_));
-    if !accounts(&steps[order[pos]].action) {
-        return Ok(());
-    }
-    for &j in &order[pos + 1..] {
-        let s = steps[j];
-        if accounts(&s.action)
-            && !ctx
-                .journal
-                .is_done(&s.id, s.frequency == Frequency::PerBoot)
-        {
-            tracing::warn!(step = %s.id, "not run: an earlier user or group failed, and cloud-init's users_groups module stops there");
             record_done(ctx, s, 0.0, DoneResult::NotRun, false)?;
         }
     }
@@ -658,21 +629,22 @@ fn batch_at<'s>(ctx: &Ctx<'_>, steps: &[&'s Step], order: &[usize], pos: usize) 
     batch
 }
 
-/// A failed step the run carries on after (`CarryOn::Warn`): warned, journaled
-/// `failed-ignored`, counted as run.
+/// A failed step the run carries on after (`CarryOn::Warn`), `steps[order[pos]]`: warned,
+/// journaled `failed-ignored`, counted as run; a user or group ends the users_groups module.
 fn carried_on(
     ctx: &mut Ctx<'_>,
     summary: &mut Summary,
-    step: &Step,
+    (steps, order, pos): (&[&Step], &[usize], usize),
     e: &Error,
     ms: f64,
 ) -> Result<()> {
+    let step = steps[order[pos]];
     let msg = format!("step {}: {} ({})", step.id, e, carry_on_reason(step));
     tracing::warn!(step = %step.id, "{msg}");
     summary.warnings.push(crate::redact::redact_text(&msg));
     record_done(ctx, step, ms, DoneResult::FailedIgnored, true)?;
     summary.ran.push(step.id.clone());
-    Ok(())
+    users::module_ended(ctx, steps, order, pos)
 }
 
 /// What a failed step means for the rest of the run.
@@ -791,7 +763,7 @@ fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Resu
             ctx.invalidate_db();
             r
         }),
-        Action::User(u) => user_step(ctx, step, u),
+        Action::User(u) => users::step(ctx, step, u),
         Action::SshKeys(k) => begun(ctx, step, |ctx| users::root_keys(ctx, k)),
         Action::Ntp(n) => begun(ctx, step, |ctx| ntp::apply(ctx, n)),
         Action::DiskSetup(d) => begun(ctx, step, |ctx| disks::disk_setup(ctx, d)),
@@ -833,30 +805,6 @@ fn append_file(ctx: &mut Ctx<'_>, step: &Step, f: &FileWrite) -> Result<Outcome>
     let db = ctx.db()?.clone();
     files::write_bytes(&t, f, &full, &db)?;
     Ok(Outcome::Ok)
-}
-
-/// A user: a `begin` that says this step was creating the user marks a `useradd` a kill may
-/// have cut short, which `users::user` repairs (`users::NEW_USER`).
-fn user_step(ctx: &mut Ctx<'_>, step: &Step, u: &UserSpec) -> Result<Outcome> {
-    let prior = ctx
-        .journal
-        .last_begin(&step.id)
-        .and_then(|r| r.event.expect().map(str::to_string))
-        .filter(|e| e.starts_with(users::NEW_USER));
-    let db = ctx.db()?;
-    let expect = match prior {
-        Some(p) => Some(p),
-        None if !db.users.contains_key(&u.name) => Some(format!(
-            "{} group-existed={}",
-            users::NEW_USER,
-            db.groups.contains_key(&u.name)
-        )),
-        None => None,
-    };
-    begin(ctx, step, expect.clone())?;
-    let r = users::user(ctx, u, expect.as_deref());
-    ctx.invalidate_db();
-    r
 }
 
 /// kubeadm, exactly once: adopted when a killed run's kubeadm had finished, else run under

@@ -7,9 +7,11 @@
 //! key settings. Passwords are never on a command line, never logged.
 
 use super::accounts::{self, Accounts};
-use super::{Ctx, Outcome, UserDb, authkeys, commands, files, password};
+use super::{Ctx, Outcome, UserDb, authkeys, begin, commands, files, homes, password, record_done};
 use crate::error::{Error, ErrorKind, Result, Stage, ensure};
+use crate::plan::{Action, Frequency, Step};
 use crate::plan::{Content, FileWrite, GroupSpec, Owner, UserSpec};
+use crate::state::DoneResult;
 
 /// Names the shadow tools accept: the plan's rule, checked again here as a last guard.
 pub fn valid_name(n: &str) -> bool {
@@ -220,7 +222,7 @@ fn repair(ctx: &mut Ctx<'_>, u: &UserSpec, note: &str, place: &str) -> Result<()
         if makes_home(u) && !home_there {
             tracing::warn!(user = %u.name, "home directory of a user made by a killed run; made now");
             let owner_mode = (*uid, *gid, accounts::home_mode(&t));
-            accounts::make_home(&t, home, owner_mode, place)?;
+            homes::make_home(&t, home, owner_mode, place)?;
         }
     } else if note.ends_with("group-existed=false")
         && !u.no_user_group
@@ -306,6 +308,57 @@ fn secrets(
     Ok(())
 }
 
+/// A user: a `begin` that says this step was creating the user marks a `useradd` a kill may
+/// have cut short, which `user` repairs (`NEW_USER`).
+pub(super) fn step(ctx: &mut Ctx<'_>, step: &Step, u: &UserSpec) -> Result<Outcome> {
+    let prior = ctx
+        .journal
+        .last_begin(&step.id)
+        .and_then(|r| r.event.expect().map(str::to_string))
+        .filter(|e| e.starts_with(NEW_USER));
+    let db = ctx.db()?;
+    let expect = match prior {
+        Some(p) => Some(p),
+        None if !db.users.contains_key(&u.name) => Some(format!(
+            "{} group-existed={}",
+            NEW_USER,
+            db.groups.contains_key(&u.name)
+        )),
+        None => None,
+    };
+    begin(ctx, step, expect.clone())?;
+    let r = user(ctx, u, expect.as_deref());
+    ctx.invalidate_db();
+    r
+}
+
+/// cloud-init's users_groups module stops at its first failure (a useradd that fails raises
+/// out of the loop): after a failed user or group step, the later ones are journaled as
+/// done, not run (a later run would not run them either: the module is per instance).
+pub(super) fn module_ended(
+    ctx: &mut Ctx<'_>,
+    steps: &[&Step],
+    order: &[usize],
+    pos: usize,
+) -> Result<()> {
+    let accounts = |a: &Action| matches!(a, Action::User(_) | Action::Group(_));
+    if !accounts(&steps[order[pos]].action) {
+        return Ok(());
+    }
+    for &j in &order[pos + 1..] {
+        let s = steps[j];
+        if accounts(&s.action)
+            && !ctx
+                .journal
+                .is_done(&s.id, s.frequency == Frequency::PerBoot)
+        {
+            tracing::warn!(step = %s.id, "not run: an earlier user or group failed, and cloud-init's users_groups module stops there");
+            record_done(ctx, s, 0.0, DoneResult::NotRun, false)?;
+        }
+    }
+    Ok(())
+}
+
 /// `new_user`: this step's `begin` note when it creates the user (see `NEW_USER`).
 pub fn user(ctx: &mut Ctx<'_>, u: &UserSpec, new_user: Option<&str>) -> Result<Outcome> {
     let place = format!("users.{}", u.name);
@@ -348,10 +401,10 @@ pub fn user(ctx: &mut Ctx<'_>, u: &UserSpec, new_user: Option<&str>) -> Result<O
     acc.commit(&place)?;
     if let Some(new) = &created {
         if makes_home(u) {
-            accounts::make_home(&t, &new.home, (new.uid, new.gid, new.home_mode), &place)?;
+            homes::make_home(&t, &new.home, (new.uid, new.gid, new.home_mode), &place)?;
         }
         if let Some(mail) = &new.mail {
-            accounts::make_mail_spool(&t, &u.name, new.uid, mail, &place)?;
+            homes::make_mail_spool(&t, &u.name, new.uid, mail, &place)?;
         }
     }
     ctx.invalidate_db();
