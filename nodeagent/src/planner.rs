@@ -223,7 +223,7 @@ fn write_files(
     Ok(deferred)
 }
 
-/// groups, then users (cc_users_groups); top-level ssh_authorized_keys has no user to go to.
+/// groups, then users (cc_users_groups), then root's keys (cc_ssh).
 fn accounts(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
     // As cloud-init's `_normalize_groups`: entries of one group are merged (in the order the
     // group first appears), its members deduplicated and sorted (`util.uniq_merge_sorted`),
@@ -268,12 +268,42 @@ fn accounts(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
             }
         }
     }
-    if !cfg.ssh_authorized_keys.is_empty() {
-        b.lenient(
-            "ssh_authorized_keys".into(),
-            "top-level keys belong to the image's default user, and nodeagent images have none; put them under users[].ssh_authorized_keys".into(),
-        )?;
+    root_keys(b, cfg)
+}
+
+/// cloud-init's ssh module: the top-level `ssh_authorized_keys` and the platform's public
+/// keys go to the default user (nodeagent images have none) and to root, there with
+/// `disable_root`'s options (`disable_root_opts`, `$USER` being `NONE` without a default
+/// user); `disable_root: false` gives them without options (a key's own are dropped, as
+/// there). Without keys nothing is written (cloud-init leaves an empty authorized_keys).
+fn root_keys(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
+    let mut keys = b.input.metadata.public_keys.clone();
+    keys.extend(cfg.ssh_authorized_keys.iter().cloned());
+    if keys.is_empty() {
+        return Ok(());
     }
+    let options = if cfg.disable_root.is_none_or(|f| f.0) {
+        cfg.disable_root_opts
+            .as_deref()
+            .unwrap_or(crate::apply::authkeys::DISABLE_USER_OPTS)
+            .replace("$USER", "NONE")
+            .replace("$DISABLE_USER", "root")
+    } else {
+        String::new()
+    };
+    for (j, k) in keys.iter().enumerate() {
+        check_key_line(k, Some(&options), format!("ssh_authorized_keys[{j}]"))?;
+    }
+    b.push(
+        "ssh:root".into(),
+        RunStage::Main,
+        Frequency::PerInstance,
+        Action::SshKeys(SshKeysSpec {
+            user: "root".into(),
+            keys,
+            options,
+        }),
+    );
     Ok(())
 }
 

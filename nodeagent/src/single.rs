@@ -12,6 +12,10 @@ pub const MODULES: &[(&str, &str)] = &[
     ("write_files", "write_files[N] (with write_files_deferred)"),
     ("users_groups", "user:NAME, group:NAME"),
     (
+        "ssh",
+        "ssh:root (top-level ssh_authorized_keys, the platform's public keys)",
+    ),
+    (
         "set_hostname",
         "hostname (also update_hostname, update_etc_hosts)",
     ),
@@ -72,6 +76,7 @@ fn belongs(step: &Step, module: &str) -> bool {
         "bootcmd" => id.starts_with("bootcmd"),
         "write_files" => id.starts_with("write_files"),
         "users_groups" => matches!(step.action, Action::User(_) | Action::Group(_)),
+        "ssh" => matches!(step.action, Action::SshKeys(_)),
         "set_hostname" => matches!(step.action, Action::Hostname(_)),
         "network" => matches!(step.action, Action::Network(_)),
         "ntp" => matches!(step.action, Action::Ntp(_)),

@@ -62,6 +62,25 @@ fn accounts_plan() -> Plan {
             user_step(UserSpec {
                 name: "svc".into(),
                 system: true,
+                inactive: Some("5".into()),
+                ..Default::default()
+            }),
+            user_step(UserSpec {
+                name: "nog".into(),
+                no_user_group: true,
+                lock_passwd: true,
+                ..Default::default()
+            }),
+            user_step(UserSpec {
+                name: "exp".into(),
+                expiredate: Some("2030-01-31".into()),
+                inactive: Some("7".into()),
+                ..Default::default()
+            }),
+            user_step(UserSpec {
+                name: "sysgrp".into(),
+                system: true,
+                groups: vec!["adm".into()],
                 ..Default::default()
             }),
             step(
@@ -109,7 +128,10 @@ fn with_tools(root: &Path) {
     sh("useradd -M dev", None);
     sh("chpasswd -e", Some(&format!("dev:{HASH}\n")));
     sh("usermod --lock dev", None);
-    sh("useradd --system -M svc", None);
+    sh("useradd --inactive 5 --system -M svc", None);
+    sh("useradd --no-user-group -m nog && passwd -l nog", None);
+    sh("useradd --expiredate 2030-01-31 --inactive 7 -m exp", None);
+    sh("useradd --groups adm --system -M sysgrp", None);
     sh(
         "groupadd team && usermod -a -G team capv && usermod -a -G team ops",
         None,
@@ -170,6 +192,122 @@ fn native_writer_matches_the_shadow_tools() {
         !native.root.join("home/svc").exists(),
         "system users get no home"
     );
+}
+
+/// The failures useradd reports are warned about in its words, nothing of the user written:
+/// a name that is a group already, a uid taken, a group that does not exist
+/// (`create_groups: false`); the groups made before useradd (cloud-init's groupadd) stay.
+#[test]
+fn what_useradd_refuses_is_refused_with_its_words() {
+    let Some(fs) = rootfs() else {
+        return;
+    };
+    let ov = Overlay::new(&fs);
+    let cases = [
+        (
+            UserSpec {
+                name: "adm".into(),
+                groups: vec!["newgrp".into()],
+                ..Default::default()
+            },
+            "group adm exists - if you want to add this user to that group, use -g.",
+        ),
+        (
+            UserSpec {
+                name: "dup".into(),
+                uid: Some(0),
+                ..Default::default()
+            },
+            "UID 0 is not unique",
+        ),
+        (
+            UserSpec {
+                name: "nocreate".into(),
+                groups: vec!["nosuchgroup".into()],
+                no_create_groups: true,
+                ..Default::default()
+            },
+            "group 'nosuchgroup' does not exist",
+        ),
+    ];
+    for (u, words) in cases {
+        let name = u.name.clone();
+        // The run carries on, degraded (cloud-init logs the failure and boots on).
+        let s = run(
+            &ov.root,
+            &plan("vm-refused", vec![user_step(u)]),
+            false,
+            false,
+            "b",
+        )
+        .unwrap();
+        let warnings = s.warnings.join("\n");
+        assert!(warnings.contains(words), "{name}: {warnings}");
+        let passwd = std::fs::read_to_string(ov.root.join("etc/passwd")).unwrap();
+        assert!(
+            !passwd.lines().any(|l| l.starts_with(&format!("{name}:"))),
+            "{name}"
+        );
+    }
+    let group = std::fs::read_to_string(ov.root.join("etc/group")).unwrap();
+    assert!(
+        group.lines().any(|l| l.starts_with("newgrp:x:")),
+        "groups made before useradd stay"
+    );
+    assert!(!group.lines().any(|l| l.starts_with("nosuchgroup:")));
+}
+
+/// `plain_text_passwd` ends as a hash the host's libcrypt verifies (Debian's chpasswd
+/// makes yescrypt ones: `$y$j9T$`), never as the text.
+#[test]
+fn a_plain_text_password_is_hashed_as_chpasswd_hashes_it() {
+    let Some(fs) = rootfs() else {
+        return;
+    };
+    let ov = Overlay::new(&fs);
+    let p = plan(
+        "vm-plain",
+        vec![user_step(UserSpec {
+            name: "plain".into(),
+            plain_text_passwd: Some("correct horse".into()),
+            lock_passwd: true,
+            ..Default::default()
+        })],
+    );
+    run(&ov.root, &p, false, false, "b").unwrap();
+    let shadow = std::fs::read_to_string(ov.root.join("etc/shadow")).unwrap();
+    let field = shadow
+        .lines()
+        .find_map(|l| l.strip_prefix("plain:"))
+        .and_then(|r| r.split(':').next())
+        .unwrap()
+        .to_string();
+    assert!(
+        field.starts_with("!$y$j9T$"),
+        "locked yescrypt hash: {field}"
+    );
+    assert!(!shadow.contains("correct horse"));
+    let hash = field.trim_start_matches('!');
+    let check = Command::new("python3")
+        .args([
+            "-c",
+            "import ctypes,sys\nl=ctypes.CDLL('libcrypt.so.1')\nl.crypt.restype=ctypes.c_char_p\nh=sys.argv[2].encode()\nsys.exit(0 if l.crypt(sys.argv[1].encode(),h)==h else 1)",
+            "correct horse",
+            hash,
+        ])
+        .status()
+        .unwrap();
+    assert!(check.success(), "libcrypt does not verify {hash}");
+    let wrong = Command::new("python3")
+        .args([
+            "-c",
+            "import ctypes,sys\nl=ctypes.CDLL('libcrypt.so.1')\nl.crypt.restype=ctypes.c_char_p\nh=sys.argv[2].encode()\nsys.exit(0 if l.crypt(sys.argv[1].encode(),h)==h else 1)",
+            "wrong horse",
+            hash,
+        ])
+        .status()
+        .unwrap();
+    assert!(!wrong.success());
 }
 
 #[test]

@@ -143,16 +143,19 @@ fn bad_sudo_rule_is_rejected_by_visudo() {
         return;
     };
     let ov = Overlay::new(&fs);
-    let e = run(
+    // A failed user step carries on (degraded), as cloud-init's users_groups module failing
+    // does not stop the boot; the rule never takes effect.
+    let s = run(
         &ov.root,
         &users_plan("ALL=(ALL) NOPASSWD ALL ((("),
         false,
         false,
         "b",
     )
-    .unwrap_err();
-    assert!(e.place.contains("users:capv"), "{e}");
-    assert!(e.message.contains("visudo"), "{e}");
+    .unwrap();
+    let e = s.warnings.join("\n");
+    assert!(e.contains("users:capv"), "{e}");
+    assert!(e.contains("visudo"), "{e}");
     let leftovers: Vec<_> = std::fs::read_dir(ov.root.join("etc/sudoers.d"))
         .unwrap()
         .map(|e| e.unwrap().file_name())

@@ -276,17 +276,25 @@ fn relative_home_directory() {
     );
 }
 
+/// Users are written natively (apply/accounts.rs), so an image without the shadow tools is
+/// no longer refused: here one without useradd, /etc/shadow and login.defs gets its user as
+/// useradd makes it there (password field in /etc/passwd, shadow's compiled-in defaults:
+/// no user group, GROUP 100).
 #[test]
-fn image_without_shadow_tools() {
+fn image_without_shadow_tools_gets_its_users_natively() {
     let userdata = format!("{HEAD}users:\n- name: bob\n");
     let c = case(&userdata);
     std::fs::remove_file(c.root.join("usr/sbin/useradd")).unwrap();
-    refused_case(
-        &c,
-        &userdata,
-        "users (bob)",
-        Some("name: bob"),
-        "no useradd",
+    let plan = agent(&c, "plan");
+    assert_eq!(plan.code, 0, "{}", plan.stderr);
+    let run = agent(&c, "run");
+    assert!(matches!(run.code, 0 | 2), "{}", run.stderr);
+    let passwd = std::fs::read_to_string(c.root.join("etc/passwd")).unwrap();
+    assert!(
+        passwd
+            .lines()
+            .any(|l| l.starts_with("bob:!:1001:100::/home/bob:")),
+        "{passwd}"
     );
 }
 

@@ -15,7 +15,6 @@
 //! is in place, and the re-run replaces the leftovers (see `add_user`, `add_group`).
 
 use super::Target;
-use crate::confine::Dir;
 use crate::error::{Error, Result, Stage};
 use crate::fsio;
 use crate::plan::UserSpec;
@@ -24,7 +23,6 @@ use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// glibc's `lckpwdf` waits 15 s for the lock; so does this.
@@ -180,8 +178,6 @@ impl Table {
 struct Defs {
     login: HashMap<String, String>,
     useradd: HashMap<String, String>,
-    /// The image has a login.defs (without it the tools' compiled-in defaults apply).
-    has_login_defs: bool,
 }
 
 impl Defs {
@@ -189,7 +185,6 @@ impl Defs {
         let read = |p: &str| t.path(p).ok().and_then(|p| std::fs::read_to_string(p).ok());
         let mut d = Defs::default();
         if let Some(text) = read("/etc/login.defs") {
-            d.has_login_defs = true;
             for l in text.lines().map(str::trim).filter(|l| !l.starts_with('#')) {
                 if let Some((k, v)) = l.split_once(char::is_whitespace) {
                     d.login.insert(k.to_string(), v.trim().to_string());
@@ -226,6 +221,33 @@ impl Defs {
         }
     }
 
+    /// `[KIND_MIN, KIND_MAX]` (`KIND`: UID or GID) of regular accounts, or of system ones
+    /// (`SYS_KIND_MIN` 101 to `SYS_KIND_MAX`, by default one below `KIND_MIN`).
+    fn range(&self, kind: &str, system: bool) -> (u32, u32) {
+        let min = self.id(&format!("{kind}_MIN"), 1000);
+        if system {
+            let max = self.id(&format!("SYS_{kind}_MAX"), min.saturating_sub(1));
+            (self.id(&format!("SYS_{kind}_MIN"), 101), max)
+        } else {
+            (min, self.id(&format!("{kind}_MAX"), 60000))
+        }
+    }
+
+    /// USERGROUPS_ENAB: a new user gets a group of its own (shadow's default without
+    /// login.defs is no).
+    fn user_groups(&self) -> bool {
+        self.login
+            .get("USERGROUPS_ENAB")
+            .is_some_and(|v| v == "yes")
+    }
+
+    /// /etc/default/useradd's CREATE_MAIL_SPOOL (Debian's useradd: no when unset).
+    fn mail_spool(&self) -> bool {
+        self.useradd
+            .get("CREATE_MAIL_SPOOL")
+            .is_some_and(|v| v.eq_ignore_ascii_case("yes"))
+    }
+
     /// useradd's home mode: HOME_MODE, else 0777 without UMASK's bits.
     fn home_mode(&self) -> u32 {
         let octal = |k: &str| {
@@ -252,24 +274,34 @@ fn parse_c_number(v: &str) -> Option<i64> {
     Some(if neg { -n } else { n })
 }
 
-/// shadow's find_new_uid/find_new_gid for a non-system account: `preferred` if free and in
-/// range, else one more than the highest id in `[min, max]` (at least `min`), else the
-/// lowest free one. `None`: the range is full.
-fn next_id(used: &[u32], min: u32, max: u32, preferred: Option<u32>) -> Option<u32> {
-    let taken = |id: u32| used.contains(&id);
-    if let Some(p) = preferred.filter(|p| (min..=max).contains(p) && !taken(*p)) {
+/// shadow's find_new_uid/find_new_gid (4.13 to 4.17). A regular account: `preferred` if free
+/// and in range, else one more than the highest id in `[min, max]` (at least `min`), else
+/// the lowest free one. A system account counts down: `preferred` if free and at most `max`,
+/// else one less than the lowest id in the range (from `max` when that is below `min`), else
+/// the highest free one. 65535 is never given (16-bit `-1`). `None`: the range is full.
+fn next_id(
+    used: &[u32],
+    (min, max): (u32, u32),
+    preferred: Option<u32>,
+    system: bool,
+) -> Option<u32> {
+    let taken = |id: u32| id == u32::from(u16::MAX) || used.contains(&id);
+    let lowest_preferred = if system { 1 } else { min };
+    if let Some(p) = preferred.filter(|p| (lowest_preferred..=max).contains(p) && !taken(*p)) {
         return Some(p);
     }
-    let highest = used
-        .iter()
-        .filter(|id| (min..=max).contains(*id))
-        .map(|id| id.saturating_add(1))
-        .max()
-        .unwrap_or(min)
-        .max(min);
-    (highest..=max)
-        .chain(min..highest.min(max.saturating_add(1)))
-        .find(|id| !taken(*id))
+    let in_range = || used.iter().copied().filter(|id| (min..=max).contains(id));
+    if system {
+        let start = in_range().min().map_or(max, |l| l - 1);
+        let start = if start < min { max } else { start };
+        return (min..=start)
+            .rev()
+            .chain((min..=max).rev())
+            .find(|id| !taken(*id));
+    }
+    let highest = in_range().max().map_or(min, |h| h.saturating_add(1));
+    let highest = if highest > max { min } else { highest };
+    (highest..=max).chain(min..=max).find(|id| !taken(*id))
 }
 
 /// shadow's find_free_range: the first `count` ids from `min` not overlapping a listed range
@@ -305,7 +337,7 @@ fn today() -> u64 {
         .unwrap_or(0)
 }
 
-/// A new user's entries, for the home directory after the databases are written.
+/// A new user's entries, for what follows the databases: its home and mail spool.
 #[derive(Debug, Clone)]
 pub struct NewUser {
     pub uid: u32,
@@ -313,6 +345,15 @@ pub struct NewUser {
     pub home: String,
     /// useradd's mode for the home (HOME_MODE / UMASK), from the defaults already read.
     pub home_mode: u32,
+    /// `CREATE_MAIL_SPOOL=yes`: the spool file to make (directory, gid, mode).
+    pub mail: Option<(String, u32, u32)>,
+}
+
+/// Why `useradd` would refuse a user, in its words; the kind says what is wrong.
+pub type Refusal = (crate::error::ErrorKind, String);
+
+fn refuse<T>(kind: crate::error::ErrorKind, msg: String) -> std::result::Result<T, Refusal> {
+    Err((kind, msg))
 }
 
 /// The databases of a target, read under the lock; changes are made in memory and written
@@ -330,23 +371,23 @@ pub struct Accounts {
 }
 
 impl Accounts {
-    /// Lock and read. `None`: the image has no /etc/passwd, /etc/group or /etc/shadow, or no
-    /// login.defs: the tools decide what such an image gets.
-    pub fn open(t: &Target) -> Result<Option<Accounts>> {
-        let present = |p: &str| t.path(p).is_ok_and(|p| p.is_file());
-        if ![
-            "/etc/passwd",
-            "/etc/group",
-            "/etc/shadow",
-            "/etc/login.defs",
-        ]
-        .iter()
-        .all(|p| present(p))
-        {
-            return Ok(None);
+    /// Lock and read. An image without /etc/passwd or /etc/group has no user database to
+    /// add to (useradd fails there too); /etc/shadow, gshadow, subuid, subgid and login.defs
+    /// are optional, as for the tools (without shadow the password lives in /etc/passwd,
+    /// without login.defs shadow's compiled-in defaults apply).
+    pub fn open(t: &Target) -> Result<Accounts> {
+        for p in ["/etc/passwd", "/etc/group"] {
+            if !t.path(p).is_ok_and(|p| p.is_file()) {
+                return Err(Error::of(
+                    crate::error::ErrorKind::NotFound,
+                    Stage::Apply,
+                    p,
+                    "the image has no such user database file",
+                ));
+            }
         }
         let lock = lock(t)?;
-        Ok(Some(Accounts {
+        Ok(Accounts {
             _lock: lock,
             passwd: Table::load(t, "/etc/passwd")?,
             shadow: Table::load(t, "/etc/shadow")?,
@@ -355,7 +396,7 @@ impl Accounts {
             subuid: Table::load(t, "/etc/subuid")?,
             subgid: Table::load(t, "/etc/subgid")?,
             defs: Defs::load(t),
-        }))
+        })
     }
 
     pub fn has_user(&self, name: &str) -> bool {
@@ -366,25 +407,32 @@ impl Accounts {
         self.group.get(name).is_some()
     }
 
-    /// `groupadd NAME`: the next gid, `NAME:x:GID:` and `NAME:!::` in gshadow (replacing a
-    /// gshadow line a killed run left without its group line).
-    pub fn add_group(&mut self, name: &str) -> Option<u32> {
-        let used: Vec<u32> = self.group.ids().collect();
-        let gid = next_id(
-            &used,
-            self.defs.id("GID_MIN", 1000),
-            self.defs.id("GID_MAX", 60000),
-            None,
-        )?;
-        self.put_group(name, gid);
-        Some(gid)
+    /// The gid of a group given by name or number (useradd's getgr_nam_gid).
+    fn group_id(&self, g: &str) -> Option<u32> {
+        if let Some(f) = self.group.get(g) {
+            return f.get(2)?.parse().ok();
+        }
+        let gid: u32 = g.parse().ok()?;
+        self.group.ids().any(|id| id == gid).then_some(gid)
     }
 
-    fn put_group(&mut self, name: &str, gid: u32) {
+    /// `groupadd NAME` (`--system` for a system user's own group): the next gid,
+    /// `NAME:x:GID:` and `NAME:!::` in gshadow (replacing a gshadow line a killed run left
+    /// without its group line). `preferred`: the gid to take when free (a user group takes
+    /// the user's uid). `None`: the range is full.
+    fn new_group(&mut self, name: &str, system: bool, preferred: Option<u32>) -> Option<u32> {
+        let used: Vec<u32> = self.group.ids().collect();
+        let gid = next_id(&used, self.defs.range("GID", system), preferred, system)?;
         if self.gshadow.exists() {
             self.gshadow.set(name, format!("{name}:!::"));
         }
         self.group.set(name, format!("{name}:x:{gid}:"));
+        Some(gid)
+    }
+
+    /// `groupadd NAME`. `None`: no free gid.
+    pub fn add_group(&mut self, name: &str) -> Option<u32> {
+        self.new_group(name, false, None)
     }
 
     /// Drop a group (a user's own group that a killed run left without its user).
@@ -400,185 +448,286 @@ impl Accounts {
         self.group.add_member(group, 3, member);
     }
 
-    /// Members of a group in /etc/group and (when it has a line there) /etc/gshadow.
-    pub fn is_member(&self, group: &str, member: &str) -> bool {
-        let has = |t: &Table, must: bool| {
-            t.get(group).map_or(!must, |f| {
-                f.get(3)
-                    .is_some_and(|ms| ms.split(',').any(|m| m == member))
-            })
-        };
-        has(&self.group, true) && has(&self.gshadow, false)
-    }
-
-    /// Whether `u` is a new user whose entries this writer makes exactly as useradd would:
-    /// no system user, user group on, no mail spool or expiry defaults, clean fields.
-    fn made_as_useradd_would(&self, u: &UserSpec) -> bool {
-        let d = &self.defs;
-        let clean = |v: &Option<String>| v.as_ref().is_none_or(|v| !v.contains([':', '\n']));
-        let mail = d
-            .useradd
-            .get("CREATE_MAIL_SPOOL")
-            .map(|v| v.to_ascii_lowercase());
-        !(u.system
-            || u.no_user_group
-            || u.expiredate.is_some()
-            || !d.has_login_defs
-            || d.login.get("USERGROUPS_ENAB").map(String::as_str) != Some("yes")
-            || mail.as_deref() == Some("yes")
-            || d.useradd.get("EXPIRE").is_some_and(|v| !v.is_empty())
-            || !(clean(&u.gecos) && clean(&u.homedir) && clean(&u.shell))
-            || u.homedir.as_ref().is_some_and(|h| !h.starts_with('/'))
-            || self.has_user(&u.name))
-    }
-
     /// shadow's inactive-days field for `u`: its own, else useradd's INACTIVE default; a
-    /// negative number is empty. `None`: not a number (useradd refuses it).
-    fn inactive_field(&self, u: &UserSpec) -> Option<String> {
+    /// negative number is empty.
+    fn inactive_field(&self, u: &UserSpec) -> std::result::Result<String, Refusal> {
         let v = u
             .inactive
             .as_deref()
             .or(self.defs.useradd.get("INACTIVE").map(String::as_str));
-        match v {
-            None => Some(String::new()),
-            Some(v) => match v.parse::<i64>().ok()? {
-                n if n < 0 => Some(String::new()),
-                n => Some(n.to_string()),
-            },
+        match v.map(|v| v.trim().parse::<i64>()) {
+            None => Ok(String::new()),
+            Some(Ok(n)) if n < 0 => Ok(String::new()),
+            Some(Ok(n)) => Ok(n.to_string()),
+            Some(Err(_)) => refuse(
+                crate::error::ErrorKind::Invalid,
+                format!("invalid numeric argument '{}'", v.unwrap_or_default()),
+            ),
         }
     }
 
-    /// `useradd` of a new user as cloud-init calls it (`-m`/`-M`, --comment, --home, --gid,
-    /// --shell, --inactive, --uid, --groups; the groups exist). `None`: not one this writer
-    /// makes as useradd would; the caller runs useradd.
-    pub fn add_user(&mut self, u: &UserSpec) -> Option<NewUser> {
-        if !self.made_as_useradd_would(u) {
-            return None;
+    /// The primary gid of a new user: `--gid`, else `None` for a group of its own
+    /// (USERGROUPS_ENAB, no `no_user_group`), else /etc/default/useradd's GROUP (100 when
+    /// unset or unknown).
+    fn primary_gid(&self, u: &UserSpec) -> std::result::Result<Option<u32>, Refusal> {
+        use crate::error::ErrorKind;
+        if let Some(g) = &u.primary_group {
+            return match self.group_id(g) {
+                Some(gid) => Ok(Some(gid)),
+                None => refuse(ErrorKind::NotFound, format!("group '{g}' does not exist")),
+            };
         }
+        if self.defs.user_groups() && !u.no_user_group {
+            if self.has_group(&u.name) {
+                return refuse(
+                    ErrorKind::Conflict,
+                    format!(
+                        "group {} exists - if you want to add this user to that group, use -g.",
+                        u.name
+                    ),
+                );
+            }
+            return Ok(None);
+        }
+        let gid = self
+            .defs
+            .useradd
+            .get("GROUP")
+            .and_then(|g| self.group_id(g));
+        Ok(Some(gid.unwrap_or(100)))
+    }
+
+    /// The shell, home, inactive-days and expiry fields of a new user, as useradd checks
+    /// and defaults them.
+    fn fields(
+        &self,
+        u: &UserSpec,
+    ) -> std::result::Result<(String, String, String, String), Refusal> {
+        use crate::error::ErrorKind;
         let d = &self.defs;
         let shell = match &u.shell {
             Some(s) if s.is_empty() || s.starts_with('/') => s.clone(),
-            Some(_) => return None,
-            None => d.useradd.get("SHELL")?.clone(),
+            Some(s) => return refuse(ErrorKind::Invalid, format!("invalid shell '{s}'")),
+            None => d.useradd.get("SHELL").cloned().unwrap_or_default(),
         };
-        let inactive = self.inactive_field(u)?;
         let home = match &u.homedir {
-            Some(h) => h.clone(),
+            Some(h) if h.starts_with('/') => h.clone(),
+            Some(h) => return refuse(ErrorKind::Invalid, format!("invalid home directory '{h}'")),
             None => format!(
                 "{}/{}",
                 d.useradd.get("HOME").map_or("/home", String::as_str),
                 u.name
             ),
         };
-        let (uid_min, uid_max) = (d.id("UID_MIN", 1000), d.id("UID_MAX", 60000));
+        // A system account gets no aging, inactivity or expiry (useradd's `rflg`).
+        let (inactive, expire) = if u.system {
+            (String::new(), String::new())
+        } else {
+            let expire = u
+                .expiredate
+                .as_deref()
+                .or(d.useradd.get("EXPIRE").map(String::as_str));
+            (self.inactive_field(u)?, expire_field(expire)?)
+        };
+        Ok((shell, home, inactive, expire))
+    }
+
+    /// `useradd` of a new user as cloud-init calls it (`-m`/`-M`, --comment, --home, --gid,
+    /// --shell, --inactive, --expiredate, --uid, --groups, --system, --no-user-group; the
+    /// groups it names exist or were made before), with shadow 4.13's entries; a user
+    /// useradd would refuse is refused with its message.
+    pub fn add_user(&mut self, u: &UserSpec) -> std::result::Result<NewUser, Refusal> {
+        use crate::error::ErrorKind;
+        let (shell, home, inactive, expire) = self.fields(u)?;
+        if let Some(g) = u.groups.iter().find(|g| self.group_id(g).is_none()) {
+            return refuse(ErrorKind::NotFound, format!("group '{g}' does not exist"));
+        }
+        let gid = self.primary_gid(u)?;
+        let d = &self.defs;
         let used: Vec<u32> = self.passwd.ids().collect();
         let uid = match u.uid {
-            Some(id) if used.contains(&id) => return None,
-            Some(id) => id,
-            None => next_id(&used, uid_min, uid_max, None)?,
-        };
-        let gid = match &u.primary_group {
-            Some(g) => self.group.get(g)?.get(2)?.parse().ok()?,
-            None if self.has_group(&u.name) => return None,
-            None => {
-                let used: Vec<u32> = self.group.ids().collect();
-                next_id(
-                    &used,
-                    d.id("GID_MIN", 1000),
-                    d.id("GID_MAX", 60000),
-                    Some(uid),
-                )?
+            Some(id) if used.contains(&id) => {
+                return refuse(ErrorKind::Conflict, format!("UID {id} is not unique"));
             }
+            Some(id) => id,
+            None => match next_id(&used, d.range("UID", u.system), None, u.system) {
+                Some(id) => id,
+                None => {
+                    return refuse(
+                        ErrorKind::Conflict,
+                        "Can't get unique UID (no more available UIDs)".into(),
+                    );
+                }
+            },
         };
-        if u.groups.iter().any(|g| !self.has_group(g)) {
-            return None;
-        }
-        // Ranges a killed run gave this (not yet existing) user are given again.
-        self.subuid.remove(&u.name);
-        self.subgid.remove(&u.name);
-        let subids = (uid_min..=uid_max).contains(&uid);
-        let sub = |t: &Table, k: &str, min: u64, max: u64| {
-            let count = u64::try_from(d.num(&format!("SUB_{k}_COUNT"), 65536)).unwrap_or(0);
-            let min = u64::try_from(d.num(&format!("SUB_{k}_MIN"), min as i64)).ok()?;
-            let max = u64::try_from(d.num(&format!("SUB_{k}_MAX"), max as i64)).ok()?;
-            (subids && t.exists() && count > 0)
-                .then(|| free_range(t, min, max, count).map(|s| (s, count)))
-        };
-        let subuid = sub(&self.subuid, "UID", 100_000, 600_100_000);
-        let subgid = sub(&self.subgid, "GID", 100_000, 600_100_000);
-        if matches!(subuid, Some(None)) || matches!(subgid, Some(None)) {
-            return None;
-        }
+        let sub = self.subordinate_ids(u, uid)?;
+        let d = &self.defs;
+        let aging = |k: &str| if u.system { String::new() } else { d.aging(k) };
         let shadow = format!(
-            "{}:!:{}:{}:{}:{}:{}::",
+            "{}:!:{}:{}:{}:{}:{inactive}:{expire}:",
             u.name,
             today(),
-            d.aging("PASS_MIN_DAYS"),
-            d.aging("PASS_MAX_DAYS"),
-            d.aging("PASS_WARN_AGE"),
-            inactive
+            aging("PASS_MIN_DAYS"),
+            aging("PASS_MAX_DAYS"),
+            aging("PASS_WARN_AGE"),
         );
+        let gid = match gid {
+            Some(g) => g,
+            None => match self.new_group(&u.name, u.system, Some(uid)) {
+                Some(g) => g,
+                None => {
+                    return refuse(
+                        ErrorKind::Conflict,
+                        "Can't get unique GID (no more available GIDs)".into(),
+                    );
+                }
+            },
+        };
+        // Without /etc/shadow the password field of /etc/passwd holds the (locked) password.
+        let pw = if self.shadow.exists() { "x" } else { "!" };
         let passwd = format!(
-            "{}:x:{uid}:{gid}:{}:{home}:{shell}",
+            "{}:{pw}:{uid}:{gid}:{}:{home}:{shell}",
             u.name,
             u.gecos.as_deref().unwrap_or("")
         );
-        self.shadow.set(&u.name, shadow);
-        for (t, r) in [(&mut self.subuid, subuid), (&mut self.subgid, subgid)] {
-            if let Some(Some((start, count))) = r {
+        if self.shadow.exists() {
+            self.shadow.set(&u.name, shadow);
+        }
+        for (t, r) in [(&mut self.subuid, sub.0), (&mut self.subgid, sub.1)] {
+            if let Some((start, count)) = r {
                 t.set(&u.name, format!("{}:{start}:{count}", u.name));
             }
-        }
-        if u.primary_group.is_none() {
-            self.put_group(&u.name, gid);
         }
         for g in &u.groups {
             self.add_member(g, &u.name);
         }
         self.passwd.set(&u.name, passwd);
-        let home_mode = self.defs.home_mode();
-        Some(NewUser {
+        let mail = self.defs.mail_spool().then(|| {
+            let dir = self
+                .defs
+                .login
+                .get("MAIL_DIR")
+                .cloned()
+                .unwrap_or_else(|| "/var/mail".into());
+            match self.group_id("mail") {
+                Some(mail_gid) => (dir, mail_gid, 0o660),
+                None => (dir, gid, 0o600),
+            }
+        });
+        Ok(NewUser {
             uid,
             gid,
             home,
-            home_mode,
+            home_mode: self.defs.home_mode(),
+            mail,
         })
     }
 
-    /// The user's shadow entry, when its passwd entry points there (`x`): the entry
-    /// `chpasswd -e` and `usermod --lock` change. `None`: leave it to the tools.
-    fn shadow_fields(&self, name: &str) -> Option<Vec<String>> {
-        if self.passwd.get(name)?.get(1) != Some(&"x") {
-            return None;
-        }
-        let mut f: Vec<String> = self.shadow.get(name)?.iter().map(|s| (*s).into()).collect();
-        f.resize(f.len().max(9), String::new());
-        Some(f)
+    /// The subordinate uid and gid ranges useradd gives a regular user whose uid is in
+    /// `UID_MIN..=UID_MAX` (when the image has /etc/subuid, /etc/subgid); ranges a killed run
+    /// gave this not yet existing user are given again.
+    #[allow(clippy::type_complexity)]
+    fn subordinate_ids(
+        &mut self,
+        u: &UserSpec,
+        uid: u32,
+    ) -> std::result::Result<(Option<(u64, u64)>, Option<(u64, u64)>), Refusal> {
+        self.subuid.remove(&u.name);
+        self.subgid.remove(&u.name);
+        let d = &self.defs;
+        let (min, max) = d.range("UID", false);
+        let wanted = !u.system && (min..=max).contains(&uid);
+        let sub = |t: &Table, k: &str| -> std::result::Result<Option<(u64, u64)>, Refusal> {
+            let count = u64::try_from(d.num(&format!("SUB_{k}_COUNT"), 65536)).unwrap_or(0);
+            if !(wanted && t.exists() && count > 0) {
+                return Ok(None);
+            }
+            let lo = u64::try_from(d.num(&format!("SUB_{k}_MIN"), 100_000)).unwrap_or(100_000);
+            let hi = u64::try_from(d.num(&format!("SUB_{k}_MAX"), 600_100_000)).unwrap_or(0);
+            match free_range(t, lo, hi, count) {
+                Some(s) => Ok(Some((s, count))),
+                None => refuse(
+                    crate::error::ErrorKind::Conflict,
+                    format!(
+                        "can't create subordinate {} IDs",
+                        if k == "UID" { "user" } else { "group" }
+                    ),
+                ),
+            }
+        };
+        Ok((sub(&self.subuid, "UID")?, sub(&self.subgid, "GID")?))
     }
 
-    /// `chpasswd -e`: the hash, and today as the last change. `false`: not done here.
+    /// The password field of `name` and where it lives: its shadow entry when /etc/passwd
+    /// points there (`x`), else /etc/passwd's own field (an image without shadow).
+    fn password_fields(&self, name: &str) -> Option<(bool, Vec<String>)> {
+        let p = self.passwd.get(name)?;
+        let (in_shadow, f) = if p.get(1) == Some(&"x") && self.shadow.exists() {
+            (true, self.shadow.get(name)?)
+        } else {
+            (false, p)
+        };
+        let mut f: Vec<String> = f.iter().map(|s| (*s).into()).collect();
+        f.resize(f.len().max(if in_shadow { 9 } else { 7 }), String::new());
+        Some((in_shadow, f))
+    }
+
+    fn put_password_fields(&mut self, name: &str, (in_shadow, f): (bool, Vec<String>)) {
+        let t = if in_shadow {
+            &mut self.shadow
+        } else {
+            &mut self.passwd
+        };
+        t.set(name, f.join(":"));
+    }
+
+    /// `chpasswd -e`: the hash, and today as the last change (in shadow). `false`: no such user.
     pub fn set_password(&mut self, name: &str, hash: &str) -> bool {
-        let Some(mut f) = self.shadow_fields(name) else {
+        let Some((in_shadow, mut f)) = self.password_fields(name) else {
             return false;
         };
-        if let [_, pw, lstchg, ..] = f.as_mut_slice() {
+        if let Some(pw) = f.get_mut(1) {
             *pw = hash.to_string();
-            *lstchg = today().to_string();
         }
-        self.shadow.set(name, f.join(":"));
+        if in_shadow && let Some(day) = f.get_mut(2) {
+            *day = today().to_string();
+        }
+        self.put_password_fields(name, (in_shadow, f));
         true
     }
 
-    /// `usermod --lock`: `!` before the password unless it has one. `false`: not done here.
+    /// The user's password field as it is now (`None`: no such user).
+    pub fn password(&self, name: &str) -> Option<String> {
+        self.password_fields(name)
+            .and_then(|(_, f)| f.get(1).cloned())
+    }
+
+    /// `passwd -l`: `!` before the password unless it has one. `false`: no such user.
     pub fn lock_password(&mut self, name: &str) -> bool {
-        let Some(mut f) = self.shadow_fields(name) else {
+        let Some((s, mut f)) = self.password_fields(name) else {
             return false;
         };
         if let Some(pw) = f.get_mut(1)
             && !pw.starts_with('!')
         {
             pw.insert(0, '!');
-            self.shadow.set(name, f.join(":"));
+            self.put_password_fields(name, (s, f));
+        }
+        true
+    }
+
+    /// `passwd -u`: one leading `!` removed, unless that leaves the password empty (passwd
+    /// refuses: "unlocking the password would result in a passwordless account").
+    pub fn unlock_password(&mut self, name: &str) -> bool {
+        let Some((s, mut f)) = self.password_fields(name) else {
+            return false;
+        };
+        if let Some(pw) = f.get_mut(1)
+            && pw.len() > 1
+            && pw.starts_with('!')
+        {
+            pw.remove(0);
+            self.put_password_fields(name, (s, f));
         }
         true
     }
@@ -617,108 +766,30 @@ impl Accounts {
     }
 }
 
+/// useradd's expiry field: `YYYY-MM-DD` as days since 1970 (UTC), a number of days as
+/// given, `-1` or empty as none.
+fn expire_field(v: Option<&str>) -> std::result::Result<String, Refusal> {
+    let Some(v) = v.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(String::new());
+    };
+    if let Ok(n) = v.parse::<i64>() {
+        return Ok(if n < 0 { String::new() } else { n.to_string() });
+    }
+    let date = time::Date::parse(v, time::macros::format_description!("[year]-[month]-[day]"));
+    match date {
+        Ok(d) => Ok(
+            (d.to_julian_day() - time::macros::date!(1970 - 01 - 01).to_julian_day()).to_string(),
+        ),
+        Err(_) => refuse(
+            crate::error::ErrorKind::Invalid,
+            format!("invalid date '{v}'"),
+        ),
+    }
+}
+
 /// useradd's mode for a home on `t` (HOME_MODE / UMASK of its login.defs).
 pub fn home_mode(t: &Target) -> u32 {
     Defs::load(t).home_mode()
-}
-
-/// `useradd -m`'s home: made under a temporary name beside it with `mode` and the user's
-/// owner, filled from the skeleton (directories, files and links, the user's, with their
-/// modes), synced, then renamed into place; a home already there is left alone, as useradd
-/// leaves it. Missing parents are made root's, 0755.
-pub fn make_home(
-    t: &Target,
-    home: &str,
-    (uid, gid, mode): (u32, u32, u32),
-    place: &str,
-) -> Result<()> {
-    Target::check(home)?;
-    let io = |e| Error::io(Stage::Apply, place, "home directory", e);
-    let Some((parent, name)) = home
-        .trim_end_matches('/')
-        .rsplit_once('/')
-        .filter(|(_, n)| !n.is_empty())
-    else {
-        return Err(Error::new(
-            Stage::Apply,
-            place,
-            "home directory has no parent",
-        ));
-    };
-    let (parent, holder) = Dir::make(&t.root, parent, 0o755, 0, 0).map_err(io)?;
-    if let Some(h) = holder {
-        h.sync().map_err(io)?;
-    }
-    if parent.entry(name).map_err(io)?.is_some() {
-        return Ok(());
-    }
-    let tmp = format!(".{name}.{}d", fsio::TEMP_MARK);
-    parent.remove_tree(&tmp).map_err(io)?;
-    let dir = Arc::new(parent.subdir(&tmp, mode, uid, gid).map_err(io)?);
-    let mut staged = Vec::new();
-    if let Ok(skel) = Dir::open(&t.root, "/etc/skel")
-        && let Err(e) = copy_tree(&skel, &dir, (uid, gid), 0, &mut staged)
-    {
-        fsio::discard(staged);
-        return Err(e.within(place));
-    }
-    fsio::commit(staged).map_err(|e| Error::caused(Stage::Apply, place, e))?;
-    dir.sync().map_err(io)?;
-    parent.rename_noreplace(&tmp, &parent, name).map_err(io)?;
-    parent.sync().map_err(io)
-}
-
-/// Skeleton depth followed (the image's own /etc/skel; a bound, not a limit seen in practice).
-const SKEL_DEPTH: usize = 16;
-
-/// The skeleton `from` copied into `to`, the user's: every name relative to its directory's
-/// descriptor, none followed; each file's temp closed once written (a deep skeleton holds no
-/// descriptor per file).
-fn copy_tree(
-    from: &Dir,
-    to: &Arc<Dir>,
-    (uid, gid): (u32, u32),
-    depth: usize,
-    staged: &mut Vec<fsio::Staged>,
-) -> Result<()> {
-    let at = from.path().display().to_string();
-    let err = |e: std::io::Error| Error::io(Stage::Apply, &at, "skel", e);
-    if depth > SKEL_DEPTH {
-        return Err(Error::new(
-            Stage::Apply,
-            &at,
-            "skeleton directory nested too deep",
-        ));
-    }
-    for name in from.names().map_err(err)? {
-        let Some(st) = from.entry(&name).map_err(err)? else {
-            continue;
-        };
-        let mode = st.st_mode & 0o7777;
-        match st.st_mode & libc::S_IFMT {
-            libc::S_IFDIR => {
-                let sub = from.existing_subdir(&name).map_err(err)?;
-                let dst = Arc::new(to.subdir(&name, mode, uid, gid).map_err(err)?);
-                copy_tree(&sub, &dst, (uid, gid), depth + 1, staged)?;
-            }
-            libc::S_IFLNK => {
-                let target = from.read_link(&name).map_err(err)?;
-                to.symlink(&target, &name, uid, gid).map_err(err)?;
-            }
-            libc::S_IFREG => {
-                let mut data = Vec::new();
-                std::io::Read::read_to_end(&mut from.open_file(&name).map_err(err)?, &mut data)
-                    .map_err(err)?;
-                let opts = fsio::Options::new(mode).owner(uid, gid);
-                let mut s = fsio::stage_in(to, &name, &data, &opts)
-                    .map_err(|e| Error::caused(Stage::Apply, &at, e))?;
-                s.close();
-                staged.push(s);
-            }
-            _ => {}
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -727,20 +798,39 @@ mod tests {
 
     #[test]
     fn ids_as_shadow_allocates_them() {
+        let r = (1000, 60000);
         // One more than the highest in range.
-        assert_eq!(
-            next_id(&[0, 65534, 1000, 1001], 1000, 60000, None),
-            Some(1002)
-        );
+        assert_eq!(next_id(&[0, 65534, 1000, 1001], r, None, false), Some(1002));
         // Nothing in range: the minimum.
-        assert_eq!(next_id(&[0, 65534], 1000, 60000, None), Some(1000));
+        assert_eq!(next_id(&[0, 65534], r, None, false), Some(1000));
         // A free preferred id wins; a taken or out-of-range one does not.
-        assert_eq!(next_id(&[1000], 1000, 60000, Some(1500)), Some(1500));
-        assert_eq!(next_id(&[1000, 2000], 1000, 60000, Some(2000)), Some(2001));
-        assert_eq!(next_id(&[], 1000, 60000, Some(500)), Some(1000));
+        assert_eq!(next_id(&[1000], r, Some(1500), false), Some(1500));
+        assert_eq!(next_id(&[1000, 2000], r, Some(2000), false), Some(2001));
+        assert_eq!(next_id(&[], r, Some(500), false), Some(1000));
         // The top taken: the lowest gap.
-        assert_eq!(next_id(&[1000, 1002, 1003], 1000, 1003, None), Some(1001));
-        assert_eq!(next_id(&[1000, 1001], 1000, 1001, None), None);
+        assert_eq!(
+            next_id(&[1000, 1002, 1003], (1000, 1003), None, false),
+            Some(1001)
+        );
+        assert_eq!(next_id(&[1000, 1001], (1000, 1001), None, false), None);
+    }
+
+    #[test]
+    fn system_ids_count_down_as_shadow_allocates_them() {
+        let r = (101, 999);
+        // Debian 12's root (998 used): one below the lowest in range.
+        assert_eq!(next_id(&[0, 100, 998, 65534], r, None, true), Some(997));
+        // Debian 13's (101 used too): below the range, so from the top down.
+        assert_eq!(next_id(&[0, 100, 101, 998], r, None, true), Some(999));
+        assert_eq!(next_id(&[0, 101, 998, 999], r, None, true), Some(997));
+        // The user group's gid: the uid when free, even below the range.
+        assert_eq!(next_id(&[101, 998, 999], r, Some(997), true), Some(997));
+        assert_eq!(
+            next_id(&[101, 997, 998, 999], r, Some(997), true),
+            Some(996)
+        );
+        assert_eq!(next_id(&[], r, Some(50), true), Some(50));
+        assert_eq!(next_id(&[101, 102], (101, 102), None, true), None);
     }
 
     #[test]

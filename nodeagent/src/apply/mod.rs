@@ -12,18 +12,21 @@
 //!   (`commands.rs`): a command that succeeded is never started again.
 
 pub mod accounts;
+pub mod authkeys;
 pub mod commands;
 pub mod disks;
 pub mod files;
 pub mod grow;
+pub mod homes;
 pub mod hostname;
 pub mod ntp;
+pub mod password;
 pub mod shell;
 pub mod users;
 
 use crate::config::ImageConfig;
 use crate::error::{Error, Result, Stage};
-use crate::plan::{Action, FileWrite, Frequency, KubeadmSpec, Plan, RunStage, Step, UserSpec};
+use crate::plan::{Action, FileWrite, Frequency, KubeadmSpec, Plan, RunStage, Step};
 use crate::report::{Phase, Reporter};
 use crate::state::{DoneResult, Event, Journal, RunResult};
 use std::collections::HashMap;
@@ -494,7 +497,7 @@ fn apply_locked(
                         not_run_after(&mut ctx, &steps, &order, pos, ended)?;
                         return Err(fail(&mut ctx, reporter, stage, run_started, step, e, ms));
                     }
-                    CarryOn::Warn => carried_on(&mut ctx, summary, step, &e, ms)?,
+                    CarryOn::Warn => carried_on(&mut ctx, summary, (&steps, &order, pos), &e, ms)?,
                     CarryOn::FailAtEnd => {
                         // The later runcmd items run first, as in cloud-init's one script;
                         // the run still ends `failed` with this step's error.
@@ -626,21 +629,22 @@ fn batch_at<'s>(ctx: &Ctx<'_>, steps: &[&'s Step], order: &[usize], pos: usize) 
     batch
 }
 
-/// A failed step the run carries on after (`CarryOn::Warn`): warned, journaled
-/// `failed-ignored`, counted as run.
+/// A failed step the run carries on after (`CarryOn::Warn`), `steps[order[pos]]`: warned,
+/// journaled `failed-ignored`, counted as run; a user or group ends the users_groups module.
 fn carried_on(
     ctx: &mut Ctx<'_>,
     summary: &mut Summary,
-    step: &Step,
+    (steps, order, pos): (&[&Step], &[usize], usize),
     e: &Error,
     ms: f64,
 ) -> Result<()> {
+    let step = steps[order[pos]];
     let msg = format!("step {}: {} ({})", step.id, e, carry_on_reason(step));
     tracing::warn!(step = %step.id, "{msg}");
     summary.warnings.push(crate::redact::redact_text(&msg));
     record_done(ctx, step, ms, DoneResult::FailedIgnored, true)?;
     summary.ran.push(step.id.clone());
-    Ok(())
+    users::module_ended(ctx, steps, order, pos)
 }
 
 /// What a failed step means for the rest of the run.
@@ -654,6 +658,8 @@ enum CarryOn {
     FailAtEnd,
 }
 
+/// A failed user, group or root-keys step carries on (`degraded`), as cloud-init carries on
+/// after its users_groups or ssh module fails (`users_module_ended`).
 /// cloud-init runs `bootcmd` and `runcmd` each as one shell script without `set -e`: a failing
 /// item does not stop the items after it; only the script's last status fails the module, and
 /// a failed module does not stop the boot (bootcmd's later modules, runcmd's later items, all
@@ -663,6 +669,7 @@ enum CarryOn {
 /// last runcmd item failing ends the run `failed`, as cloud-init's status says `error`.
 fn carry_on(a: &Action, later_runcmd: bool) -> CarryOn {
     match a {
+        Action::User(_) | Action::Group(_) | Action::SshKeys(_) => CarryOn::Warn,
         Action::Command(c) if c.origin.starts_with("bootcmd") => CarryOn::Warn,
         Action::Command(c) if c.origin.starts_with("runcmd") && later_runcmd => CarryOn::Warn,
         Action::Kubeadm(_) if later_runcmd => CarryOn::FailAtEnd,
@@ -672,6 +679,12 @@ fn carry_on(a: &Action, later_runcmd: bool) -> CarryOn {
 
 fn carry_on_reason(step: &Step) -> &'static str {
     match &step.action {
+        Action::User(_) | Action::Group(_) => {
+            "carried on: cloud-init logs a failed user or group, skips the rest of users_groups and boots on"
+        }
+        Action::SshKeys(_) => {
+            "carried on: cloud-init logs a failure to write the keys and boots on"
+        }
         Action::Command(c) if c.origin.starts_with("bootcmd") => {
             "carried on: cloud-init runs bootcmd as one script and boots on when it fails"
         }
@@ -750,7 +763,8 @@ fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Resu
             ctx.invalidate_db();
             r
         }),
-        Action::User(u) => user_step(ctx, step, u),
+        Action::User(u) => users::step(ctx, step, u),
+        Action::SshKeys(k) => begun(ctx, step, |ctx| users::root_keys(ctx, k)),
         Action::Ntp(n) => begun(ctx, step, |ctx| ntp::apply(ctx, n)),
         Action::DiskSetup(d) => begun(ctx, step, |ctx| disks::disk_setup(ctx, d)),
         Action::FsSetup(f) => begun(ctx, step, |ctx| disks::fs_setup(ctx, f)),
@@ -791,30 +805,6 @@ fn append_file(ctx: &mut Ctx<'_>, step: &Step, f: &FileWrite) -> Result<Outcome>
     let db = ctx.db()?.clone();
     files::write_bytes(&t, f, &full, &db)?;
     Ok(Outcome::Ok)
-}
-
-/// A user: a `begin` that says this step was creating the user marks a `useradd` a kill may
-/// have cut short, which `users::user` repairs (`users::NEW_USER`).
-fn user_step(ctx: &mut Ctx<'_>, step: &Step, u: &UserSpec) -> Result<Outcome> {
-    let prior = ctx
-        .journal
-        .last_begin(&step.id)
-        .and_then(|r| r.event.expect().map(str::to_string))
-        .filter(|e| e.starts_with(users::NEW_USER));
-    let db = ctx.db()?;
-    let expect = match prior {
-        Some(p) => Some(p),
-        None if !db.users.contains_key(&u.name) => Some(format!(
-            "{} group-existed={}",
-            users::NEW_USER,
-            db.groups.contains_key(&u.name)
-        )),
-        None => None,
-    };
-    begin(ctx, step, expect.clone())?;
-    let r = users::user(ctx, u, expect.as_deref());
-    ctx.invalidate_db();
-    r
 }
 
 /// kubeadm, exactly once: adopted when a killed run's kubeadm had finished, else run under

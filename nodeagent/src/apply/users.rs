@@ -1,15 +1,17 @@
-//! users, groups, sudo rules, ssh authorized keys.
+//! users, groups, sudo rules, ssh authorized keys: cloud-init's users_groups and ssh modules.
 //!
-//! The image's own shadow tools do the work (`groupadd`, `useradd`, `usermod`, `chpasswd`),
-//! run via `chroot DIR` under `--root`. Every step first reads the target's user database, so
-//! running it again (after a crash) changes nothing more. As cloud-init does, an existing user
-//! only gets the password, lock, sudo and key settings. The password hash goes to `chpasswd -e`
-//! on stdin: never on a command line, never logged.
+//! One implementation: the account databases are written by `accounts.rs` (useradd's,
+//! groupadd's, chpasswd's and passwd's semantics, no process), under lckpwdf's lock. Every
+//! step first reads the target's user database, so running it again (after a crash) changes
+//! nothing more. As cloud-init does, an existing user only gets the password, lock, sudo and
+//! key settings. Passwords are never on a command line, never logged.
 
 use super::accounts::{self, Accounts};
-use super::{Ctx, Outcome, UserDb, commands, files};
+use super::{Ctx, Outcome, UserDb, authkeys, begin, commands, files, homes, password, record_done};
 use crate::error::{Error, ErrorKind, Result, Stage, ensure};
+use crate::plan::{Action, Frequency, Step};
 use crate::plan::{Content, FileWrite, GroupSpec, Owner, UserSpec};
+use crate::state::DoneResult;
 
 /// Names the shadow tools accept: the plan's rule, checked again here as a last guard.
 pub fn valid_name(n: &str) -> bool {
@@ -30,105 +32,29 @@ pub fn group(ctx: &mut Ctx<'_>, g: &GroupSpec) -> Result<Outcome> {
     }
     let t = ctx.target().clone();
     clean_shadow_leftovers(&t)?;
-    // No free gid: groupadd below says so in its own words.
-    if let Some(mut acc) = Accounts::open(&t)?
-        && (acc.has_group(&g.name) || acc.add_group(&g.name).is_some())
-    {
-        for m in &g.members {
-            if acc.has_user(m) {
-                acc.add_member(&g.name, m);
-            } else {
-                tracing::warn!(group = %g.name, member = %m, "group member does not exist; skipped (as cloud-init)");
-            }
-        }
-        acc.commit(&place)?;
-        return Ok(Outcome::Ok);
+    let mut acc = Accounts::open(&t)?;
+    if !acc.has_group(&g.name) && acc.add_group(&g.name).is_none() {
+        return Err(no_free_id(&place, "GID"));
     }
-    let db = ctx.db()?.clone();
-    if !db.groups.contains_key(&g.name) {
-        commands::run_tool(&t, &["groupadd", &g.name], None).map_err(|e| e.within(&place))?;
-    }
-    let current = UserDb::load(&t)?;
     for m in &g.members {
-        if !current.users.contains_key(m) {
+        if acc.has_user(m) {
+            acc.add_member(&g.name, m);
+        } else {
             tracing::warn!(group = %g.name, member = %m, "group member does not exist; skipped (as cloud-init)");
-            continue;
-        }
-        let has = current
-            .groups
-            .get(&g.name)
-            .is_some_and(|(_, ms)| ms.contains(m))
-            && gshadow_has(&t, &g.name, m);
-        if !has {
-            commands::run_tool(&t, &["usermod", "-a", "-G", &g.name, m], None)
-                .map_err(|e| e.within(&place))?;
         }
     }
+    acc.commit(&place)?;
     Ok(Outcome::Ok)
 }
 
-/// Whether `/etc/gshadow` lists `member` in `group` (true when the target has no gshadow or
-/// no entry for the group: usermod would not add one). A `usermod -a -G` killed between
-/// writing /etc/group and /etc/gshadow leaves the member in the first only (seen in the
-/// kubeadm crash test); checking both makes the rerun finish the job.
-fn gshadow_has(t: &super::Target, group: &str, member: &str) -> bool {
-    account_entry(t, "/etc/gshadow", group)
-        .flatten()
-        .is_none_or(|f| {
-            f.get(3)
-                .is_some_and(|ms| ms.split(',').any(|x| x == member))
-        })
-}
-
-/// The fields of `name`'s first line in an account database of the target (`/etc/shadow`,
-/// `/etc/gshadow`, `/etc/subuid`…), as the shadow tools' lookups take the first. `None`: the
-/// database cannot be read (the image has none); `Some(None)`: no line for `name`.
-fn account_entry(t: &super::Target, file: &str, name: &str) -> Option<Option<Vec<String>>> {
-    let text = std::fs::read_to_string(t.path(file).ok()?).ok()?;
-    Some(
-        text.lines()
-            .map(|l| l.split(':').map(String::from).collect::<Vec<_>>())
-            .find(|f| f.first().map(String::as_str) == Some(name)),
+/// groupadd's and useradd's "Can't get unique GID/UID": the id range is full.
+fn no_free_id(place: &str, what: &str) -> Error {
+    Error::of(
+        ErrorKind::Conflict,
+        Stage::Apply,
+        place,
+        format!("Can't get unique {what} (no more available {what}s)"),
     )
-}
-
-/// `useradd` arguments for a new user (cloud-init's option mapping; password set separately).
-pub fn useradd_args(u: &UserSpec) -> Vec<String> {
-    let mut a: Vec<String> = vec!["useradd".into()];
-    let mut opt = |k: &str, v: &Option<String>| {
-        if let Some(v) = v {
-            a.push(k.into());
-            a.push(v.clone());
-        }
-    };
-    opt("--comment", &u.gecos);
-    opt("--home", &u.homedir);
-    opt("--gid", &u.primary_group);
-    opt("--shell", &u.shell);
-    opt("--inactive", &u.inactive);
-    opt("--expiredate", &u.expiredate);
-    if let Some(uid) = u.uid {
-        a.push("--uid".into());
-        a.push(uid.to_string());
-    }
-    if !u.groups.is_empty() {
-        a.push("--groups".into());
-        a.push(u.groups.join(","));
-    }
-    if u.system {
-        a.push("--system".into());
-    }
-    if u.no_user_group {
-        a.push("--no-user-group".into());
-    }
-    // cloud-init: system users and no_create_home get -M, everyone else -m.
-    a.push(if u.no_create_home || u.system {
-        "-M".into()
-    } else {
-        "-m".into()
-    });
-    a.push(u.name.clone());
-    a
 }
 
 /// The sudoers.d file of a user's rules.
@@ -275,107 +201,162 @@ fn lock_pid(text: &str) -> Option<i32> {
     text.split('\0').next()?.trim().parse().ok()
 }
 
-/// The account entries `useradd` makes for this user are there (after a kill they may not be).
-fn entries_complete(t: &super::Target, db: &UserDb, u: &UserSpec) -> bool {
-    // No such database in the image: nothing to check.
-    let has_line = |file: &str| account_entry(t, file, &u.name).is_none_or(|l| l.is_some());
-    let group_ok = u.no_user_group || u.primary_group.is_some() || db.groups.contains_key(&u.name);
-    has_line("/etc/shadow") && (u.system || has_line("/etc/subuid")) && group_ok
-}
-
 /// useradd makes this user a home (`-m`: not system, not no_create_home).
 fn makes_home(u: &UserSpec) -> bool {
     !(u.no_create_home || u.system)
 }
 
-/// The home `useradd -m` makes is there.
-fn home_complete(t: &super::Target, db: &UserDb, u: &UserSpec) -> bool {
-    !makes_home(u)
-        || db
-            .home(&u.name)
-            .and_then(|h| t.path(h).ok())
-            .is_some_and(|p| p.is_dir())
-}
-
-/// Undo or finish what an interrupted creation of this user left, so that it ends as one
-/// uninterrupted run would have: the native writer puts a user in /etc/passwd after every
-/// other entry of it, so a user there with no home gets it now; a killed `useradd` may have
-/// left any part, so that user is removed and made again.
+/// Finish or undo what an interrupted creation of this user left, so that it ends as one
+/// uninterrupted run would have. The databases are written with /etc/passwd last, so a user
+/// there is complete but for its home (made after the write): that is made now. A user group
+/// written by a killed run without its user (`group-existed=false` in the note) is removed,
+/// to be made again with the user.
 fn repair(ctx: &mut Ctx<'_>, u: &UserSpec, note: &str, place: &str) -> Result<()> {
     let t = ctx.target().clone();
     let db = ctx.db()?.clone();
-    if db.users.contains_key(&u.name) {
-        let entries = entries_complete(&t, &db, u);
-        if entries && home_complete(&t, &db, u) {
-            return Ok(());
-        }
-        if let (true, Some((uid, gid, home))) = (entries, db.users.get(&u.name)) {
+    if let Some((uid, gid, home)) = db.users.get(&u.name) {
+        let home_there = db
+            .home(&u.name)
+            .and_then(|h| t.path(h).ok())
+            .is_some_and(|p| p.is_dir());
+        if makes_home(u) && !home_there {
             tracing::warn!(user = %u.name, "home directory of a user made by a killed run; made now");
             let owner_mode = (*uid, *gid, accounts::home_mode(&t));
-            return accounts::make_home(&t, home, owner_mode, place);
-        }
-        tracing::warn!(user = %u.name, "user left incomplete by a killed useradd; made again");
-        let home = db.home(&u.name).map(str::to_string);
-        commands::run_tool(&t, &["userdel", &u.name], None).map_err(|e| e.within(place))?;
-        if let Some(h) = home.filter(|h| h.starts_with('/') && h.len() > 1) {
-            let p = t.path(&h)?;
-            if std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir()) {
-                std::fs::remove_dir_all(&p).map_err(|e| Error::io(Stage::Apply, place, "", e))?;
-            }
+            homes::make_home(&t, home, owner_mode, place)?;
         }
     } else if note.ends_with("group-existed=false")
         && !u.no_user_group
         && u.primary_group.is_none()
         && db.groups.get(&u.name).is_some_and(|(_, m)| m.is_empty())
     {
-        // The user's own group was written but the user was not (killed in between).
         tracing::warn!(user = %u.name, "group left by a killed run; made again");
-        match Accounts::open(&t)? {
-            Some(mut acc) => {
-                acc.remove_group(&u.name);
-                acc.commit(place)?;
-            }
-            None => {
-                commands::run_tool(&t, &["groupdel", &u.name], None)
-                    .map_err(|e| e.within(place))?;
-            }
-        }
+        let mut acc = Accounts::open(&t)?;
+        acc.remove_group(&u.name);
+        acc.commit(place)?;
     }
     ctx.invalidate_db();
     Ok(())
 }
 
-/// Create the user natively (its missing groups, the user, its password and lock in one
-/// write of the databases, then its home). `false`: nothing written, the tools do it.
-fn create_native(t: &super::Target, u: &UserSpec, groups: &[&str], place: &str) -> Result<bool> {
-    let Some(mut acc) = Accounts::open(t)? else {
-        return Ok(false);
-    };
-    for g in groups {
-        if acc.add_group(g).is_none() {
-            return Ok(false);
+/// cloud-init's add_user for a user that does not exist: the missing groups of `groups` and
+/// a missing primary group given with them are made first (each its own `groupadd`, so they
+/// stay when useradd then fails), unless `create_groups: false`; then the user, as useradd
+/// makes it. A user useradd refuses is an error in useradd's words, the groups made.
+fn create(acc: &mut Accounts, u: &UserSpec, place: &str) -> Result<Option<accounts::NewUser>> {
+    if !u.no_create_groups {
+        let primary = u.primary_group.iter().filter(|_| !u.groups.is_empty());
+        for g in u.groups.iter().chain(primary) {
+            if !acc.has_group(g) && acc.add_group(g).is_none() {
+                return Err(no_free_id(place, "GID"));
+            }
         }
     }
-    let Some(new) = acc.add_user(u) else {
-        return Ok(false);
-    };
-    if !secrets_native(&mut acc, u) {
-        return Ok(false);
+    match acc.add_user(u) {
+        Ok(new) => Ok(Some(new)),
+        Err((kind, msg)) => Err(Error::of(
+            kind,
+            Stage::Apply,
+            place,
+            format!("useradd: {msg}"),
+        )),
     }
-    acc.commit(place)?;
-    if makes_home(u) {
-        accounts::make_home(t, &new.home, (new.uid, new.gid, new.home_mode), place)?;
-    }
-    Ok(true)
 }
 
-/// The password hash and the lock of `u`, as `chpasswd -e` and `usermod --lock` set them.
-/// `false`: not possible natively here (no shadow entry to hold them).
-fn secrets_native(acc: &mut Accounts, u: &UserSpec) -> bool {
-    u.passwd
-        .as_deref()
-        .is_none_or(|h| acc.set_password(&u.name, h))
-        && (!u.lock_passwd || acc.lock_password(&u.name))
+/// cloud-init's password and lock for `u` (created now when `new`): `passwd` (new users
+/// only, useradd's --password), then `plain_text_passwd` hashed as the image's chpasswd
+/// would, then `hashed_passwd`; then `lock_passwd` locks (`passwd -l`), or, false, unlocks
+/// (`passwd -u`, cloud-init 24.3 and later) when a password was given or the user already
+/// had one. Warnings where cloud-init 25.1 warns.
+fn secrets(
+    ctx: &mut Ctx<'_>,
+    acc: &mut Accounts,
+    u: &UserSpec,
+    new: bool,
+    place: &str,
+) -> Result<()> {
+    let hashed = u.passwd.as_ref().filter(|_| !u.passwd_new_only);
+    let at_useradd = u.passwd.as_ref().filter(|_| u.passwd_new_only && new);
+    if !new && u.passwd_new_only && u.passwd.is_some() && u.plain_text_passwd.is_none() {
+        ctx.warn(format!(
+            "{place}: 'passwd' is ignored for an existing user (cloud-init 24.3 and later warn the same)"
+        ));
+    }
+    let plain = match &u.plain_text_passwd {
+        Some(p) if !p.is_empty() && hashed.is_none() => {
+            Some(password::hash(ctx.target(), p, place)?)
+        }
+        _ => None,
+    };
+    if let Some(h) = hashed.cloned().or(plain).or(at_useradd.cloned()) {
+        acc.set_password(&u.name, &h);
+    }
+    let given = hashed.is_some() || at_useradd.is_some() || u.plain_text_passwd.is_some();
+    if u.lock_passwd {
+        acc.lock_password(&u.name);
+    } else if given
+        || (!new
+            && acc
+                .password(&u.name)
+                .is_some_and(|p| !p.is_empty() && p != "!"))
+    {
+        acc.unlock_password(&u.name);
+    } else {
+        ctx.warn(format!(
+            "{place}: lock_passwd: false without a password (none given, none set): the password stays locked, as cloud-init 24.3 and later leave it"
+        ));
+    }
+    Ok(())
+}
+
+/// A user: a `begin` that says this step was creating the user marks a `useradd` a kill may
+/// have cut short, which `user` repairs (`NEW_USER`).
+pub(super) fn step(ctx: &mut Ctx<'_>, step: &Step, u: &UserSpec) -> Result<Outcome> {
+    let prior = ctx
+        .journal
+        .last_begin(&step.id)
+        .and_then(|r| r.event.expect().map(str::to_string))
+        .filter(|e| e.starts_with(NEW_USER));
+    let db = ctx.db()?;
+    let expect = match prior {
+        Some(p) => Some(p),
+        None if !db.users.contains_key(&u.name) => Some(format!(
+            "{} group-existed={}",
+            NEW_USER,
+            db.groups.contains_key(&u.name)
+        )),
+        None => None,
+    };
+    begin(ctx, step, expect.clone())?;
+    let r = user(ctx, u, expect.as_deref());
+    ctx.invalidate_db();
+    r
+}
+
+/// cloud-init's users_groups module stops at its first failure (a useradd that fails raises
+/// out of the loop): after a failed user or group step, the later ones are journaled as
+/// done, not run (a later run would not run them either: the module is per instance).
+pub(super) fn module_ended(
+    ctx: &mut Ctx<'_>,
+    steps: &[&Step],
+    order: &[usize],
+    pos: usize,
+) -> Result<()> {
+    let accounts = |a: &Action| matches!(a, Action::User(_) | Action::Group(_));
+    if !accounts(&steps[order[pos]].action) {
+        return Ok(());
+    }
+    for &j in &order[pos + 1..] {
+        let s = steps[j];
+        if accounts(&s.action)
+            && !ctx
+                .journal
+                .is_done(&s.id, s.frequency == Frequency::PerBoot)
+        {
+            tracing::warn!(step = %s.id, "not run: an earlier user or group failed, and cloud-init's users_groups module stops there");
+            record_done(ctx, s, 0.0, DoneResult::NotRun, false)?;
+        }
+    }
+    Ok(())
 }
 
 /// `new_user`: this step's `begin` note when it creates the user (see `NEW_USER`).
@@ -404,42 +385,27 @@ pub fn user(ctx: &mut Ctx<'_>, u: &UserSpec, new_user: Option<&str>) -> Result<O
     if let Some(note) = new_user {
         repair(ctx, u, note, &place)?;
     }
-    let db = ctx.db()?.clone();
-    // The image's own user keeps its password unless `hashed_passwd` says otherwise
-    // (cloud-init: "already exists, skipping" useradd, the only place `passwd` is used).
-    let kept;
-    let u = if u.passwd_new_only && new_user.is_none() && db.users.contains_key(&u.name) {
-        kept = UserSpec {
-            passwd: None,
-            ..u.clone()
-        };
-        &kept
+    let mut acc = Accounts::open(&t)?;
+    let created = if acc.has_user(&u.name) {
+        None
     } else {
-        u
+        match create(&mut acc, u, &place) {
+            Ok(new) => new,
+            Err(e) => {
+                acc.commit(&place)?;
+                return Err(e);
+            }
+        }
     };
-    let mut secrets_done = false;
-    if !db.users.contains_key(&u.name) {
-        // Missing groups are created first, in cloud-init's order: the supplementary groups,
-        // then the primary group, which add_user creates only when `groups` is given too.
-        let primary = u.primary_group.iter().filter(|_| !u.groups.is_empty());
-        let mut missing: Vec<&str> = Vec::new();
-        for g in u.groups.iter().chain(primary) {
-            if !db.groups.contains_key(g) && !missing.contains(&g.as_str()) {
-                missing.push(g);
-            }
+    secrets(ctx, &mut acc, u, created.is_some(), &place)?;
+    acc.commit(&place)?;
+    if let Some(new) = &created {
+        if makes_home(u) {
+            homes::make_home(&t, &new.home, (new.uid, new.gid, new.home_mode), &place)?;
         }
-        secrets_done = create_native(&t, u, &missing, &place)?;
-        if !secrets_done {
-            for g in &missing {
-                commands::run_tool(&t, &["groupadd", g], None).map_err(|e| e.within(&place))?;
-            }
-            let args = useradd_args(u);
-            let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-            commands::run_tool(&t, &argv, None).map_err(|e| e.within(&place))?;
+        if let Some(mail) = &new.mail {
+            homes::make_mail_spool(&t, &u.name, new.uid, mail, &place)?;
         }
-    }
-    if !secrets_done && (u.passwd.is_some() || u.lock_passwd) {
-        secrets(&t, u, &place)?;
     }
     ctx.invalidate_db();
     let db = ctx.db()?.clone();
@@ -447,41 +413,14 @@ pub fn user(ctx: &mut Ctx<'_>, u: &UserSpec, new_user: Option<&str>) -> Result<O
         sudo(ctx, u, &db, &place)?;
     }
     if !u.ssh_authorized_keys.is_empty() {
-        keys(ctx, u, &db, &place)?;
+        keys(ctx, &u.name, &u.ssh_authorized_keys, None, &db, &place)?;
     } else if makes_home(u) {
         ssh_files(ctx, u, &db, &place)?;
     }
+    if !u.ssh_import_id.is_empty() {
+        import_ids(ctx, u, &place);
+    }
     Ok(Outcome::Ok)
-}
-
-/// Password and lock of an existing user (or one the tools made): natively when its shadow
-/// entry holds them, else `chpasswd -e` (the hash on stdin) and `usermod --lock`.
-fn secrets(t: &super::Target, u: &UserSpec, place: &str) -> Result<()> {
-    if let Some(mut acc) = Accounts::open(t)?
-        && secrets_native(&mut acc, u)
-    {
-        return acc.commit(place);
-    }
-    if let Some(hash) = &u.passwd {
-        let line = format!("{}:{}\n", u.name, hash);
-        commands::run_tool(t, &["chpasswd", "-e"], Some(line.as_bytes()))
-            .map_err(|_| Error::new(Stage::Apply, place, "chpasswd -e failed (hash not shown)"))?;
-    }
-    if u.lock_passwd && !already_locked(t, &u.name) {
-        commands::run_tool(t, &["usermod", "--lock", &u.name], None)
-            .map_err(|e| e.within(place))?;
-    }
-    Ok(())
-}
-
-/// The user's password in /etc/shadow is already locked (starts with `!`, as `useradd` leaves
-/// a new user's): `usermod --lock` would change nothing then (shadow's `new_pw_passwd` only
-/// prepends `!` to an unlocked hash), so its process is not started. No shadow file or no
-/// line: not known to be locked, usermod decides.
-fn already_locked(t: &super::Target, name: &str) -> bool {
-    account_entry(t, "/etc/shadow", name)
-        .flatten()
-        .is_some_and(|f| f.get(1).is_some_and(|p| p.starts_with('!')))
 }
 
 /// Sudo rules accepted by every sudo as written: CAPV's template rule and the usual
@@ -641,23 +580,19 @@ fn file(path: &str, content: &[u8], mode: u32, owner: Option<&str>) -> FileWrite
     }
 }
 
-/// Existing keys are kept; new ones appended once (cloud-init merges the same way).
-pub fn merge_keys(existing: &str, new: &[String]) -> String {
-    let mut lines: Vec<String> = existing.lines().map(String::from).collect();
-    for k in new {
-        let k = k.trim();
-        if !k.is_empty() && !lines.iter().any(|l| l.trim() == k) {
-            lines.push(k.to_string());
-        }
-    }
-    let mut s = lines.join("\n");
-    s.push('\n');
-    s
-}
-
-fn keys(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()> {
+/// `keys` into `name`'s authorized_keys as cloud-init's `setup_user_keys` writes them
+/// (authkeys.rs), each with `options` when given (root's `disable_root` prefix).
+fn keys(
+    ctx: &mut Ctx<'_>,
+    name: &str,
+    keys: &[String],
+    options: Option<&str>,
+    db: &UserDb,
+    place: &str,
+) -> Result<()> {
     let t = ctx.target().clone();
-    let (uid, gid, home) = db.users.get(&u.name).cloned().ok_or_else(|| {
+    let root = (name == "root").then(|| (0, 0, "/root".to_string()));
+    let (uid, gid, home) = db.users.get(name).cloned().or(root).ok_or_else(|| {
         Error::of(
             ErrorKind::NotFound,
             Stage::Apply,
@@ -699,9 +634,59 @@ fn keys(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()>
         .map_err(io)?
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
-    let text = merge_keys(&existing, &u.ssh_authorized_keys);
+    for k in keys.iter().filter(|k| !authkeys::parse(k, None).is_key()) {
+        tracing::info!(user = %name, "not a key (a comment, empty or an unknown key type); left out as cloud-init leaves it: {:?}", k.chars().take(40).collect::<String>());
+    }
+    let text = authkeys::update(&existing, keys, options);
     ssh.replace("authorized_keys", text.as_bytes(), uid, gid, 0o600)
         .map_err(io)
+}
+
+/// Top-level `ssh_authorized_keys` and the platform's public keys into root's
+/// authorized_keys (cloud-init's `ssh` module; nodeagent images have no default user, so
+/// root is the only one to get them), with `disable_root`'s options.
+pub fn root_keys(ctx: &mut Ctx<'_>, k: &crate::plan::SshKeysSpec) -> Result<Outcome> {
+    let place = format!("ssh_authorized_keys ({})", k.user);
+    let db = ctx.db()?.clone();
+    keys(ctx, &k.user, &k.keys, Some(&k.options), &db, &place)?;
+    Ok(Outcome::Ok)
+}
+
+/// `ssh_import_id` (cloud-init's ssh_import_id module): `sudo -Hu USER ssh-import-id IDS`
+/// when the image has the tool, on the node itself; without it, a warning, as cloud-init
+/// skips the module ("ssh-import-id is not installed"). A failure is a warning too: the
+/// keys are fetched from the network, the run goes on.
+fn import_ids(ctx: &mut Ctx<'_>, u: &UserSpec, place: &str) {
+    let t = ctx.target().clone();
+    let has = |p: &str| crate::confine::metadata(&t.root, p).is_ok();
+    if ![
+        "/usr/bin/ssh-import-id",
+        "/bin/ssh-import-id",
+        "/usr/local/bin/ssh-import-id",
+    ]
+    .iter()
+    .any(|p| has(p))
+    {
+        ctx.warn(format!(
+            "{place}.ssh_import_id: ssh-import-id is not installed; skipped, as cloud-init skips it"
+        ));
+        return;
+    }
+    if !ctx.opts.exec {
+        tracing::info!(user = %u.name, "ssh-import-id skipped (not on the node itself, no --exec)");
+        return;
+    }
+    let mut argv = vec![
+        "sudo",
+        "--preserve-env=https_proxy",
+        "-Hu",
+        &u.name,
+        "ssh-import-id",
+    ];
+    argv.extend(u.ssh_import_id.iter().map(String::as_str));
+    if let Err(e) = commands::run_tool(&t, &argv, None) {
+        ctx.warn(format!("{place}.ssh_import_id: {e}"));
+    }
 }
 
 /// Most of an existing authorized_keys read to merge into (the user's own file).
@@ -734,41 +719,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn useradd_mapping() {
-        let u = UserSpec {
-            name: "capv".into(),
-            gecos: Some("CAPV".into()),
-            shell: Some("/bin/bash".into()),
-            groups: vec!["sudo".into(), "adm".into()],
-            passwd: Some("$6$secret".into()),
-            ..Default::default()
-        };
-        let a = useradd_args(&u);
-        assert_eq!(
-            a,
-            [
-                "useradd",
-                "--comment",
-                "CAPV",
-                "--shell",
-                "/bin/bash",
-                "--groups",
-                "sudo,adm",
-                "-m",
-                "capv"
-            ]
-        );
-        assert!(!a.iter().any(|x| x.contains("secret")));
-    }
-
-    #[test]
     fn names_and_keys() {
         assert!(valid_name("capv"));
         assert!(!valid_name("-rf"));
         assert!(!valid_name("a b"));
         assert!(!valid_name("../x"));
         assert_eq!(
-            merge_keys("ssh-rsa A\n", &["ssh-rsa A".into(), "ssh-ed25519 B".into()]),
+            authkeys::update(
+                "ssh-rsa A\n",
+                &["ssh-rsa A".into(), "ssh-ed25519 B".into()],
+                None
+            ),
             "ssh-rsa A\nssh-ed25519 B\n"
         );
         assert_eq!(sudoers_file("a.b"), "/etc/sudoers.d/90-nodeagent-a_b");

@@ -126,6 +126,7 @@ fn describe(a: &Action) -> String {
             u.groups.join(", "),
             u.ssh_authorized_keys.len()
         ),
+        Action::SshKeys(k) => format!("authorized_keys of {}: {} keys", k.user, k.keys.len()),
         Action::Hostname(h) => format!(
             "hostname {} (fqdn {}){}",
             h.hostname,

@@ -67,6 +67,8 @@ const SUPPORTED: &[&str] = &[
     "users",
     "groups",
     "ssh_authorized_keys",
+    "disable_root",
+    "disable_root_opts",
     "ntp",
     "disk_setup",
     "fs_setup",
@@ -113,8 +115,6 @@ const UNSUPPORTED: &[&str] = &[
     "datasource",
     "debug",
     "disable_ec2_metadata",
-    "disable_root",
-    "disable_root_opts",
     "drivers",
     "fan",
     "grub-dpkg",
@@ -326,9 +326,16 @@ fn typed_fields(root: &Node, source: &str, errors: &mut Vec<Error>) -> CloudConf
     binary_contents(root, &mut cfg);
     field!(runcmd);
     field!(bootcmd);
-    field!(users);
+    if let Some(n) = root.get("users").filter(|n| n.value != Value::Null) {
+        match users(n, source) {
+            Ok(v) => cfg.users = v,
+            Err(e) => errors.push(e),
+        }
+    }
     field!(groups);
     field!(ssh_authorized_keys);
+    field!(disable_root);
+    field!(disable_root_opts);
     field!(ntp);
     // `ntp:` with no value: cloud-init's cc_ntp reads it as `{}` (NTP on, the defaults).
     if root.get("ntp").is_some_and(|n| n.value == Value::Null) {
@@ -350,6 +357,61 @@ fn typed_fields(root: &Node, source: &str, errors: &mut Vec<Error>) -> CloudConf
     field!(resize_rootfs);
     field!(vendor_data);
     cfg
+}
+
+/// `users:` as cloud-init's `_normalize_users` reads a list: entries naming the same user
+/// are one user, merged key by key with the first entry winning (`util.mergemanydict`:
+/// nested mappings merged the same way), at the place of its first entry (the step order
+/// and the places errors name). Other shapes are typed as they are (and refused there).
+fn users(n: &Node, source: &str) -> Result<Vec<UserItem>> {
+    let Value::Seq(items) = &n.value else {
+        return typed(n, "users", source);
+    };
+    let mut merged: Vec<(usize, serde_json::Value)> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let mut j = item.to_json();
+        if let serde_json::Value::String(s) = &j
+            && s.trim() != "default"
+        {
+            j = serde_json::json!({ "name": s.trim() });
+        }
+        let name = j
+            .get("name")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string);
+        let earlier = name.as_deref().and_then(|name| {
+            merged
+                .iter_mut()
+                .find(|(_, m)| m.get("name").and_then(serde_json::Value::as_str) == Some(name))
+        });
+        match earlier {
+            Some((_, first)) => merge_first_wins(first, j),
+            None => merged.push((i, j)),
+        }
+    }
+    merged
+        .into_iter()
+        .map(|(i, j)| {
+            let node = items.get(i).unwrap_or(n);
+            typed_json(node, j, &format!("users[{i}]"), source)
+        })
+        .collect()
+}
+
+/// cloud-init's default dict merge (`no_replace`, recursing into mappings): keys of `later`
+/// not in `first` are added; a key in both keeps `first`'s value.
+fn merge_first_wins(first: &mut serde_json::Value, later: serde_json::Value) {
+    let (serde_json::Value::Object(a), serde_json::Value::Object(b)) = (first, later) else {
+        return;
+    };
+    for (k, v) in b {
+        match a.get_mut(&k) {
+            None => {
+                a.insert(k, v);
+            }
+            Some(old) => merge_first_wins(old, v),
+        }
+    }
 }
 
 /// `content: !!binary ...` is raw bytes, not text: keep them as such.
@@ -375,7 +437,16 @@ fn binary_contents(root: &Node, cfg: &mut CloudConfig) {
 
 /// Deserialize one module's node, naming the field path and line on failure.
 fn typed<T: DeserializeOwned>(node: &Node, key: &str, source: &str) -> Result<T> {
-    let json = node.to_json();
+    typed_json(node, node.to_json(), key, source)
+}
+
+/// [`typed`] of `json`, read from `node` (or made from it).
+fn typed_json<T: DeserializeOwned>(
+    node: &Node,
+    json: serde_json::Value,
+    key: &str,
+    source: &str,
+) -> Result<T> {
     serde_path_to_error::deserialize(json).map_err(|e| {
         let at = node.locate(e.path());
         let path = e.path().to_string();

@@ -16,6 +16,8 @@ pub struct CloudConfig {
     pub users: Vec<UserItem>,
     pub groups: Groups,
     pub ssh_authorized_keys: Vec<String>,
+    pub disable_root: Option<Flag>,
+    pub disable_root_opts: Option<String>,
     pub ntp: Option<Ntp>,
     pub disk_setup: Option<BTreeMap<String, DiskEntry>>,
     pub fs_setup: Vec<FsEntry>,
@@ -245,6 +247,13 @@ pub struct UserEntry {
     pub no_user_group: Flag,
     #[serde(default)]
     pub no_log_init: Flag,
+    pub create_groups: Option<Flag>,
+    #[serde(default)]
+    pub ssh_import_id: StrList,
+    pub ssh_redirect_user: Option<Value>,
+    pub selinux_user: Option<Value>,
+    pub snapuser: Option<Value>,
+    pub doas: Option<Value>,
     pub uid: Option<Value>,
     pub inactive: Option<Value>,
     pub expiredate: Option<String>,

@@ -166,22 +166,6 @@ fn tools_of(a: &Action) -> Vec<Need> {
     };
     let mut out = Vec::new();
     match a {
-        Action::Group(g) => {
-            let place = format!("groups ({})", g.name);
-            out.push(need("groupadd", true, &place));
-            if !g.members.is_empty() {
-                out.push(need("usermod", true, &place));
-            }
-        }
-        Action::User(u) => {
-            let place = format!("users ({})", u.name);
-            for tool in ["useradd", "usermod", "groupadd"] {
-                out.push(need(tool, true, &place));
-            }
-            if u.passwd.is_some() {
-                out.push(need("chpasswd", true, &place));
-            }
-        }
         Action::DiskSetup(d) => {
             for disk in d.disks.iter().filter(|d| !d.layout.is_empty()) {
                 let place = format!("disk_setup.{}", disk.device);
@@ -491,27 +475,42 @@ mod tests {
 
     #[test]
     fn tools_are_checked_only_when_probed() {
-        let p = plan(vec![Step {
-            id: "user:capv".into(),
+        let step = |id: &str, action| Step {
+            id: id.into(),
             stage: RunStage::Main,
             frequency: Frequency::PerInstance,
-            action: Action::User(UserSpec {
-                name: "capv".into(),
-                ..Default::default()
-            }),
-        }]);
+            action,
+        };
+        let disk = Action::DiskSetup(DiskSetupSpec {
+            disks: vec![DiskSpec {
+                device: "/dev/sdb".into(),
+                table_type: "mbr".into(),
+                layout: vec![(100, None)],
+                overwrite: false,
+            }],
+        });
+        // Users and groups are written natively: no tool of the target is needed.
+        let user = Action::User(UserSpec {
+            name: "capv".into(),
+            ..Default::default()
+        });
+        let p = plan(vec![step("disk_setup", disk), step("user:capv", user)]);
         let seen = Observed::default();
         check(&p, &TargetView::default(), &seen).unwrap();
-        let mut view = TargetView {
+        let view = TargetView {
             probed: true,
             is_host: true,
             ..Default::default()
         };
         let e = check(&p, &view, &seen).unwrap_err();
-        assert_eq!(e.place, "users (capv)");
+        assert_eq!(e.place, "disk_setup./dev/sdb");
         assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
-        assert!(e.message.contains("useradd"), "{e}");
-        view.target_tools = ["useradd", "usermod", "groupadd"].map(String::from).into();
+        assert!(e.message.contains("sfdisk"), "{e}");
+        let host: BTreeSet<String> = ["sfdisk", "blkid"].map(String::from).into();
+        let seen = Observed {
+            host_tools: host,
+            ..Default::default()
+        };
         check(&p, &view, &seen).unwrap();
     }
 

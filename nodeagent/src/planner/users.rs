@@ -42,11 +42,15 @@ pub(super) fn user(
         }
     }
     check_user_fields(u, &place)?;
-    if u.plain_text_passwd.is_some() {
-        b.lenient(
+    other_user_keys(b, u, &place)?;
+    let lock_passwd = u.lock_passwd.map(|f| f.0).unwrap_or(true);
+    if !lock_passwd && u.plain_text_passwd.as_deref() == Some("") && u.hashed_passwd.is_none() {
+        // cloud-init 24.3+ unlocks an empty password (`passwd -d`): anyone may log in.
+        return Err(Error::unsupported(
+            Stage::Plan,
             format!("{place}.plain_text_passwd"),
-            "plain-text passwords are not applied; give a hash in passwd".into(),
-        )?;
+            "an empty password with lock_passwd: false makes an account anyone can log in to (cloud-init 24.3 and later do that); refused",
+        ));
     }
     let sudo = match &u.sudo {
         None | Some(Value::Null) | Some(Value::Bool(false)) => Vec::new(),
@@ -71,12 +75,17 @@ pub(super) fn user(
         }
     }
     check_new_user(b, u, uid, &place)?;
-    if (u.no_create_home.0 || u.system.0) && !u.ssh_authorized_keys.0.is_empty() {
-        return Err(Error::new(
-            Stage::Plan,
-            format!("{place}.ssh_authorized_keys"),
-            "a user without a home (system or no_create_home) cannot have authorized keys",
-        ));
+    for (key, set) in [
+        ("ssh_authorized_keys", !u.ssh_authorized_keys.0.is_empty()),
+        ("ssh_import_id", !u.ssh_import_id.0.is_empty()),
+    ] {
+        if (u.no_create_home.0 || u.system.0) && set {
+            return Err(Error::new(
+                Stage::Plan,
+                format!("{place}.{key}"),
+                "a user without a home (system or no_create_home) cannot have authorized keys",
+            ));
+        }
     }
     Ok(UserSpec {
         name: u.name.clone(),
@@ -85,15 +94,22 @@ pub(super) fn user(
         primary_group: u.primary_group.clone(),
         groups: u.groups.0.clone(),
         shell: u.shell.clone(),
-        // cloud-init: `passwd` through useradd (new users only), then `hashed_passwd`.
+        // cloud-init: `passwd` through useradd (new users only), then `plain_text_passwd`,
+        // then `hashed_passwd`.
         passwd: u.hashed_passwd.clone().or_else(|| u.passwd.clone()),
         passwd_new_only: u.hashed_passwd.is_none() && u.passwd.is_some(),
-        lock_passwd: u.lock_passwd.map(|f| f.0).unwrap_or(true),
+        plain_text_passwd: u
+            .plain_text_passwd
+            .clone()
+            .filter(|_| u.hashed_passwd.is_none()),
+        lock_passwd,
         sudo,
         ssh_authorized_keys: u.ssh_authorized_keys.0.clone(),
         system: u.system.0,
         no_create_home: u.no_create_home.0,
         no_user_group: u.no_user_group.0,
+        no_create_groups: u.create_groups.is_some_and(|f| !f.0),
+        ssh_import_id: u.ssh_import_id.0.clone(),
         uid,
         inactive,
         expiredate: u.expiredate.clone(),
@@ -153,11 +169,82 @@ pub(super) fn check_user_fields(u: &crate::cloudconfig::UserEntry, place: &str) 
         ));
     }
     for (j, k) in u.ssh_authorized_keys.0.iter().enumerate() {
-        if k.chars().any(|c| c.is_control() && c != '\t') {
+        check_key_line(k, None, format!("{place}.ssh_authorized_keys[{j}]"))?;
+    }
+    Ok(())
+}
+
+/// A key as cloud-init writes it (`apply::authkeys`: a trailing newline stripped,
+/// whitespace collapsed) must be one line: a line break or other control character left
+/// inside it would add lines to authorized_keys. A comment, an empty entry or a line with
+/// no known key type is left out at apply, as cloud-init leaves it out.
+pub(super) fn check_key_line(k: &str, options: Option<&str>, place: String) -> Result<()> {
+    let line = crate::apply::authkeys::parse(k, options);
+    if line.is_key() && line.text().chars().any(|c| c.is_control() && c != '\t') {
+        return Err(Error::new(
+            Stage::Plan,
+            place,
+            "a key must be one line (it would add lines to authorized_keys)",
+        ));
+    }
+    Ok(())
+}
+
+/// The user keys cloud-init's schema has besides the ones applied: `ssh_redirect_user`
+/// (ignored with a warning, as cloud-init does without a default user; refused with keys
+/// or a wrong value, where cloud-init stops the module), `selinux_user`, `snapuser` and
+/// `doas` (refused: nodeagent sets no SELinux login mapping, makes no snap user and
+/// writes no doas rules).
+fn other_user_keys(
+    b: &mut Builder<'_>,
+    u: &crate::cloudconfig::UserEntry,
+    place: &str,
+) -> Result<()> {
+    if let Some(v) = u
+        .ssh_redirect_user
+        .as_ref()
+        .filter(|v| !matches!(v, Value::Null | Value::Bool(false)))
+    {
+        if !matches!(v, Value::Bool(true)) && v.as_str() != Some("default") {
             return Err(Error::new(
                 Stage::Plan,
-                format!("{place}.ssh_authorized_keys[{j}]"),
-                "a key must be one line (it would add lines to authorized_keys)",
+                format!("{place}.ssh_redirect_user"),
+                "expected true, default or false",
+            ));
+        }
+        if !u.ssh_authorized_keys.0.is_empty() || !u.ssh_import_id.0.is_empty() {
+            return Err(Error::new(
+                Stage::Plan,
+                format!("{place}.ssh_redirect_user"),
+                "cannot be given with ssh_authorized_keys or ssh_import_id",
+            ));
+        }
+        b.warnings.push(format!(
+            "{place}.ssh_redirect_user: ignored: there is no default user (cloud-init warns and ignores it the same)"
+        ));
+    }
+    for (key, v, why) in [
+        (
+            "selinux_user",
+            &u.selinux_user,
+            "nodeagent sets no SELinux login mapping (useradd --selinux-user)",
+        ),
+        (
+            "snapuser",
+            &u.snapuser,
+            "nodeagent makes no snap user (snap create-user, Ubuntu Core)",
+        ),
+        (
+            "doas",
+            &u.doas,
+            "nodeagent writes no doas rules; give sudo rules",
+        ),
+    ] {
+        if v.as_ref().is_some_and(|v| !v.is_null()) {
+            return Err(Error::unsupported(
+                Stage::Plan,
+                format!("{place}.{key}"),
+                why,
             ));
         }
     }
