@@ -530,7 +530,6 @@ impl<'t> Reporter<'t> {
 
     fn append_event(&self) -> std::io::Result<()> {
         use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
         let ev = Event {
             ts_ms: now_ms(),
             instance_id: self.status.instance_id.clone(),
@@ -544,12 +543,7 @@ impl<'t> Reporter<'t> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o640)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(path)?;
+        let mut f = crate::outlog::open_append(&path)?;
         let mut line = serde_json::to_string(&ev).map_err(std::io::Error::other)?;
         line.push('\n');
         f.write_all(line.as_bytes())
