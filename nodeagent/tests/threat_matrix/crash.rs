@@ -116,7 +116,7 @@ fn session(sid: i32) -> Vec<(i32, i32, char, String)> {
             continue;
         };
         let f: Vec<&str> = rest.split(' ').collect();
-        if f.get(4) != Some(&sid.to_string().as_str()) {
+        if f.get(3) != Some(&sid.to_string().as_str()) {
             continue;
         }
         let state = f[0].chars().next().unwrap_or('?');
