@@ -236,17 +236,8 @@ const STATUS_FIELD_CHARS: usize = 160;
 /// Passes that cut the error until the compact status fits; then only the phase is sent.
 const STATUS_FIT_PASSES: usize = 12;
 
-/// `s` cut to at most `max` bytes at a character boundary, with `…` after it when cut.
-pub(crate) fn cut_bytes(s: &mut String, max: usize) {
-    if s.len() > max {
-        let mut cut = max;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-        s.push('…');
-    }
-}
+// Cutting a line is the redactor's (it cuts every output line it emits).
+pub(crate) use crate::redact::cut_bytes;
 
 /// `s` cut to `max` characters, with `…` when cut.
 fn cut_chars(s: &str, max: usize) -> String {

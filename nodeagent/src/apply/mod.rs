@@ -17,6 +17,7 @@ pub mod disks;
 pub mod files;
 pub mod grow;
 pub mod hostname;
+mod listout;
 pub mod ntp;
 pub mod script;
 pub mod shell;
@@ -483,7 +484,7 @@ fn run_steps<'p>(
             pos += ok;
             let Some(e) = failure else { continue };
             (Err(e), 1, false)
-        } else if let Some(end) = run_list(ctx, steps, &order, pos, &mut queued) {
+        } else if let Some(end) = shell::run_list(ctx, steps, &order, pos, &mut queued) {
             interrupted = end.interrupted;
             (end.result, 1, end.ended)
         } else {
@@ -581,73 +582,6 @@ fn not_run_after(
         }
     }
     Ok(())
-}
-
-/// With `--exec`, a bootcmd/runcmd item starts its list's program (shell.rs): the steps from
-/// here up to the next step that is not one of the list's, the kubeadm step included (the
-/// program waits there while the loop runs it), unless an earlier item ended the program.
-/// An item after the kubeadm step the program waits at answers it and goes on. `None`: not
-/// such a step. Returns this step's end; the later items' go to `queued`.
-fn run_list<'p>(
-    ctx: &mut Ctx<'p>,
-    steps: &[&'p Step],
-    order: &[usize],
-    pos: usize,
-    queued: &mut HashMap<String, shell::ItemEnd>,
-) -> Option<shell::ItemEnd> {
-    let step = steps[order[pos]];
-    if let Some(r) = queued.remove(&step.id) {
-        return Some(r);
-    }
-    let list = shell::list_of(&step.action).filter(|_| ctx.opts.exec)?;
-    let fail = |e: Error| shell::ItemEnd {
-        id: step.id.clone(),
-        result: Err(e),
-        ended: false,
-        interrupted: false,
-    };
-    if matches!(step.action, Action::Command(_))
-        && let Some(r) = shell::resume(ctx)
-    {
-        return match r {
-            Err(e) => Some(fail(e)),
-            Ok(ends) => {
-                queued.extend(ends.into_iter().map(|e| (e.id.clone(), e)));
-                queued.remove(&step.id)
-            }
-        };
-    }
-    match shell::ended_before(ctx, step) {
-        Err(e) => return Some(fail(e)),
-        Ok(true) => {
-            tracing::info!(step = %step.id, "not run: an earlier item ended the {list} program");
-            return Some(shell::ItemEnd {
-                id: step.id.clone(),
-                result: Ok(Outcome::NotRun),
-                ended: false,
-                interrupted: false,
-            });
-        }
-        Ok(false) if !matches!(step.action, Action::Command(_)) => return None,
-        Ok(false) => {}
-    }
-    let segment: Vec<&Step> = order[pos..]
-        .iter()
-        .map(|&j| steps[j])
-        .take_while(|s| {
-            shell::list_of(&s.action) == Some(list)
-                && !ctx
-                    .journal
-                    .is_done(&s.id, s.frequency == Frequency::PerBoot)
-        })
-        .collect();
-    match shell::run_items(ctx, &segment) {
-        Err(e) => Some(fail(e)),
-        Ok(ends) => {
-            queued.extend(ends.into_iter().map(|e| (e.id.clone(), e)));
-            queued.remove(&step.id)
-        }
-    }
 }
 
 /// The plain file writes that run as one batch from `order[pos]` (itself one): the following

@@ -281,6 +281,25 @@ impl Lexer {
     fn step(&mut self, c: &[char], i: usize) -> usize {
         let ch = c[i];
         let next = c.get(i + 1).copied();
+        if self.body.is_some() {
+            self.body_char(ch);
+            return 1;
+        }
+        if self.comment {
+            if ch == '\n' {
+                self.comment = false;
+                return self.newline();
+            }
+            return 1;
+        }
+        if let Some(n) = self.quoted(ch, next, c.get(i + 2).copied()) {
+            return n;
+        }
+        self.shell(ch, next, c.get(i + 2).copied())
+    }
+
+    /// A character of a here-document body: the line that is its delimiter ends it.
+    fn body_char(&mut self, ch: char) {
         if let Some((delim, strip, line)) = &mut self.body {
             if ch == '\n' {
                 let l = if *strip {
@@ -297,15 +316,11 @@ impl Lexer {
             } else {
                 line.push(ch);
             }
-            return 1;
         }
-        if self.comment {
-            if ch == '\n' {
-                self.comment = false;
-                return self.newline();
-            }
-            return 1;
-        }
+    }
+    /// Inside quotes, `${…}`, `$((…))` or backquotes: the characters consumed, or `None`
+    /// when the lexer is in shell syntax.
+    fn quoted(&mut self, ch: char, next: Option<char>, after: Option<char>) -> Option<usize> {
         match self.stack.last().copied() {
             Some(Frame::Single) => {
                 if ch == '\'' {
@@ -313,7 +328,7 @@ impl Lexer {
                 } else if self.in_word {
                     self.word.push(ch);
                 }
-                return 1;
+                return Some(1);
             }
             Some(Frame::Double) => {
                 if self.escaped {
@@ -321,12 +336,12 @@ impl Lexer {
                     if self.in_word {
                         self.word.push(ch);
                     }
-                    return 1;
+                    return Some(1);
                 }
                 if self.in_word && !matches!(ch, '\\' | '"' | '`' | '$') {
                     self.word.push(ch);
                 }
-                return match ch {
+                return Some(match ch {
                     '\\' => {
                         self.escaped = true;
                         1
@@ -339,9 +354,9 @@ impl Lexer {
                         self.stack.push(Frame::Back);
                         1
                     }
-                    '$' => self.dollar(next, c.get(i + 2).copied()),
+                    '$' => self.dollar(next, after),
                     _ => 1,
-                };
+                });
             }
             Some(Frame::Back) => {
                 if self.escaped {
@@ -351,7 +366,7 @@ impl Lexer {
                 } else if ch == '`' {
                     self.stack.pop();
                 }
-                return 1;
+                return Some(1);
             }
             Some(Frame::Arith(depth)) | Some(Frame::Param(depth)) => {
                 let arith = matches!(self.stack.last(), Some(Frame::Arith(_)));
@@ -384,16 +399,19 @@ impl Lexer {
                         self.stack.pop();
                         if arith {
                             // `))`: the second `)` closes `$((`.
-                            return if next == Some(')') { 2 } else { self.give_up() };
+                            return Some(if next == Some(')') { 2 } else { self.give_up() });
                         }
                     }
                     _ => {}
                 }
-                return 1;
+                return Some(1);
             }
-            _ => {}
+            _ => None,
         }
-        // Shell syntax: top level, `$(…)` and the compound commands.
+    }
+
+    /// Shell syntax: the top level, `$(…)` and the compound commands.
+    fn shell(&mut self, ch: char, next: Option<char>, after: Option<char>) -> usize {
         if self.escaped {
             // An escaped character is part of the word; an escaped newline continues the
             // line (the word, and so the command, goes on in the next item).
@@ -426,7 +444,7 @@ impl Lexer {
             }
             '$' => {
                 self.word_char(false);
-                self.dollar(next, c.get(i + 2).copied())
+                self.dollar(next, after)
             }
             '#' if !self.in_word => {
                 self.comment = true;
@@ -478,7 +496,7 @@ impl Lexer {
             ')' => self.close_paren(),
             '<' | '>' => {
                 self.end_word();
-                self.redirection(ch, next, c.get(i + 2).copied())
+                self.redirection(ch, next, after)
             }
             _ => {
                 self.word_char(true);

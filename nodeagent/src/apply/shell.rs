@@ -36,13 +36,12 @@
 //! state directory, 0600, never logged and never in the journal.
 
 use super::commands::{self, Files};
+use super::listout::{OutputReader, stem};
 use super::script::{self, Part, Resume};
 use super::{Ctx, Outcome};
 use crate::error::{Error, ErrorKind, Result, Stage};
-use crate::limits::{COMMAND_OUTPUT_LOG_BYTES, COMMAND_TAIL_LINES};
-use crate::plan::{Action, CommandSpec, Step};
-use crate::redact::Redactor;
-use std::collections::{HashMap, VecDeque};
+use crate::plan::{Action, CommandSpec, Frequency, Step};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -245,6 +244,73 @@ pub fn run_items<'p>(ctx: &mut Ctx<'p>, segment: &[&'p Step]) -> Result<Vec<Item
         clear_pause(&live.prog);
     }
     drive(ctx, live)
+}
+
+/// With `--exec`, a bootcmd/runcmd item starts its list's program (shell.rs): the steps from
+/// here up to the next step that is not one of the list's, the kubeadm step included (the
+/// program waits there while the loop runs it), unless an earlier item ended the program.
+/// An item after the kubeadm step the program waits at answers it and goes on. `None`: not
+/// such a step. Returns this step's end; the later items' go to `queued`.
+pub(super) fn run_list<'p>(
+    ctx: &mut Ctx<'p>,
+    steps: &[&'p Step],
+    order: &[usize],
+    pos: usize,
+    queued: &mut HashMap<String, ItemEnd>,
+) -> Option<ItemEnd> {
+    let step = steps[order[pos]];
+    if let Some(r) = queued.remove(&step.id) {
+        return Some(r);
+    }
+    let list = list_of(&step.action).filter(|_| ctx.opts.exec)?;
+    let fail = |e: Error| ItemEnd {
+        id: step.id.clone(),
+        result: Err(e),
+        ended: false,
+        interrupted: false,
+    };
+    if matches!(step.action, Action::Command(_))
+        && let Some(r) = resume(ctx)
+    {
+        return match r {
+            Err(e) => Some(fail(e)),
+            Ok(ends) => {
+                queued.extend(ends.into_iter().map(|e| (e.id.clone(), e)));
+                queued.remove(&step.id)
+            }
+        };
+    }
+    match ended_before(ctx, step) {
+        Err(e) => return Some(fail(e)),
+        Ok(true) => {
+            tracing::info!(step = %step.id, "not run: an earlier item ended the {list} program");
+            return Some(ItemEnd {
+                id: step.id.clone(),
+                result: Ok(Outcome::NotRun),
+                ended: false,
+                interrupted: false,
+            });
+        }
+        Ok(false) if !matches!(step.action, Action::Command(_)) => return None,
+        Ok(false) => {}
+    }
+    let segment: Vec<&Step> = order[pos..]
+        .iter()
+        .map(|&j| steps[j])
+        .take_while(|s| {
+            list_of(&s.action) == Some(list)
+                && !ctx
+                    .journal
+                    .is_done(&s.id, s.frequency == Frequency::PerBoot)
+        })
+        .collect();
+    match run_items(ctx, &segment) {
+        Err(e) => Some(fail(e)),
+        Ok(ends) => {
+            queued.extend(ends.into_iter().map(|e| (e.id.clone(), e)));
+            queued.remove(&step.id)
+        }
+    }
 }
 
 /// Answer the program waiting at the kubeadm step with the step's result (the main loop has
@@ -723,212 +789,6 @@ fn item_failure(
     )
 }
 
-/// Start of the marker a program writes into its output where an item's output ends
-/// (script.rs): `\x1enodeagent-item:<h>\x1e`, `<h>` the 16 hex digits of the item's files.
-const MARK: &[u8] = b"\x1enodeagent-item:";
-const MARK_LEN: usize = MARK.len() + 16 + 1;
-
-/// A list program's output file, read as it grows through one [`Redactor`]: each item's
-/// lines logged under its step (the last COMMAND_OUTPUT_LOG_BYTES of them), its last lines
-/// kept for its error message.
-struct OutputReader {
-    path: PathBuf,
-    root: PathBuf,
-    list: &'static str,
-    offset: u64,
-    carry: Vec<u8>,
-    redactor: Redactor,
-    /// Lines since the last marker, with their size and how many were dropped.
-    lines: VecDeque<String>,
-    bytes: usize,
-    dropped: usize,
-    /// Record file stem (`<h>`) of each step, and the step id to log a unit's lines under.
-    step_of: HashMap<String, String>,
-    tails: HashMap<String, Vec<String>>,
-}
-
-impl OutputReader {
-    fn new(
-        path: &Path,
-        root: PathBuf,
-        list: &'static str,
-        steps: &[&Step],
-        files: &[Files],
-    ) -> OutputReader {
-        let step_of = steps
-            .iter()
-            .zip(files)
-            .filter_map(|(s, f)| Some((stem(f)?, s.id.clone())))
-            .collect();
-        OutputReader {
-            path: path.to_path_buf(),
-            root,
-            list,
-            offset: 0,
-            carry: Vec::new(),
-            redactor: Redactor::new(),
-            lines: VecDeque::new(),
-            bytes: 0,
-            dropped: 0,
-            step_of,
-            tails: HashMap::new(),
-        }
-    }
-
-    /// A new program writes its output afresh (the supervisor truncates the file).
-    fn restart(&mut self) {
-        self.offset = 0;
-        self.carry.clear();
-    }
-
-    /// What the program wrote since the last read, up to the file's current end.
-    fn read(&mut self) {
-        use std::io::{Read, Seek, SeekFrom};
-        use std::os::unix::fs::OpenOptionsExt;
-        let Ok(mut f) = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-            .open(&self.path)
-        else {
-            return;
-        };
-        if !f.metadata().is_ok_and(|m| m.is_file()) {
-            return;
-        }
-        if f.seek(SeekFrom::Start(self.offset)).is_err() {
-            return;
-        }
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            match f.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    self.offset += n as u64;
-                    self.scan(&buf[..n]);
-                }
-            }
-        }
-    }
-
-    /// Feed `data` to the redactor, acting on the markers in it; a marker cut by the end of
-    /// `data` waits in `carry`.
-    fn scan(&mut self, chunk: &[u8]) {
-        let joined;
-        let mut data = if self.carry.is_empty() {
-            chunk
-        } else {
-            let mut c = std::mem::take(&mut self.carry);
-            c.extend_from_slice(chunk);
-            joined = c;
-            &joined[..]
-        };
-        while let Some(i) = data.iter().position(|&b| b == 0x1e) {
-            let (before, at) = data.split_at(i);
-            self.feed(before);
-            if at.len() < MARK_LEN && MARK.starts_with(&at[..at.len().min(MARK.len())]) {
-                self.carry = at.to_vec();
-                return;
-            }
-            let hash = at
-                .get(MARK.len()..MARK_LEN - 1)
-                .filter(|_| at.starts_with(MARK) && at.get(MARK_LEN - 1) == Some(&0x1e))
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()));
-            match hash {
-                Some(h) => {
-                    let h = h.to_string();
-                    self.unit_end(&h);
-                    data = &at[MARK_LEN..];
-                }
-                None => {
-                    self.feed(&at[..1]);
-                    data = &at[1..];
-                }
-            }
-        }
-        self.feed(data);
-    }
-
-    fn feed(&mut self, bytes: &[u8]) {
-        let (lines, size, dropped) = (&mut self.lines, &mut self.bytes, &mut self.dropped);
-        self.redactor
-            .push(0, bytes, &mut |l| keep(lines, size, dropped, l));
-    }
-
-    /// The output of the unit recorded under `h` ends here: log it under its step.
-    fn unit_end(&mut self, h: &str) {
-        let (lines, size, dropped) = (&mut self.lines, &mut self.bytes, &mut self.dropped);
-        if self.redactor.pending(0) {
-            self.redactor
-                .end_line(0, &mut |l| keep(lines, size, dropped, l));
-        }
-        let step = self
-            .step_of
-            .get(h)
-            .cloned()
-            .unwrap_or_else(|| self.list.to_string());
-        let tail = self.flush(&step);
-        self.tails.insert(h.to_string(), tail);
-    }
-
-    /// The end of the output: what follows the last marker is logged under the list.
-    fn finish(&mut self) {
-        let (lines, size, dropped) = (&mut self.lines, &mut self.bytes, &mut self.dropped);
-        self.redactor.finish(&mut |l| keep(lines, size, dropped, l));
-        let list = self.list;
-        self.flush(list);
-    }
-
-    /// Log the lines gathered under `step`; returns their last COMMAND_TAIL_LINES.
-    fn flush(&mut self, step: &str) -> Vec<String> {
-        let mut lines: Vec<String> = self.lines.drain(..).collect();
-        if self.dropped > 0 {
-            lines.insert(
-                0,
-                format!(
-                    "[output cut: {} earlier lines not logged, the last {} bytes are]",
-                    self.dropped, self.bytes
-                ),
-            );
-        }
-        self.bytes = 0;
-        self.dropped = 0;
-        if lines.is_empty() {
-            return Vec::new();
-        }
-        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
-        crate::outlog::append(&self.root, step, &refs);
-        for line in &lines {
-            tracing::info!(step = %step, "output: {line}");
-        }
-        let from = lines.len().saturating_sub(COMMAND_TAIL_LINES);
-        lines.split_off(from)
-    }
-
-    fn tail_of(&self, f: &Files) -> Vec<String> {
-        stem(f)
-            .and_then(|h| self.tails.get(&h).cloned())
-            .unwrap_or_default()
-    }
-}
-
-/// Keep `line`, dropping the oldest lines past COMMAND_OUTPUT_LOG_BYTES.
-fn keep(lines: &mut VecDeque<String>, size: &mut usize, dropped: &mut usize, line: String) {
-    *size += line.len() + 1;
-    lines.push_back(line);
-    while *size > COMMAND_OUTPUT_LOG_BYTES as usize
-        && let Some(old) = lines.pop_front()
-    {
-        *size -= old.len() + 1;
-        *dropped += 1;
-    }
-}
-
-/// The `<h>` of a step's files.
-fn stem(f: &Files) -> Option<String> {
-    Some(f.rc.file_stem()?.to_str()?.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -946,32 +806,5 @@ mod tests {
         let (vars, pwd) = parse_env(b"A=1\0B=x=y\0__na_pwd=/tmp/d\0__na_umask=0027\0junk\0");
         assert_eq!(vars, [("A".into(), "1".into()), ("B".into(), "x=y".into())]);
         assert_eq!(pwd.as_deref(), Some("/tmp/d"));
-    }
-
-    /// The output file read in pieces of every size: markers cut anywhere, a secret on the
-    /// line after its marker, the lines of each unit under its own step.
-    #[test]
-    fn output_is_split_at_markers_and_redacted_across_reads() {
-        let key = "9f2c6e1d7a4b3c5d8e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d";
-        let h0 = "00000000000000aa";
-        let h1 = "00000000000000bb";
-        let text = format!(
-            "one\nUsing certificate key:\x1enodeagent-item:{h0}\x1e{key}\ntwo\x1enodeagent-item:{h1}\x1etail\n"
-        );
-        for size in [1, 2, 5, 17, text.len()] {
-            let d = tempfile::tempdir().unwrap();
-            let mut r =
-                OutputReader::new(&d.path().join("out"), d.path().into(), "runcmd", &[], &[]);
-            for chunk in text.as_bytes().chunks(size) {
-                r.scan(chunk);
-            }
-            r.finish();
-            let t0 = r.tails.get(h0).cloned().unwrap_or_default();
-            let t1 = r.tails.get(h1).cloned().unwrap_or_default();
-            assert_eq!(t0, ["one", "Using certificate key:"], "chunks of {size}");
-            assert_eq!(t1, ["<redacted>", "two"], "chunks of {size}");
-            let log = std::fs::read_to_string(crate::outlog::path(d.path())).unwrap();
-            assert!(!log.contains(key) && log.contains("[runcmd] tail"), "{log}");
-        }
     }
 }
