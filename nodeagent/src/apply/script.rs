@@ -328,7 +328,7 @@ impl Lexer {
                 } else if self.in_word {
                     self.word.push(ch);
                 }
-                return Some(1);
+                Some(1)
             }
             Some(Frame::Double) => {
                 if self.escaped {
@@ -341,7 +341,7 @@ impl Lexer {
                 if self.in_word && !matches!(ch, '\\' | '"' | '`' | '$') {
                     self.word.push(ch);
                 }
-                return Some(match ch {
+                Some(match ch {
                     '\\' => {
                         self.escaped = true;
                         1
@@ -356,7 +356,7 @@ impl Lexer {
                     }
                     '$' => self.dollar(next, after),
                     _ => 1,
-                });
+                })
             }
             Some(Frame::Back) => {
                 if self.escaped {
@@ -366,7 +366,7 @@ impl Lexer {
                 } else if ch == '`' {
                     self.stack.pop();
                 }
-                return Some(1);
+                Some(1)
             }
             Some(Frame::Arith(depth)) | Some(Frame::Param(depth)) => {
                 let arith = matches!(self.stack.last(), Some(Frame::Arith(_)));
@@ -404,7 +404,7 @@ impl Lexer {
                     }
                     _ => {}
                 }
-                return Some(1);
+                Some(1)
             }
             _ => None,
         }

@@ -336,14 +336,9 @@ pub fn finish(ctx: &mut Ctx<'_>) {
         .get(live.pos)
         .map_or(1, |s| i32::from(!ctx.journal.is_done(&s.id, false)));
     answer(&mut live, status);
-    loop {
-        match wait(&mut live) {
-            Waited::Paused(at) => {
-                live.pos = at;
-                answer(&mut live, 1);
-            }
-            Waited::Ended => break,
-        }
+    while let Waited::Paused(at) = wait(&mut live) {
+        live.pos = at;
+        answer(&mut live, 1);
     }
     live.output.read();
     live.output.finish();

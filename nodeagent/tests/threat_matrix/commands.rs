@@ -49,7 +49,7 @@ pub fn cmd_dir(root: &Path, iid: &str) -> PathBuf {
 /// The file `<h>.EXT` of a list's program (`runcmd`, per instance) in `cmd/`.
 pub fn program_file(root: &Path, iid: &str, ext: &str) -> PathBuf {
     let h = nodeagent::apply::files::sha256_hex(b"runcmd:program");
-    cmd_dir(root, iid).join(format!("{}.{ext}", &h[..16]))
+    cmd_dir(root, iid).join(format!("{}.{ext}", h.get(..16).unwrap()))
 }
 
 /// Every process's command line, as any local user can read it in /proc.

@@ -275,7 +275,8 @@ fn one(case: &Case, fork: bool) {
             kill(agent, libc::SIGSTOP);
             open("gok");
             let h = nodeagent::apply::files::sha256_hex(b"runcmd[2]:kubeadm");
-            let rc = crate::commands::cmd_dir(r, "vm-crash").join(format!("{}.rc", &h[..16]));
+            let rc = crate::commands::cmd_dir(r, "vm-crash")
+                .join(format!("{}.rc", h.get(..16).unwrap()));
             wait_for("kubeadm's recorded status", &mut || rc.exists());
             agent
         }
