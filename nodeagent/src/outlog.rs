@@ -46,13 +46,28 @@ fn try_append(root: &Path, step: &str, lines: &[&str]) -> std::io::Result<()> {
         rotated.push(".1");
         std::fs::rename(&p, rotated)?;
     }
-    let mut f = std::fs::OpenOptions::new()
+    open_append(&p)?.write_all(text.as_bytes())
+}
+
+/// Open a log file of the agent's (this one, kubeadm.log, events.jsonl) to append to:
+/// created 0640, never through a symlink at the file itself, never blocking on a FIFO put
+/// there, and only a regular file with one link (a hard link planted at the path would make
+/// the agent write into another file).
+pub fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
+    let f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o640)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&p)?;
-    f.write_all(text.as_bytes())
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    let m = f.metadata()?;
+    if !m.is_file() || std::os::unix::fs::MetadataExt::nlink(&m) != 1 {
+        return Err(std::io::Error::other(format!(
+            "{}: not a regular file with one link; not written",
+            path.display()
+        )));
+    }
+    Ok(f)
 }
 
 #[cfg(test)]

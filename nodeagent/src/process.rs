@@ -430,32 +430,84 @@ fn poll_ms(wait: Option<Duration>) -> i32 {
 
 /// Run `cmd` with the stdio the caller set up (the supervisor's output file), bounded by
 /// `limits.deadline` and the run deadline; the group is killed when it passes.
-pub fn run_inherited(mut cmd: Command, limits: &Limits) -> Result<ExitStatus, ProcessError> {
-    // The child may change the tree under a `--root` (confine.rs).
+pub fn run_inherited(cmd: Command, limits: &Limits) -> Result<ExitStatus, ProcessError> {
+    start_inherited(cmd, limits)?.wait()
+}
+
+/// A program started by [`start_inherited`] or [`start_forked`], running until its deadline:
+/// the caller waits for it in slices and does other work between them (a list's program
+/// pauses at the kubeadm step, which the agent runs meanwhile).
+pub struct Running {
+    leader: Box<dyn Leader>,
+    pidfd: Option<OwnedFd>,
+    deadline: Option<Instant>,
+    budget: Duration,
+    grace: Duration,
+    program: String,
+    /// The child may change the tree under a `--root` (confine.rs).
+    _forget: crate::confine::Forget,
+}
+
+impl Running {
+    /// Wait at most `slice` for the program to exit: its status once it has, `None` while it
+    /// runs. At its deadline its whole group is killed: `TimedOut`.
+    pub fn wait_for(&mut self, slice: Duration) -> Result<Option<ExitStatus>, ProcessError> {
+        let until = Instant::now() + slice;
+        let stop = self.deadline.map_or(until, |d| d.min(until));
+        if !exits_by(self.leader.as_mut(), self.pidfd.as_ref(), stop) {
+            if self.deadline.is_some_and(|d| Instant::now() >= d) {
+                kill_group(self.leader.as_mut(), self.pidfd.as_ref(), self.grace);
+                tracing::warn!(program = %self.program, "killed at its deadline");
+                return Err(ProcessError::TimedOut {
+                    program: self.program.clone(),
+                    after: self.budget,
+                });
+            }
+            return Ok(None);
+        }
+        loop {
+            match self.leader.wait() {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(source) => {
+                    return Err(ProcessError::Io {
+                        program: self.program.clone(),
+                        source,
+                    });
+                }
+                Ok(s) => return Ok(Some(s)),
+            }
+        }
+    }
+
+    /// Wait for the exit (or the deadline).
+    pub fn wait(mut self) -> Result<ExitStatus, ProcessError> {
+        loop {
+            // A day per slice: the deadline (or none) bounds the whole wait.
+            if let Some(s) = self.wait_for(Duration::from_secs(86_400))? {
+                return Ok(s);
+            }
+        }
+    }
+}
+
+/// Start `cmd` with the stdio the caller set up, in its own process group, bounded by
+/// `limits.deadline` and the run deadline (enforced while the caller waits).
+pub fn start_inherited(mut cmd: Command, limits: &Limits) -> Result<Running, ProcessError> {
     let _forget = crate::confine::Forget::now();
     let program = program_name(&cmd);
     let (deadline, budget) = bounds(limits, &program)?;
-    let mut child = spawn(&mut cmd, &program)?;
+    let child = spawn(&mut cmd, &program)?;
     let pidfd = pidfd_open(child.id() as i32);
-    let exited = match deadline {
-        None => true,
-        Some(d) => exits_by(&mut child, pidfd.as_ref(), d),
-    };
-    if !exited {
-        kill_group(&mut child, pidfd.as_ref(), limits.kill_grace);
-        tracing::warn!(command = %shown(&cmd), "killed at its deadline");
-        return Err(ProcessError::TimedOut {
-            program,
-            after: budget,
-        });
-    }
-    loop {
-        match child.wait() {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(source) => return Err(ProcessError::Io { program, source }),
-            Ok(s) => return Ok(s),
-        }
-    }
+    tracing::debug!(command = %shown(&cmd), "started, waited for in slices");
+    Ok(Running {
+        leader: Box::new(child),
+        pidfd,
+        deadline,
+        budget,
+        grace: limits.kill_grace,
+        program,
+        _forget,
+    })
 }
 
 /// A started program this module may signal: its pid leads its own process group.
@@ -603,6 +655,15 @@ pub fn run_forked(
     limits: &Limits,
     f: impl FnOnce() -> i32,
 ) -> Result<ExitStatus, ProcessError> {
+    start_forked(name, limits, f)?.wait()
+}
+
+/// [`run_forked`]'s start: the child runs `f`; the caller waits for it ([`Running`]).
+pub fn start_forked(
+    name: &str,
+    limits: &Limits,
+    f: impl FnOnce() -> i32,
+) -> Result<Running, ProcessError> {
     let (deadline, budget) = bounds(limits, name)?;
     // The child may change the tree under a `--root` (confine.rs).
     let _forget = crate::confine::Forget::now();
@@ -631,23 +692,14 @@ pub fn run_forked(
     // (EACCES once the child has set it itself: harmless).
     // SAFETY: setpgid on our own child.
     unsafe { libc::setpgid(pid, pid) };
-    let mut child = Forked { pid, status: None };
-    let pidfd = pidfd_open(pid);
-    let exited = match deadline {
-        None => true,
-        Some(d) => exits_by(&mut child, pidfd.as_ref(), d),
-    };
-    if !exited {
-        kill_group(&mut child, pidfd.as_ref(), limits.kill_grace);
-        tracing::warn!(name, "killed at its deadline");
-        return Err(ProcessError::TimedOut {
-            program: name.to_string(),
-            after: budget,
-        });
-    }
-    child.wait().map_err(|source| ProcessError::Io {
+    Ok(Running {
+        leader: Box::new(Forked { pid, status: None }),
+        pidfd: pidfd_open(pid),
+        deadline,
+        budget,
+        grace: limits.kill_grace,
         program: name.to_string(),
-        source,
+        _forget,
     })
 }
 

@@ -1,5 +1,7 @@
 //! Secret redaction for anything that leaves the process: logs, journal, status,
-//! error messages, collect-logs. One function so every channel redacts the same way.
+//! error messages, collect-logs. One state machine, [`Redactor`], so every channel redacts
+//! the same way: every program's output is fed to one as it is read (bytes, any chunking),
+//! and every other text goes through [`redact_text`], the same machine over its lines.
 //!
 //! What is removed (replaced by `<redacted>`):
 //! - PEM bodies (`-----BEGIN X-----` … `-----END X-----`), also when the newlines are
@@ -15,7 +17,8 @@
 //!   `--db-password=…`), and of `Authorization:` headers;
 //! - long base64 runs that look like key material printed without PEM armour.
 //!
-//! The text is otherwise unchanged (same lines, same order), so redacted logs stay readable.
+//! The text is otherwise unchanged (same lines, same order; a multi-line PEM body becomes one
+//! `<redacted>` line), so redacted logs stay readable.
 
 pub const REDACTED: &str = "<redacted>";
 
@@ -45,44 +48,269 @@ const SECRET_KEYS: &[&str] = &[
     "secret",
 ];
 
-/// Replace every secret in `text` with `<redacted>` (see the module doc for what counts).
+/// Replace every secret in `text` with `<redacted>` (see the module doc for what counts):
+/// the text is one stream through a [`Redactor`], so a rule that spans lines (a PEM body,
+/// the line after `Using certificate key:`) holds here exactly as on a program's output.
 pub fn redact_text(text: &str) -> String {
-    let pem_free = redact_pem(text);
-    let mut out = String::with_capacity(pem_free.len());
-    let mut cert_key_next = false;
-    let mut bare = BareKey::default();
-    for (i, line) in pem_free.split('\n').enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        if let Some(red) = bare.line(line) {
+    let mut r = Redactor::new();
+    let mut out = String::with_capacity(text.len());
+    let mut first = true;
+    for line in text.split('\n') {
+        if let Some(red) = r.line(line) {
+            if !first {
+                out.push('\n');
+            }
+            first = false;
             out.push_str(&red);
-            continue;
         }
-        if cert_key_next && !line.trim().is_empty() {
-            let indent = line
-                .get(..line.len() - line.trim_start().len())
-                .unwrap_or_default();
-            out.push_str(indent);
-            out.push_str(REDACTED);
-            cert_key_next = false;
-            continue;
-        }
-        let red = redact_line(line);
-        cert_key_next = red
-            .trim_end()
-            .to_ascii_lowercase()
-            .ends_with("certificate key:");
-        out.push_str(&red);
+    }
+    // A PEM body folded into one `<redacted>` at the end keeps the text's final line break.
+    if text.ends_with('\n') && !out.ends_with('\n') {
+        out.push('\n');
     }
     out
 }
 
-/// Redact PEM bodies, keeping the BEGIN/END markers so readers see what was there.
-/// Linear in the text: every search starts where the previous one of its kind stopped, and
-/// the END search is remembered, so many BEGIN markers without an END (adversarial text)
-/// do not rescan the rest of the text once each.
-fn redact_pem(text: &str) -> String {
+/// Longest line a [`Redactor`] fed bytes emits (after redaction); the rest is cut.
+pub const MAX_LINE: usize = crate::limits::KUBEADM_MAX_LINE;
+/// Raw bytes of one line kept whole for redaction: more than MAX_LINE, so that a secret
+/// which straddles the MAX_LINE cut is still whole when the rules see it.
+const RAW_LINE: usize = 4 * MAX_LINE;
+/// Of a line longer than RAW_LINE, the last bytes kept for the rules that look at a line's
+/// end (`certificate key:`, a PEM header, key material the next line continues).
+const TAIL_WINDOW: usize = 1024;
+/// Output streams one redactor reads at once (a program's stdout and stderr).
+pub const STREAMS: usize = 2;
+
+/// The one redactor: a state machine over the lines of one output, fed whole text
+/// ([`redact_text`]), line by line ([`Redactor::line`]), or bytes as they are read
+/// ([`Redactor::push`], every program's stdout and stderr: chunks of any size, a byte at a
+/// time included). The state carried from line to line is what no line-by-line scrub can
+/// see: an open PEM body (its lines folded into one `<redacted>`), kubeadm's `Using
+/// certificate key:` (the next non-blank line is the key), and an unarmoured key body (its
+/// following base64 lines). Streams fed to one redactor share that state in the order their
+/// lines complete, so a marker on stderr covers the key on stdout.
+#[derive(Debug, Default)]
+pub struct Redactor {
+    /// Inside a PEM body that has not ended; whether its `<redacted>` line was emitted.
+    pem_open: Option<bool>,
+    cert_key_next: bool,
+    bare: BareKey,
+    bufs: [LineBuf; STREAMS],
+}
+
+/// One stream's line being assembled: its first RAW_LINE bytes, and past those a window of
+/// its last bytes (memory stays bounded whatever is printed).
+#[derive(Debug, Default)]
+struct LineBuf {
+    head: Vec<u8>,
+    tail: Vec<u8>,
+    overlong: bool,
+}
+
+impl LineBuf {
+    fn add(&mut self, mut part: &[u8]) {
+        if !self.overlong {
+            let room = RAW_LINE - self.head.len();
+            let take = room.min(part.len());
+            self.head
+                .extend_from_slice(part.get(..take).unwrap_or_default());
+            part = part.get(take..).unwrap_or_default();
+            if part.is_empty() {
+                return;
+            }
+            self.overlong = true;
+        }
+        self.tail.extend_from_slice(part);
+        if self.tail.len() > 2 * TAIL_WINDOW {
+            let cut = self.tail.len() - TAIL_WINDOW;
+            self.tail.drain(..cut);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.head.is_empty()
+    }
+
+    /// The line as the rules see it: whole, or (overlong) its head cut at a word boundary,
+    /// ` … `, and its last bytes from a word boundary: no secret is split at either cut.
+    fn take(&mut self) -> String {
+        let text = if self.overlong {
+            let head = cut_at_word(&self.head, true);
+            let from = self.tail.len().saturating_sub(TAIL_WINDOW);
+            let tail = cut_at_word(self.tail.get(from..).unwrap_or_default(), false);
+            format!(
+                "{} … {}",
+                String::from_utf8_lossy(head),
+                String::from_utf8_lossy(tail)
+            )
+        } else {
+            String::from_utf8_lossy(&self.head).into_owned()
+        };
+        self.head.clear();
+        self.tail.clear();
+        self.overlong = false;
+        text
+    }
+}
+
+/// `bytes` without the partial word at its end (`at_end`) or at its start: a cut line
+/// never shows the piece of a token the cut went through.
+fn cut_at_word(bytes: &[u8], at_end: bool) -> &[u8] {
+    let sep = |b: &u8| b.is_ascii_whitespace();
+    if at_end {
+        match bytes.iter().rposition(sep) {
+            Some(i) => bytes.get(..i).unwrap_or_default(),
+            None => &[],
+        }
+    } else {
+        match bytes.iter().position(sep) {
+            Some(i) => bytes.get(i + 1..).unwrap_or_default(),
+            None => &[],
+        }
+    }
+}
+
+impl Redactor {
+    pub fn new() -> Redactor {
+        Redactor::default()
+    }
+
+    /// Feed `chunk` of output stream `stream` (< STREAMS); every line it completes goes to
+    /// `emit` redacted and cut to MAX_LINE bytes.
+    pub fn push(&mut self, stream: usize, mut chunk: &[u8], emit: &mut dyn FnMut(String)) {
+        let stream = stream.min(STREAMS - 1);
+        while !chunk.is_empty() {
+            match chunk.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    self.bufs[stream].add(chunk.get(..i).unwrap_or_default());
+                    chunk = chunk.get(i + 1..).unwrap_or_default();
+                    self.end_line(stream, emit);
+                }
+                None => {
+                    self.bufs[stream].add(chunk);
+                    chunk = &[];
+                }
+            }
+        }
+    }
+
+    /// End the line being assembled on `stream` here, even without a line break (the
+    /// program ended, or its output changed hands: the next list item's begins).
+    pub fn end_line(&mut self, stream: usize, emit: &mut dyn FnMut(String)) {
+        let stream = stream.min(STREAMS - 1);
+        let text = self.bufs[stream].take();
+        if let Some(mut red) = self.line(text.strip_suffix('\r').unwrap_or(&text)) {
+            cut_bytes(&mut red, MAX_LINE);
+            emit(red);
+        }
+    }
+
+    /// Whether a line without its line break is being assembled on `stream`.
+    pub fn pending(&self, stream: usize) -> bool {
+        !self.bufs[stream.min(STREAMS - 1)].is_empty()
+    }
+
+    /// End of the output: every stream's last line that has no line break.
+    pub fn finish(&mut self, emit: &mut dyn FnMut(String)) {
+        for stream in 0..STREAMS {
+            if !self.bufs[stream].is_empty() {
+                self.end_line(stream, emit);
+            }
+        }
+    }
+
+    /// One whole line, redacted; `None` when it is a further line of a PEM body whose
+    /// `<redacted>` was already emitted.
+    pub fn line(&mut self, line: &str) -> Option<String> {
+        let indent = line
+            .get(..line.len() - line.trim_start().len())
+            .unwrap_or_default();
+        if let Some(emitted) = self.pem_open {
+            if let Some(i) = line.find("-----END ") {
+                self.pem_open = None;
+                let before = line.get(..i).unwrap_or_default();
+                let lead = if emitted && before.trim().is_empty() {
+                    before.to_string()
+                } else {
+                    format!("{indent}{REDACTED}")
+                };
+                return Some(lead + &self.plain(line.get(i..).unwrap_or_default()));
+            }
+            if is_pem_body(line) {
+                if emitted {
+                    return None;
+                }
+                self.pem_open = Some(!line.trim().is_empty());
+                return Some(if line.trim().is_empty() {
+                    line.to_string()
+                } else {
+                    format!("{indent}{REDACTED}")
+                });
+            }
+            self.pem_open = None;
+        }
+        if let Some(red) = self.bare.line(line) {
+            self.cert_key_next = false;
+            return Some(red);
+        }
+        if self.cert_key_next && !line.trim().is_empty() {
+            self.cert_key_next = false;
+            return Some(format!("{indent}{REDACTED}"));
+        }
+        Some(self.plain(line))
+    }
+
+    /// A line outside any multi-line secret: its own secrets redacted, and what it opens for
+    /// the next line remembered.
+    fn plain(&mut self, line: &str) -> String {
+        let (pem_free, open) = redact_pem(line);
+        let red = redact_line(&pem_free);
+        self.pem_open = open;
+        self.cert_key_next = red
+            .trim_end()
+            .to_ascii_lowercase()
+            .ends_with("certificate key:");
+        red
+    }
+}
+
+/// `s` cut to at most `max` bytes at a character boundary, with `…` after it when cut.
+pub(crate) fn cut_bytes(s: &mut String, max: usize) {
+    if s.len() > max {
+        let mut cut = max;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push('…');
+    }
+}
+
+/// A line that can belong to a PEM body: base64 and blanks, or an RFC 1421 header
+/// (`Proc-Type: 4,ENCRYPTED`, `DEK-Info: …`) of an encrypted legacy key.
+fn is_pem_body(line: &str) -> bool {
+    let t = line.trim();
+    if t.bytes().all(|c| is_b64(c) || c == b' ' || c == b'\t') {
+        return true;
+    }
+    let name_len = t
+        .bytes()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == b'-')
+        .count();
+    name_len > 0 && t.get(name_len..).is_some_and(|r| r.starts_with(": "))
+}
+
+/// Redact the PEM bodies of one line (a body with JSON-escaped line breaks is one line),
+/// keeping the BEGIN/END markers so readers see what was there. Also returns whether the
+/// line ends inside a body that goes on in the next lines (`Some(true)`: its `<redacted>`
+/// is already in this line). Linear in the line: every search starts where the previous one
+/// of its kind stopped, and the END search is remembered, so many BEGIN markers without an
+/// END (adversarial text) do not rescan the rest of the line once each.
+fn redact_pem(text: &str) -> (String, Option<bool>) {
+    if !text.contains("-----BEGIN ") {
+        return (text.to_string(), None);
+    }
     const BEGIN: &str = "-----BEGIN ";
     const END: &str = "-----END ";
     let mut out = String::with_capacity(text.len());
@@ -133,12 +361,13 @@ fn redact_pem(text: &str) -> String {
                 pos = marker_end;
             }
             None => {
-                // Truncated PEM: swallow everything that can belong to a PEM body.
+                // No END on this line: swallow everything that can belong to a PEM body; a
+                // body that reaches the line's end may go on in the next lines.
                 let mut n = 0;
                 let bytes = body.as_bytes();
                 while let Some(&c) = bytes.get(n) {
                     if c.is_ascii_alphanumeric()
-                        || matches!(c, b'+' | b'/' | b'=' | b' ' | b'\t' | b'\r' | b'\n')
+                        || matches!(c, b'+' | b'/' | b'=' | b' ' | b'\t' | b'\r')
                     {
                         n += 1;
                     } else if c == b'\\' && bytes.get(n + 1) == Some(&b'n') {
@@ -147,16 +376,19 @@ fn redact_pem(text: &str) -> String {
                         break;
                     }
                 }
-                out.push_str(REDACTED);
-                if body.get(..n).is_some_and(|b| b.ends_with('\n')) {
-                    out.push('\n');
+                let shown = body.get(..n).is_some_and(|b| !b.trim().is_empty());
+                if shown {
+                    out.push_str(REDACTED);
                 }
                 pos = header_end + n;
+                if pos >= text.len() {
+                    return (out, Some(shown));
+                }
             }
         }
     }
     out.push_str(at(pos));
-    out
+    (out, None)
 }
 
 /// An unarmoured key body (base64 of PKCS#1, PKCS#8, SEC1 or OpenSSH, wrapped at 64 or 70
@@ -180,49 +412,6 @@ impl BareKey {
         }
         self.inside = ends_in_key_material(body);
         None
-    }
-}
-
-/// Line-by-line redaction of a stream (kubeadm output): carries PEM blocks, unarmoured key
-/// bodies and kubeadm's `Using certificate key:` line across calls, which `redact_text` on
-/// single lines cannot.
-#[derive(Debug, Default)]
-pub struct StreamRedactor {
-    in_pem: bool,
-    cert_key_next: bool,
-    bare: BareKey,
-}
-
-impl StreamRedactor {
-    pub fn line(&mut self, line: &str) -> String {
-        if self.in_pem {
-            match line.find("-----END ") {
-                Some(i) => {
-                    self.in_pem = false;
-                    return format!(
-                        "{REDACTED}{}",
-                        redact_text(line.get(i..).unwrap_or_default())
-                    );
-                }
-                None => return REDACTED.to_string(),
-            }
-        }
-        if self.cert_key_next && !line.trim().is_empty() {
-            self.cert_key_next = false;
-            return REDACTED.to_string();
-        }
-        if let Some(red) = self.bare.line(line) {
-            return red;
-        }
-        let out = redact_text(line);
-        if let Some(b) = line.rfind("-----BEGIN ") {
-            self.in_pem = !line.get(b..).unwrap_or_default().contains("-----END ");
-        }
-        self.cert_key_next = out
-            .trim_end()
-            .to_ascii_lowercase()
-            .ends_with("certificate key:");
-        out
     }
 }
 
@@ -271,9 +460,27 @@ fn is_word_byte(c: u8) -> bool {
 /// Redact flag values, secret key values, bootstrap tokens and unarmoured key material
 /// within one line.
 fn redact_line(line: &str) -> String {
-    let with_values = redact_values(line);
-    let without_tokens = redact_bootstrap_tokens(&with_values);
-    redact_key_material(&without_tokens)
+    // Each rule is skipped where it cannot match (the result is the same; most output lines
+    // have nothing to redact): a value needs `:` or `=` after its key, or a secret flag's
+    // `--` and its first letter; a token needs its `.`; key material 40 base64 characters.
+    let bytes = line.as_bytes();
+    let flag = bytes.windows(3).any(|w| {
+        w[0] == b'-'
+            && w[1] == b'-'
+            && matches!(w[2].to_ascii_lowercase(), b't' | b'c' | b'd' | b'p')
+    });
+    let mut out = if flag || bytes.iter().any(|&b| b == b':' || b == b'=') {
+        redact_values(line)
+    } else {
+        line.to_string()
+    };
+    if out.contains('.') {
+        out = redact_bootstrap_tokens(&out);
+    }
+    if out.len() >= DER_BASE64_MIN {
+        out = redact_key_material(&out);
+    }
+    out
 }
 
 /// Words that make a `NAME=value` assignment or a `--name=value` flag secret
@@ -581,334 +788,4 @@ fn is_token_bytes(b: &[u8]) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn command_lines_lose_env_secrets_secret_flags_auth_headers_and_bare_keys() {
-        let der = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj";
-        let line = format!(
-            "PGPASSWORD=hunter2 psql --db-password=s3cret --api-token=tok123 \
-             -H 'Authorization: Bearer eyJhbGciOi.payload' AWS_SECRET_ACCESS_KEY=wJalr key {der} end"
-        );
-        let red = redact_text(&line);
-        for secret in [
-            "hunter2",
-            "s3cret",
-            "tok123",
-            "eyJhbGciOi",
-            "wJalr",
-            "MIIEvQ",
-        ] {
-            assert!(!red.contains(secret), "{secret} in {red}");
-        }
-        // What is not secret stays, word for word.
-        for kept in [
-            "PGPASSWORD=",
-            "psql",
-            "--db-password=",
-            "-H 'Authorization: ",
-            "key ",
-            " end",
-        ] {
-            assert!(red.contains(kept), "{kept:?} lost: {red}");
-        }
-        // Redacting again changes nothing (collect-logs redacts logs that were redacted
-        // when written; the fields after a header's value must survive).
-        let logged = format!("{} step=runcmd[0] phase=\"failed\"", redact_text(&line));
-        assert_eq!(redact_text(&logged), logged);
-        // Hashes, paths and ordinary assignments are not key material.
-        let plain = "caCertHashes=sha256:0123abcd HOME=/root PATH=/usr/bin:/bin mode=0644";
-        assert_eq!(redact_text(plain), plain);
-    }
-
-    /// Adversarial shapes of a 2 MiB refused value (was 31 s: one END search per BEGIN).
-    #[test]
-    fn redaction_is_linear_on_adversarial_text() {
-        const SIZE: usize = 2 * 1024 * 1024;
-        let shapes = [
-            "-----BEGIN A-----\n;",
-            "-----BEGIN ",
-            "-----END -----BEGIN X-----",
-            "token=",
-            "password: '",
-            "--token ",
-            "abcdef.0123456789abcdef ",
-            "Using certificate key:\n",
-            "\\n-----BEGIN K-----\\n",
-        ];
-        for shape in shapes {
-            let text = shape.repeat(SIZE / shape.len());
-            let t = std::time::Instant::now();
-            let out = redact_text(&text);
-            let took = t.elapsed();
-            assert!(!out.is_empty());
-            assert!(
-                took < std::time::Duration::from_secs(5),
-                "{shape:?}: {took:?}"
-            );
-            eprintln!("{shape:?}: {took:?}");
-        }
-    }
-
-    const TOKEN: &str = "abcdef.0123456789abcdef";
-    const CERT_KEY: &str = "9f2c6e1d7a4b3c5d8e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d";
-
-    /// `s` redacted, checked to hold neither TOKEN nor CERT_KEY.
-    fn without_secrets(s: &str) -> String {
-        let r = redact_text(s);
-        assert!(!r.contains(TOKEN) && !r.contains(CERT_KEY), "{r}");
-        r
-    }
-
-    #[test]
-    fn flags_with_space_and_equals() {
-        let s = format!(
-            "kubeadm join 1.2.3.4:6443 --token {TOKEN} --certificate-key={CERT_KEY} --discovery-token-ca-cert-hash sha256:abc"
-        );
-        let r = without_secrets(&s);
-        assert!(
-            r.contains("--discovery-token-ca-cert-hash sha256:abc"),
-            "{r}"
-        );
-        assert!(
-            r.contains("--token <redacted>") && r.contains("--certificate-key=<redacted>"),
-            "{r}"
-        );
-    }
-
-    #[test]
-    fn yaml_and_json_keys() {
-        let yaml = "bootstrapTokens:\n- token: \"s3cr3t-value\"\n  ttl: 24h\ncontrolPlane:\n  certificateKey: 0011aa\n    password: 'p w'\n";
-        let r = redact_text(yaml);
-        assert!(
-            !r.contains("s3cr3t-value") && !r.contains("0011aa") && !r.contains("p w"),
-            "{r}"
-        );
-        assert!(r.contains("ttl: 24h"));
-        let json = r#"{"token":"xyzzy","tokenId":"keep","caCertHashes":["sha256:keep"],"Password" : "hunter2"}"#;
-        let r = redact_text(json);
-        assert!(!r.contains("xyzzy") && !r.contains("hunter2"), "{r}");
-        assert!(r.contains("keep"));
-    }
-
-    #[test]
-    fn not_secret_keys_untouched() {
-        for s in [
-            "users[0].passwd: not a password hash (value not shown)",
-            "plan: users[1].hashed_passwd: not a password hash",
-            "token-id: abcdef",
-            "caCertHashes: [sha256:00]",
-            "tokens: 3",
-            "the token is fine",
-            "kind: JoinConfiguration",
-        ] {
-            assert_eq!(redact_text(s), s);
-        }
-    }
-
-    #[test]
-    fn pem_bodies_multiline_escaped_and_truncated() {
-        let pem = "x\n-----BEGIN RSA PRIVATE KEY-----\nMIIEsecretline1\nAAAAsecretline2==\n-----END RSA PRIVATE KEY-----\ny";
-        let r = redact_text(pem);
-        assert_eq!(
-            r,
-            "x\n-----BEGIN RSA PRIVATE KEY-----\n<redacted>\n-----END RSA PRIVATE KEY-----\ny"
-        );
-        let esc =
-            r#"{"content":"-----BEGIN PRIVATE KEY-----\nMIIEsecret\n-----END PRIVATE KEY-----\n"}"#;
-        let r = redact_text(esc);
-        assert!(!r.contains("MIIEsecret"), "{r}");
-        assert!(r.contains("-----END PRIVATE KEY-----"));
-        let cut = "log: -----BEGIN EC PRIVATE KEY-----\nMHcCAQEEsecret\nAbc+/=";
-        let r = redact_text(cut);
-        assert!(
-            !r.contains("MHcCAQEEsecret") && !r.contains("Abc+/="),
-            "{r}"
-        );
-        let two =
-            "-----BEGIN A-----\nS1\n-----END A-----\n-----BEGIN B-----\nS2\n-----END B-----\n";
-        let r = redact_text(two);
-        assert!(!r.contains("S1") && !r.contains("S2"), "{r}");
-        assert_eq!(r.matches("<redacted>").count(), 2);
-    }
-
-    #[test]
-    fn bare_tokens_and_certificate_key_line() {
-        let s = format!(
-            "[bootstrap-token] Using token {TOKEN}\n[upload-certs] Using certificate key:\n{CERT_KEY}\nnext"
-        );
-        let r = without_secrets(&s);
-        assert!(r.ends_with("\nnext"));
-        // Not a token: wrong lengths, upper case.
-        for s in [
-            "abcdef.0123456789abcdefg",
-            "ABCDEF.0123456789ABCDEF",
-            "abcde.0123456789abcdef",
-        ] {
-            assert_eq!(redact_text(s), s);
-        }
-    }
-
-    #[test]
-    fn stream_redactor_carries_state() {
-        let mut r = StreamRedactor::default();
-        let lines = [
-            "a",
-            "-----BEGIN RSA PRIVATE KEY-----",
-            "MIIEsecret1",
-            "AAAAsecret2",
-            "-----END RSA PRIVATE KEY----- tail",
-            "Using certificate key:",
-            CERT_KEY,
-            "b",
-        ];
-        let out: Vec<String> = lines.iter().map(|l| r.line(l)).collect();
-        let joined = out.join("\n");
-        assert!(
-            !joined.contains("secret") && !joined.contains(CERT_KEY),
-            "{joined}"
-        );
-        assert_eq!(out[0], "a");
-        assert_eq!(out[7], "b");
-        assert!(
-            out[4].ends_with("-----END RSA PRIVATE KEY----- tail"),
-            "{}",
-            out[4]
-        );
-    }
-
-    /// An RSA key body printed without its PEM markers (`grep -v -- -----`, a key in a
-    /// Secret): every line, not only the first, which alone starts like DER.
-    #[test]
-    fn unarmoured_key_bodies_lose_every_line() {
-        let pem = crate::mint::pki::Key::generate(crate::mint::pki::Algorithm::Rsa2048)
-            .unwrap()
-            .private_pem;
-        let body: Vec<&str> = pem.lines().filter(|l| !l.starts_with("-----")).collect();
-        assert!(body.len() > 10);
-        let output = format!("before\n{}\nafter: done", body.join("\n"));
-        let check = |out: &str| {
-            for l in &body {
-                assert!(!out.contains(l), "{l} in {out}");
-            }
-            assert!(
-                out.starts_with("before\n") && out.ends_with("\nafter: done"),
-                "{out}"
-            );
-        };
-        let once = redact_text(&output);
-        check(&once);
-        assert_eq!(redact_text(&once), once);
-        let mut stream = StreamRedactor::default();
-        let lines: Vec<String> = output.split('\n').map(|l| stream.line(l)).collect();
-        check(&lines.join("\n"));
-        // The same body inside a JSON string (line breaks escaped), and indented in YAML.
-        let json = serde_json::json!({ "last": output }).to_string();
-        let back: serde_json::Value = serde_json::from_str(&redact_text(&json)).unwrap();
-        check(back["last"].as_str().unwrap());
-        let yaml = format!("key: |\n  {}\nnext: 1", body.join("\n  "));
-        let r = redact_text(&yaml);
-        assert!(
-            body.iter().all(|l| !r.contains(l)) && r.ends_with("\nnext: 1"),
-            "{r}"
-        );
-        // OpenSSH and Ed25519 / WireGuard (44 characters) bodies, and the tail of a body
-        // whose first line was cut off (a bounded output keeps its end).
-        for s in [
-            "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\nQyNTUxOQAAACBu5mQa7Bm0Hk2ZnV1uYfH3H9sOJ3a8ND2tUGrXkBqK4AAAAJgPwo9Y",
-            "YEtqC2rGjRj9oJ8f3V0m5cS0p7yq1vXh0b2x5Q8k7Vw=",
-            &body[3..].join("\n"),
-        ] {
-            let r = redact_text(s);
-            for l in s.lines() {
-                assert!(!r.contains(l), "{l} in {r}");
-            }
-        }
-        // The body's lines as words of one command line.
-        let cmd = format!("printf '%s\\n' {} >&2; exit 3", body.join(" "));
-        let r = redact_text(&cmd);
-        assert!(body.iter().all(|l| !r.contains(l)), "{r}");
-        assert!(
-            r.starts_with("printf '%s\\n' <redacted>") && r.ends_with(" >&2; exit 3"),
-            "{r}"
-        );
-        // Short base64-looking words and hex digests stay.
-        let plain = "ok\nsha256:3f2a9c0e1b7d4a5f6e8c9b0a1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e\nabc\nDONE";
-        assert_eq!(redact_text(plain), plain);
-    }
-
-    #[test]
-    fn idempotent() {
-        let s = format!("--token {TOKEN} token: x\n-----BEGIN K-----\nAA\n-----END K-----");
-        let once = redact_text(&s);
-        assert_eq!(redact_text(&once), once);
-    }
-
-    mod prop {
-        use super::super::*;
-        use proptest::prelude::*;
-
-        proptest! {
-            #[test]
-            fn bootstrap_tokens_never_survive(id in "[a-z0-9]{6}", sec in "[a-z0-9]{16}", pre in "[ -~]{0,20}", post in "[ -~]{0,20}") {
-                let token = format!("{id}.{sec}");
-                let pre = pre.trim_end_matches(|c: char| c.is_ascii_alphanumeric());
-                let post = post.trim_start_matches(|c: char| c.is_ascii_alphanumeric());
-                let out = redact_text(&format!("{pre}{token}{post}"));
-                prop_assert!(!out.contains(&token));
-            }
-
-            #[test]
-            fn flag_values_never_survive(v in "[A-Za-z0-9+/=._]{8,40}", flag in prop::sample::select(SECRET_FLAGS), eq in any::<bool>()) {
-                let s = if eq { format!("cmd {flag}={v} --x y") } else { format!("cmd {flag} {v} --x y") };
-                let out = redact_text(&s);
-                prop_assert!(!out.contains(&v), "{}", out);
-                prop_assert!(out.ends_with("--x y"));
-            }
-
-            #[test]
-            fn any_text_is_safe(s in "\\PC{0,80}") {
-                let once = redact_text(&s);
-                prop_assert_eq!(redact_text(&once), once.clone());
-            }
-
-            #[test]
-            fn pem_bodies_never_survive(body in prop::collection::vec("[A-Za-z0-9+/]{16,64}", 1..6)) {
-                let pem = format!("a\n-----BEGIN RSA PRIVATE KEY-----\n{}\n-----END RSA PRIVATE KEY-----\nb", body.join("\n"));
-                let out = redact_text(&pem);
-                for l in &body {
-                    prop_assert!(!out.contains(l.as_str()));
-                }
-            }
-        }
-    }
-
-    proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
-
-        /// Secret markers glued to multi-byte text (command output and error messages are
-        /// anyone's bytes): redaction returns, never panics, and a bootstrap token standing
-        /// alone between separators never survives it.
-        #[test]
-        fn multibyte_text_around_secret_markers_never_panics(parts in proptest::collection::vec(
-            proptest::sample::select(vec![
-                "--token", "--token=", "token:", "password=", "PGPASSWORD=", "Authorization:",
-                "authorization\"", "-----BEGIN ", "-----END ", "certificate key:", " ", "\t",
-                "\n", "'", "\"", "=", ":", ".", "é", "日本", "\u{2028}", "\u{1F512}", "ß=",
-                "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA", "abcdef.0123456789abcdef",
-                "|", "null", "x",
-            ]),
-            0..40,
-        )) {
-            let text = parts.concat();
-            let _ = redact_text(&text);
-            let mut stream = StreamRedactor::default();
-            for line in text.split('\n') {
-                let _ = stream.line(line);
-            }
-            let alone = redact_text(&format!("{text} abcdef.0123456789abcdef é"));
-            proptest::prop_assert!(!alone.ends_with("abcdef.0123456789abcdef é"), "{alone}");
-        }
-    }
-}
+mod tests;

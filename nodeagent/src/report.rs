@@ -236,17 +236,8 @@ const STATUS_FIELD_CHARS: usize = 160;
 /// Passes that cut the error until the compact status fits; then only the phase is sent.
 const STATUS_FIT_PASSES: usize = 12;
 
-/// `s` cut to at most `max` bytes at a character boundary, with `…` after it when cut.
-pub(crate) fn cut_bytes(s: &mut String, max: usize) {
-    if s.len() > max {
-        let mut cut = max;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-        s.push('…');
-    }
-}
+// Cutting a line is the redactor's (it cuts every output line it emits).
+pub(crate) use crate::redact::cut_bytes;
 
 /// `s` cut to `max` characters, with `…` when cut.
 fn cut_chars(s: &str, max: usize) -> String {
@@ -530,7 +521,6 @@ impl<'t> Reporter<'t> {
 
     fn append_event(&self) -> std::io::Result<()> {
         use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
         let ev = Event {
             ts_ms: now_ms(),
             instance_id: self.status.instance_id.clone(),
@@ -544,12 +534,7 @@ impl<'t> Reporter<'t> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o640)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(path)?;
+        let mut f = crate::outlog::open_append(&path)?;
         let mut line = serde_json::to_string(&ev).map_err(std::io::Error::other)?;
         line.push('\n');
         f.write_all(line.as_bytes())

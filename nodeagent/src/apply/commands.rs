@@ -1,38 +1,40 @@
-//! bootcmd/runcmd items and the system tools other steps call.
+//! bootcmd/runcmd programs' supervision and the system tools other steps call.
 //!
-//! The items of a bootcmd or runcmd list run as one shell program (shell.rs), supervised
-//! here. Without `--exec` an item is recorded as `skipped` (and runs on a later `--exec` run).
-//! Under `--root DIR` the program runs chrooted into DIR (working directory `/`), as
-//! cloud-init would run it on that node: the root must hold `/bin/sh` and the programs the
-//! items call.
+//! The items of a bootcmd or runcmd list run as one shell program (shell.rs, script.rs),
+//! supervised here. Without `--exec` an item is recorded as `skipped` (and runs on a later
+//! `--exec` run). Under `--root DIR` the program runs chrooted into DIR (working directory
+//! `/`), as cloud-init would run it on that node: the root must hold `/bin/sh` and the
+//! programs the items call.
 //!
 //! ## Exactly once, even when the agent is killed
 //! cloud-init writes its semaphore *before* running a module, so a crash mid-module means the
-//! module never runs again, finished or not. nodeagent instead supervises each command so that
-//! its exit status outlives the agent:
+//! module never runs again, finished or not. nodeagent instead supervises each program so
+//! that its items' statuses outlive the agent:
 //! * the agent takes an exclusive `flock` on `cmd/<h>.lock` (in the instance state dir) and
 //!   starts the supervisor (`supervise.rs`) in its own process group, holding the lock: a
 //!   forked child of the agent (no exec) when the agent runs single-threaded, as `nodeagent
 //!   run` does, else its own binary started anew with the lock as fd 9; the supervisor keeps
-//!   the lock, the command itself does not get it (a daemon it starts cannot hold it);
-//! * the supervisor runs the command with the per-command timeout (which keeps working if the
-//!   agent is gone), then writes the exit status to `cmd/<h>.rc` atomically and durably (temp,
-//!   fsync, rename, fsync dir), and exits, releasing the lock;
-//! * stdout/stderr go to `cmd/<h>.out` (0600), not to a pipe: a dead agent cannot SIGPIPE the
-//!   command. The agent logs it, redacted, when the command ends, then deletes it.
+//!   the lock, the program itself does not get it (a daemon it starts cannot hold it);
+//! * the supervisor runs `/bin/sh FILE` (the list's script, 0600 in the 0700 `cmd/`
+//!   directory: its text is in no argv) with the program's timeout (which keeps working if
+//!   the agent is gone); the program records each item's status itself (shell.rs); the
+//!   supervisor then writes the program's exit status to `cmd/<h>.rc` atomically and durably
+//!   (temp, fsync, rename, fsync dir), and exits, releasing the lock;
+//! * stdout/stderr go to `cmd/<h>.out` (0600, append mode), not to a pipe: a dead agent
+//!   cannot SIGPIPE the program. The agent reads it as it grows through one redactor and
+//!   deletes it when the program is over.
 //!
-//! On the next run a step without a `done` record first looks at `cmd/<h>.rc`; if the lock is
-//! still held, the orphaned program of the killed agent is still running and the agent waits for
-//! it. A recorded status: the item finished (0: `adopted`), it is not run again. No status and
-//! no lock holder (the item never finished, e.g. a power loss killed it): it runs again, in a
-//! new program started from the state the items before it recorded (shell.rs).
+//! On the next run a step without a `done` record first looks at its status record; if the
+//! lock is still held, the orphaned program of the killed agent is still running and the agent
+//! waits for it (answering it at the kubeadm step). A recorded status: the item finished
+//! (0: `adopted`), it is not run again. No status and no lock holder (the item never
+//! finished: a power loss, or its supervisor killed): it runs again, in a new program
+//! started from the state the items before it recorded (shell.rs).
 //! `<h>` is derived from the step id (and the boot id for per-boot steps).
 
 use super::{Ctx, Outcome, Target};
 use crate::error::{Error, ErrorKind, Result, Stage};
-use crate::limits::{
-    COMMAND_OUTPUT_LOG_BYTES, COMMAND_SHOWN_CHARS, COMMAND_TAIL_LINES, TOOL_TIMEOUT_SECS,
-};
+use crate::limits::{COMMAND_SHOWN_CHARS, TOOL_TIMEOUT_SECS};
 use crate::plan::{CommandSpec, Frequency, Run, Step};
 use crate::process;
 use std::fs::{File, OpenOptions};
@@ -106,47 +108,27 @@ pub(super) fn files_for_key(ctx: &Ctx<'_>, id: &str, frequency: Frequency) -> Re
 }
 
 pub(super) fn read_rc(p: &Path) -> Option<i32> {
-    std::fs::read_to_string(p).ok()?.trim().parse().ok()
+    String::from_utf8_lossy(&read_small(p, 64)?)
+        .trim()
+        .parse()
+        .ok()
 }
 
-/// Log the command's output (its last COMMAND_OUTPUT_LOG_BYTES), redacted, then delete it
-/// (it may hold secrets). Returns the last COMMAND_TAIL_LINES lines for the error message.
-pub(super) fn log_output(root: &Path, out: &Path, step: &str) -> Vec<String> {
-    let mut tail = std::collections::VecDeque::new();
-    if let Ok(bytes) = read_last(out, COMMAND_OUTPUT_LOG_BYTES) {
-        let text = crate::redact::redact_text(&String::from_utf8_lossy(&bytes));
-        crate::outlog::append(root, step, &text.lines().collect::<Vec<_>>());
-        for line in text.lines() {
-            tracing::info!(step = %step, "output: {line}");
-            if tail.len() == COMMAND_TAIL_LINES {
-                tail.pop_front();
-            }
-            tail.push_back(line.to_string());
-        }
+/// A record of the `cmd/` directory, at most `max` bytes: never through a link, never
+/// blocking (a FIFO or device put there is not read), only a regular file.
+pub(super) fn read_small(p: &Path, max: u64) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(p)
+        .ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None;
     }
-    let _ = std::fs::remove_file(out);
-    tail.into()
-}
-
-/// The last `max` bytes of a file, cut at a line start when it was longer.
-fn read_last(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut f = File::open(path)?;
-    let len = f.metadata()?.len();
-    let mut buf = Vec::new();
-    if len > max {
-        f.seek(SeekFrom::Start(len - max))?;
-        f.take(max).read_to_end(&mut buf)?;
-        let first_line = buf.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1);
-        let note = format!(
-            "[output cut: the last {} of {len} bytes]\n",
-            buf.len() - first_line
-        );
-        buf.splice(..first_line, note.into_bytes());
-    } else {
-        f.read_to_end(&mut buf)?;
-    }
-    Ok(buf)
+    let mut bytes = Vec::new();
+    f.take(max).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
 }
 
 fn flock(f: &File, nonblocking: bool) -> std::io::Result<bool> {
@@ -176,15 +158,25 @@ fn private_file() -> OpenOptions {
     o
 }
 
-/// Open and take a step's lock, waiting while the supervisor of a run that was killed still
-/// holds it (its program is still running; the supervisor's own timeout bounds the wait).
-pub(super) fn lock_step(path: &Path, place: &str) -> Result<File> {
-    let lock = private_file()
+/// Open a step's lock file (not taking the lock).
+pub(super) fn open_lock(path: &Path, place: &str) -> Result<File> {
+    private_file()
         .read(true)
         .write(true)
         .open(path)
-        .map_err(|e| Error::io(Stage::Apply, place, "lock", e))?;
-    if !flock(&lock, true).map_err(|e| Error::io(Stage::Apply, place, "lock", e))? {
+        .map_err(|e| Error::io(Stage::Apply, place, "lock", e))
+}
+
+/// Take `lock` if no one holds it: false while the supervisor of a killed run holds it.
+pub(super) fn try_lock(lock: &File, place: &str) -> Result<bool> {
+    flock(lock, true).map_err(|e| Error::io(Stage::Apply, place, "lock", e))
+}
+
+/// Open and take a step's lock, waiting while the supervisor of a run that was killed still
+/// holds it (its program is still running; the supervisor's own timeout bounds the wait).
+pub(super) fn lock_step(path: &Path, place: &str) -> Result<File> {
+    let lock = open_lock(path, place)?;
+    if !try_lock(&lock, place)? {
         tracing::info!(step = %place, "waiting for what a previous run started to finish");
         flock(&lock, false).map_err(|e| Error::io(Stage::Apply, place, "lock", e))?;
     }
@@ -198,18 +190,17 @@ pub fn skip(step: &Step, c: &CommandSpec) -> Outcome {
     Outcome::Skipped
 }
 
-/// Run `/bin/sh -c SCRIPT` under a supervisor holding `lock`, the caller's lock of `fl`
-/// (the items of a list: shell.rs), which records its exit status in `fl.rc`; its output outside the
-/// items goes to `fl.out`, logged under `place`.
-pub(super) fn supervise_program(
+/// Start `argv` (`/bin/sh FILE`: a list's program, shell.rs) under a supervisor holding
+/// `lock`, the caller's lock of `fl`, which records the program's exit status in `fl.rc`;
+/// its output goes to `fl.out`. The caller waits for it (and for its pauses).
+pub(super) fn start_program(
     ctx: &Ctx<'_>,
     place: &str,
     fl: &Files,
     lock: &File,
-    script: String,
+    argv: Vec<std::ffi::OsString>,
     timeout: u64,
-) -> Result<()> {
-    let argv = vec!["/bin/sh".into(), "-c".into(), script.into()];
+) -> Result<process::Running> {
     let sup = supervision(ctx, place, fl, argv, timeout)?;
     // The supervisor enforces `timeout` itself (and keeps doing so if the agent dies); this
     // bound is the backstop should the supervisor itself hang.
@@ -218,21 +209,19 @@ pub(super) fn supervise_program(
     // A forked child of this process supervises (no exec of this binary) when that is safe;
     // else (tests in a threaded harness) the binary started anew.
     let started = if ctx.opts.fork_supervisor {
-        supervise_forked(&sup, lock.as_raw_fd(), &limits)
+        supervise_forked(sup, lock.as_raw_fd(), &limits)
     } else {
         let mut cmd = supervisor_command(ctx, &sup)?;
         crate::supervise::pass_lock(&mut cmd, lock.as_raw_fd());
-        // Its own process group comes from process::run_inherited.
-        process::run_inherited(cmd, &limits)
+        // Its own process group comes from process::start_inherited.
+        process::start_inherited(cmd, &limits)
     };
     started.map_err(|e| match e {
         process::ProcessError::Spawn { source, .. } => {
             Error::io(Stage::Apply, place, "/bin/sh: cannot start", source)
         }
         e => Error::caused(Stage::Apply, place, e),
-    })?;
-    log_output(&ctx.target().root, &fl.out, place);
-    Ok(())
+    })
 }
 
 /// What the supervisor of one command is given: the program and its arguments, where its
@@ -252,9 +241,14 @@ fn supervision(
     argv: Vec<std::ffi::OsString>,
     timeout: u64,
 ) -> Result<Supervision> {
+    // Append mode: the program's records of where an item's output ends are appended to
+    // the same file by name (script.rs) and must land after what came before them.
+    // Made anew: whatever was at the path (a link, a FIFO, a hard link) is not written to.
+    let _ = std::fs::remove_file(&fl.out);
     let out = private_file()
         .write(true)
-        .truncate(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_APPEND)
         .open(&fl.out)
         .map_err(|e| Error::io(Stage::Apply, place, "output file", e))?;
     Ok(Supervision {
@@ -289,16 +283,16 @@ fn supervisor_command(ctx: &Ctx<'_>, sup: &Supervision) -> Result<Command> {
 /// The supervisor as a forked child: the same stdio, working directory and lock as
 /// [`supervisor_command`]'s, none of the agent's other descriptors, then `supervise.rs`.
 fn supervise_forked(
-    sup: &Supervision,
+    sup: Supervision,
     lock_fd: std::os::fd::RawFd,
     limits: &process::Limits,
-) -> std::result::Result<std::process::ExitStatus, process::ProcessError> {
+) -> std::result::Result<process::Running, process::ProcessError> {
     let null = File::open("/dev/null").map_err(|source| process::ProcessError::Spawn {
         program: "/dev/null".into(),
         source,
     })?;
     let (null_fd, out_fd) = (null.as_raw_fd(), sup.out.as_raw_fd());
-    process::run_forked(crate::supervise::ARG, limits, move || {
+    process::start_forked(crate::supervise::ARG, limits, move || {
         // SAFETY: descriptor calls on the child's own table. The step's lock stays open (as
         // the exec'd supervisor's fd 9) and close-on-exec: the command never gets it.
         unsafe {
@@ -562,16 +556,6 @@ pub fn run_host_within(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn read_last_keeps_the_end_from_a_line_start() {
-        let d = tempfile::tempdir().unwrap();
-        let p = d.path().join("out");
-        std::fs::write(&p, b"first line\nsecond\nthird\n").unwrap();
-        assert_eq!(read_last(&p, 1024).unwrap(), b"first line\nsecond\nthird\n");
-        let cut = String::from_utf8(read_last(&p, 10).unwrap()).unwrap();
-        assert_eq!(cut, "[output cut: the last 6 of 24 bytes]\nthird\n");
-    }
 
     #[test]
     fn shown_commands_are_redacted_and_bounded() {

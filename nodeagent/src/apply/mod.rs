@@ -19,8 +19,10 @@ pub mod files;
 pub mod grow;
 pub mod homes;
 pub mod hostname;
+mod listout;
 pub mod ntp;
 pub mod password;
+pub mod script;
 pub mod shell;
 pub mod users;
 
@@ -224,6 +226,8 @@ pub struct Ctx<'a> {
     /// step let fail the way cloud-init lets a module fail (warn, carry on): the run ends
     /// `degraded` with these reasons.
     pub warnings: Vec<String>,
+    /// A list's program waiting at the kubeadm step the loop runs meanwhile (shell.rs).
+    live: Option<shell::Live<'a>>,
 }
 
 impl Ctx<'_> {
@@ -432,8 +436,7 @@ fn apply_locked(
     summary: &mut Summary,
     run_started: Instant,
 ) -> Result<()> {
-    let stage = opts.stage;
-    journal.append(journal.record(Event::RunStart { stage }), false)?;
+    journal.append(journal.record(Event::RunStart { stage: opts.stage }), false)?;
     reporter.phase(Phase::Applying, None);
     let mut ctx = Ctx {
         opts,
@@ -441,36 +444,55 @@ fn apply_locked(
         journal,
         db: None,
         warnings: Vec::new(),
+        live: None,
     };
-    let order = order(&steps);
+    let res = run_steps(&mut ctx, reporter, &steps, summary, run_started);
+    // A program still waiting at the kubeadm step gets its answer and is waited for.
+    shell::finish(&mut ctx);
+    res
+}
+
+fn run_steps<'p>(
+    ctx: &mut Ctx<'p>,
+    reporter: &mut Reporter<'_>,
+    steps: &[&'p Step],
+    summary: &mut Summary,
+    run_started: Instant,
+) -> Result<()> {
+    let opts = ctx.opts;
+    let stage = opts.stage;
+    let plan = ctx.plan;
+    let order = order(steps);
     let mut pos = 0;
     // A failed kubeadm step that later runcmd items still follow (see `carry_on`).
     let mut deferred: Option<(&Step, Error, f64)> = None;
     // What the items of a list's program ended with (`run_list`), taken as the loop gets there.
-    let mut queued: HashMap<String, (Result<Outcome>, bool)> = HashMap::new();
+    let mut queued: HashMap<String, shell::ItemEnd> = HashMap::new();
     while pos < order.len() {
         let step = steps[order[pos]];
-        if already_done(&ctx, step, summary) {
+        if already_done(ctx, step, summary) {
             pos += 1;
             continue;
         }
         let started = Instant::now();
-        let (res, batch_len, ended) = if batchable(&ctx, step) {
-            let batch = batch_at(&ctx, &steps, &order, pos);
-            let (ok, failure) = file_batch(&mut ctx, &batch);
+        let mut interrupted = false;
+        let (res, batch_len, ended) = if batchable(ctx, step) {
+            let batch = batch_at(ctx, steps, &order, pos);
+            let (ok, failure) = file_batch(ctx, &batch);
             let ms = started.elapsed().as_secs_f64() * 1000.0 / batch.len() as f64;
             for s in &batch[..ok] {
-                record_done(&mut ctx, s, ms, DoneResult::Ok, false)?;
+                record_done(ctx, s, ms, DoneResult::Ok, false)?;
                 summary.ran.push(s.id.clone());
             }
             pos += ok;
             let Some(e) = failure else { continue };
             (Err(e), 1, false)
-        } else if let Some((r, end)) = run_list(&mut ctx, &steps, &order, pos, &mut queued) {
-            (r, 1, end)
+        } else if let Some(end) = shell::run_list(ctx, steps, &order, pos, &mut queued) {
+            interrupted = end.interrupted;
+            (end.result, 1, end.ended)
         } else {
             tracing::info!(step = %step.id, instance_id = %plan.instance_id, phase = "applying", "step start");
-            (run_step(step, &mut ctx, reporter), 1, false)
+            (run_step(step, ctx, reporter), 1, false)
         };
         let step = steps[order[pos]];
         let ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -479,7 +501,7 @@ fn apply_locked(
             Ok(outcome) => {
                 let last = pos + batch_len == order.len() && deferred.is_none();
                 let durable = durable_done(step, outcome, last && opts.ends_run);
-                record_done(&mut ctx, step, ms, outcome.result(), durable)?;
+                record_done(ctx, step, ms, outcome.result(), durable)?;
                 let counted = match outcome {
                     Outcome::Skipped => &mut summary.skipped,
                     _ => &mut summary.ran,
@@ -492,12 +514,18 @@ fn apply_locked(
                     && order[pos + 1..]
                         .iter()
                         .any(|&j| is_runcmd_like(&steps[j].action));
-                match carry_on(&step.action, later_runcmd) {
+                // An item without a recorded status (its supervisor killed each time) is
+                // not carried on: the run stops, and the next one runs it again.
+                let how = match interrupted {
+                    true => CarryOn::No,
+                    false => carry_on(&step.action, later_runcmd),
+                };
+                match how {
                     CarryOn::No => {
-                        not_run_after(&mut ctx, &steps, &order, pos, ended)?;
-                        return Err(fail(&mut ctx, reporter, stage, run_started, step, e, ms));
+                        not_run_after(ctx, steps, &order, pos, ended)?;
+                        return Err(fail(ctx, reporter, stage, run_started, step, e, ms));
                     }
-                    CarryOn::Warn => carried_on(&mut ctx, summary, (&steps, &order, pos), &e, ms)?,
+                    CarryOn::Warn => carried_on(ctx, summary, (steps, &order, pos), &e, ms)?,
                     CarryOn::FailAtEnd => {
                         // The later runcmd items run first, as in cloud-init's one script;
                         // the run still ends `failed` with this step's error.
@@ -512,7 +540,7 @@ fn apply_locked(
     }
     if let Some((step, e, ms)) = deferred {
         summary.warnings.append(&mut ctx.warnings);
-        return Err(fail(&mut ctx, reporter, stage, run_started, step, e, ms));
+        return Err(fail(ctx, reporter, stage, run_started, step, e, ms));
     }
     summary.warnings.append(&mut ctx.warnings);
     let r = ctx.journal.record(Event::RunEnd {
@@ -557,53 +585,6 @@ fn not_run_after(
         }
     }
     Ok(())
-}
-
-/// With `--exec`, a bootcmd/runcmd item (or the kubeadm step) starts its list's program
-/// (shell.rs): the items from here up to the next step that is not one of the list's, unless
-/// an earlier item ended the program. `None`: not such a step. Returns this step's result
-/// (and whether it ended the program); the later items' go to `queued`.
-fn run_list(
-    ctx: &mut Ctx<'_>,
-    steps: &[&Step],
-    order: &[usize],
-    pos: usize,
-    queued: &mut HashMap<String, (Result<Outcome>, bool)>,
-) -> Option<(Result<Outcome>, bool)> {
-    let step = steps[order[pos]];
-    if let Some(r) = queued.remove(&step.id) {
-        return Some(r);
-    }
-    let list = shell::list_of(&step.action).filter(|_| ctx.opts.exec)?;
-    match shell::ended_before(ctx, step) {
-        Err(e) => return Some((Err(e), false)),
-        Ok(true) => {
-            tracing::info!(step = %step.id, "not run: an earlier item ended the {list} program");
-            return Some((Ok(Outcome::NotRun), false));
-        }
-        Ok(false) if !matches!(step.action, Action::Command(_)) => return None,
-        Ok(false) => {}
-    }
-    let items: Vec<&Step> = order[pos..]
-        .iter()
-        .map(|&j| steps[j])
-        .take_while(|s| {
-            matches!(s.action, Action::Command(_))
-                && shell::list_of(&s.action) == Some(list)
-                && !ctx
-                    .journal
-                    .is_done(&s.id, s.frequency == Frequency::PerBoot)
-        })
-        .collect();
-    match shell::run_items(ctx, &items) {
-        Err(e) => Some((Err(e), false)),
-        Ok(ends) => {
-            for e in ends {
-                queued.insert(e.id, (e.result, e.ended));
-            }
-            queued.remove(&step.id)
-        }
-    }
 }
 
 /// The plain file writes that run as one batch from `order[pos]` (itself one): the following

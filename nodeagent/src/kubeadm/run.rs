@@ -9,7 +9,7 @@ use crate::config::KubeadmSettings;
 use crate::error::{Error, ErrorKind, Result, Stage};
 use crate::plan::{KubeadmMode, KubeadmSpec};
 use crate::process;
-use crate::redact::StreamRedactor;
+use crate::redact::Redactor;
 use crate::report::{Phase, Reporter, TAIL_LINES};
 use std::collections::VecDeque;
 use std::io::Write;
@@ -21,8 +21,6 @@ use std::time::{Duration, Instant};
 pub const OUTPUT_LOG: &str = "var/log/nodeagent/kubeadm.log";
 /// Step name used in status and errors.
 pub const STEP: &str = "kubeadm";
-/// Longest output line kept (after redaction); the rest is cut.
-const MAX_LINE: usize = crate::limits::KUBEADM_MAX_LINE;
 /// How much longer than the supervisor's kill grace the agent waits for a supervisor whose
 /// kubeadm overran its deadline (it records the status and exits right after the kill).
 const SUPERVISOR_SLACK: Duration = Duration::from_secs(5);
@@ -418,33 +416,22 @@ pub fn join_endpoint(root: &Path, config_file: &str) -> Option<String> {
     }
 }
 
-/// Redacted kubeadm output, appended to `/var/log/nodeagent/kubeadm.log` (0640).
+/// Redacted kubeadm output, appended to `/var/log/nodeagent/kubeadm.log` (0640; at
+/// `outlog::MAX_BYTES` it is rotated to `kubeadm.log.1`, so a kubeadm printing without end
+/// never fills `/var/log`).
 pub struct OutputLog {
     file: Option<std::fs::File>,
+    /// Bytes in the file.
+    size: u64,
     /// Also copied to `/var/log/nodeagent-output.log` (outlog.rs) under this root.
     root: std::path::PathBuf,
 }
 
 impl OutputLog {
     pub fn open(root: &Path) -> OutputLog {
-        use std::os::unix::fs::OpenOptionsExt;
-        // Parents resolved inside the root (confine.rs), a symlink at the file itself refused.
-        let file = crate::confine::file(root, OUTPUT_LOG)
-            .ok()
-            .filter(|p| {
-                p.parent()
-                    .map(std::fs::create_dir_all)
-                    .is_some_and(|r| r.is_ok())
-            })
-            .and_then(|p| {
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .mode(0o640)
-                    .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                    .open(p)
-                    .ok()
-            });
+        // Parents resolved inside the root (confine.rs); a link, a FIFO or a hard link at the
+        // file itself refused (outlog::open_append).
+        let file = Self::open_file(root);
         if file.is_none() {
             tracing::warn!(
                 "{} cannot be opened; kubeadm output goes to the journal only",
@@ -452,15 +439,42 @@ impl OutputLog {
             );
         }
         OutputLog {
+            size: file
+                .as_ref()
+                .and_then(|f| f.metadata().ok())
+                .map_or(0, |m| m.len()),
             file,
             root: root.to_path_buf(),
         }
     }
 
+    fn open_file(root: &Path) -> Option<std::fs::File> {
+        crate::confine::file(root, OUTPUT_LOG)
+            .ok()
+            .filter(|p| {
+                p.parent()
+                    .map(std::fs::create_dir_all)
+                    .is_some_and(|r| r.is_ok())
+            })
+            .and_then(|p| crate::outlog::open_append(&p).ok())
+    }
+
     fn line(&mut self, text: &str) {
         tracing::info!(target: "kubeadm", "{text}");
-        if let Some(f) = &mut self.file {
-            let _ = writeln!(f, "{text}");
+        let len = text.len() as u64 + 1;
+        if self.file.is_some() && self.size + len > crate::outlog::MAX_BYTES {
+            if let Ok(p) = crate::confine::file(&self.root, OUTPUT_LOG) {
+                let mut rotated = p.clone().into_os_string();
+                rotated.push(".1");
+                let _ = std::fs::rename(&p, rotated);
+            }
+            self.file = Self::open_file(&self.root);
+            self.size = 0;
+        }
+        if let Some(f) = &mut self.file
+            && writeln!(f, "{text}").is_ok()
+        {
+            self.size += len;
         }
         crate::outlog::append(&self.root, "kubeadm", &[text]);
     }
@@ -539,7 +553,8 @@ pub fn run_kubeadm(
         }
     };
     cmd.args(args).envs(runner.env.iter().map(|(k, v)| (k, v)));
-    let mut lines = [LineSplitter::default(), LineSplitter::default()];
+    // One redactor for both streams: a marker on one covers the secret on the other.
+    let mut redactor = Redactor::new();
     let mut tail: VecDeque<String> = VecDeque::with_capacity(TAIL_LINES + 1);
     let mut keep = |line: String, log: &mut OutputLog| {
         log.line(&line);
@@ -549,12 +564,9 @@ pub fn run_kubeadm(
         }
     };
     let result = process::run_streaming(cmd, &limits, None, &mut |stream, chunk| {
-        let splitter = &mut lines[stream as usize];
-        splitter.push(chunk, &mut |l| keep(l, log));
+        redactor.push(stream as usize, chunk, &mut |l| keep(l, log));
     });
-    for splitter in &mut lines {
-        splitter.finish(&mut |l| keep(l, log));
-    }
+    redactor.finish(&mut |l| keep(l, log));
     let (success, kind, reason) = judge(result, sup.is_some(), own);
     log.line(&format!(
         "# {} {}",
@@ -594,64 +606,5 @@ fn judge(
             format!("timed out after {}", process::show_duration(after)),
         ),
         Err(e) => (false, ErrorKind::CommandFailed, e.to_string()),
-    }
-}
-
-/// Raw bytes of one line kept for redaction: more than MAX_LINE, so that a secret which
-/// straddles the MAX_LINE cut is still whole when the redactor sees it.
-const RAW_LINE: usize = 4 * MAX_LINE;
-
-/// Splits one output stream into redacted lines of at most MAX_LINE bytes. A line longer
-/// than that is cut and the rest of it dropped, so memory stays bounded whatever is printed.
-#[derive(Default)]
-struct LineSplitter {
-    buf: Vec<u8>,
-    /// The current line was already emitted (cut); skip until its end.
-    skipping: bool,
-    redactor: StreamRedactor,
-}
-
-impl LineSplitter {
-    fn push(&mut self, mut chunk: &[u8], emit: &mut dyn FnMut(String)) {
-        while !chunk.is_empty() {
-            let (part, rest, ended) = match chunk.iter().position(|&b| b == b'\n') {
-                Some(i) => (
-                    chunk.get(..i).unwrap_or_default(),
-                    chunk.get(i + 1..).unwrap_or_default(),
-                    true,
-                ),
-                None => (chunk, &[][..], false),
-            };
-            chunk = rest;
-            if !self.skipping {
-                let room = RAW_LINE.saturating_sub(self.buf.len());
-                self.buf
-                    .extend_from_slice(part.get(..room.min(part.len())).unwrap_or_default());
-                if self.buf.len() >= RAW_LINE {
-                    self.flush(emit);
-                    self.skipping = true;
-                }
-            }
-            if ended {
-                if !self.skipping {
-                    self.flush(emit);
-                }
-                self.skipping = false;
-            }
-        }
-    }
-
-    fn finish(&mut self, emit: &mut dyn FnMut(String)) {
-        if !self.buf.is_empty() && !self.skipping {
-            self.flush(emit);
-        }
-    }
-
-    fn flush(&mut self, emit: &mut dyn FnMut(String)) {
-        let text = String::from_utf8_lossy(&self.buf);
-        let mut line = self.redactor.line(text.trim_end_matches('\r'));
-        crate::report::cut_bytes(&mut line, MAX_LINE);
-        self.buf.clear();
-        emit(line);
     }
 }

@@ -222,12 +222,18 @@ fn config_bytes(plan: &Plan, index: usize, root: &Path, path: &str) -> Option<Ve
 
 /// kubeadm's refusal, cut to a few lines, without the stack-trace hint, with quoted values
 /// dropped (kubeadm quotes the offending value, which may be a token) except field names, and
-/// redacted.
+/// redacted: both streams through one redactor first (stdout, then stderr), so a secret on
+/// the line after its marker is gone before any line is picked.
 fn reason(stderr: &[u8], stdout: &[u8]) -> String {
-    let text = String::from_utf8_lossy(if stderr.is_empty() { stdout } else { stderr });
-    let lines: Vec<String> = text
-        .lines()
-        .map(str::trim)
+    let mut redactor = crate::redact::Redactor::new();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    redactor.push(0, stdout, &mut |l| out.push(l));
+    redactor.end_line(0, &mut |l| out.push(l));
+    redactor.push(1, stderr, &mut |l| err.push(l));
+    redactor.finish(&mut |l| err.push(l));
+    let lines: Vec<String> = if stderr.is_empty() { &out } else { &err }
+        .iter()
+        .map(|l| l.trim())
         .filter(|l| !l.is_empty() && !l.starts_with("To see the stack trace"))
         .take(REASON_LINES)
         .map(|l| {
@@ -294,5 +300,12 @@ mod tests {
         let long = "x".repeat(1000);
         assert!(reason(long.as_bytes(), b"").chars().count() <= REASON_LINE_MAX + 1);
         assert_eq!(scrub("unterminated \"abc"), "unterminated \"…");
+        // A key on the line after its marker, on either stream.
+        let key = "9f2c6e1d7a4b3c5d8e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d";
+        let e = format!("[upload-certs] Using certificate key:\n{key}\nerror: bad\n");
+        for (stderr, stdout) in [(e.as_bytes(), &b""[..]), (&b""[..], e.as_bytes())] {
+            let r = reason(stderr, stdout);
+            assert!(!r.contains(key) && r.contains("error: bad"), "{r}");
+        }
     }
 }
