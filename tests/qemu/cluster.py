@@ -43,8 +43,19 @@ SKIP_PHASES = "addon/kube-proxy,addon/coredns"
 # kubeadm's deadlines (v1beta4 `timeouts`, as a KubeadmConfig may set them), raised for guests
 # under software emulation on a busy 2-core host: the control plane's static pods take minutes
 # to answer there, not seconds.
-TIMEOUTS = ["controlPlaneComponentHealthCheck=20m", "kubeletHealthCheck=10m", "etcdAPICall=10m",
-            "kubernetesAPICall=5m", "tlsBootstrap=10m", "discovery=10m"]
+# nodeagent widens its own deadline for one kubeadm run to these. A join's discovery waits for
+# the token the host applies once cp-0 answers; cp-1's is short (3m) so that, when the token
+# comes late, kubeadm itself gives up and nodeagent's retry path (reset, the PKI written
+# again, a second join) runs.
+TIMEOUTS = {
+    "init": ["controlPlaneComponentHealthCheck=20m", "kubeletHealthCheck=10m", "kubernetesAPICall=5m"],
+    "control-plane": ["discovery=3m", "tlsBootstrap=10m", "kubeletHealthCheck=10m",
+                      "controlPlaneComponentHealthCheck=20m", "etcdAPICall=10m", "kubernetesAPICall=5m"],
+    "worker": ["discovery=15m", "tlsBootstrap=10m", "kubeletHealthCheck=10m"],
+}
+# The joining nodes boot with cp-0 and wait for its endpoint (nodeagent's bounded wait): on a
+# loaded 2-core host that can take longer than the image default of 600 s.
+JOIN_NODE_CONFIG = "kubeadm:\n  endpoint_wait_secs: 1500\n  backoff_initial_secs: 1.0\n"
 POD_SUBNET = "192.168.0.0/16"  # mint's (CAPV's) ClusterConfiguration podSubnet; each node a /24 of it
 TEST_IMAGE = "nodeagent.test/busybox:1"
 STATIC_PODS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
@@ -148,7 +159,9 @@ class Cluster:
         self.nodes = list(nodes)
         self.work = workdir or os.path.join(s.workdir, name)
         os.makedirs(self.work, exist_ok=True)
-        self.node_config = node_config or {}  # node -> /etc/nodeagent/config.yaml text
+        # node -> /etc/nodeagent/config.yaml text (the image's config, on that node's disk)
+        self.node_config = {n: JOIN_NODE_CONFIG for n in self.nodes if NODES[n][0] != "init"}
+        self.node_config.update(node_config or {})
         self.pre_commands = pre_commands or {}  # node -> [preKubeadmCommands]
         self.k = kt.kube(s)
         self.bindir = self.k.bindir
@@ -194,7 +207,7 @@ class Cluster:
                      "--cloud-provider", "none", "--file", f"/etc/cni/net.d/10-nodeagent.conflist={cni}"]
             if role == "init":
                 extra += ["--skip-phases", SKIP_PHASES]
-            for t in TIMEOUTS:
+            for t in TIMEOUTS[role]:
                 extra += ["--kubeadm-timeout", t]
             for c in self.pre_commands.get(node, []):
                 extra += ["--pre-command", c]
@@ -545,18 +558,14 @@ def sc_init_worker(s):
     return c.failures
 
 
-# A join attempt bounded well below kubeadm's own 5-minute discovery timeout, so the
-# control-plane join's retry path (reset, the PKI written again, a second join) runs.
-CP_RETRY_CONFIG = "kubeadm:\n  timeout_secs: 150\n  backoff_initial_secs: 1.0\n"
-
-
 def sc_three_nodes(s):
     """cluster tier: cp-0 (init), cp-1 (control-plane join, stacked etcd) and w-0 (worker),
-    booted together: cp-1 waits for cp-0's API (bounded), its first join fails (the token is
-    not there yet), nodeagent resets and joins again with the shipped PKI intact; etcd lists
+    booted together: cp-1 waits for cp-0's API (bounded), its first join fails (kubeadm's
+    discovery gives up: the token is not there yet), nodeagent resets and joins again with
+    the shipped PKI intact; etcd lists
     two members; every Node Ready; a test pod Running on w-0."""
     c = sc.Checks()
-    run_cluster(s, c, "three-nodes", ["cp-0", "cp-1", "w-0"], node_config={"cp-1": CP_RETRY_CONFIG}, cp_retry=True)
+    run_cluster(s, c, "three-nodes", ["cp-0", "cp-1", "w-0"], cp_retry=True)
     return c.failures
 
 

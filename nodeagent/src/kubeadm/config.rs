@@ -627,6 +627,62 @@ fn is_ip_or_dns(s: &str) -> bool {
         })
 }
 
+/// A Go duration as whole seconds, rounded up (`1m30s` → 90, `500ms` → 1); None for a
+/// negative or unparsable one.
+pub fn go_duration_secs(s: &str) -> Option<u64> {
+    if !is_go_duration(s) || s.starts_with('-') {
+        return None;
+    }
+    let mut rest = s.strip_prefix('+').unwrap_or(s);
+    let mut nanos: f64 = 0.0;
+    while !rest.is_empty() && rest != "0" {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (num, after) = rest.split_at_checked(num_len)?;
+        let (unit, scale) = [
+            ("ns", 1.0),
+            ("us", 1e3),
+            ("µs", 1e3),
+            ("ms", 1e6),
+            ("h", 3.6e12),
+            ("m", 6e10),
+            ("s", 1e9),
+        ]
+        .into_iter()
+        .find(|(u, _)| after.starts_with(u))?;
+        nanos += num.parse::<f64>().ok()? * scale;
+        rest = after.strip_prefix(unit)?;
+    }
+    Some((nanos / 1e9).ceil().min(u64::MAX as f64) as u64)
+}
+
+impl KubeadmConfig {
+    /// How long kubeadm itself may wait in one `init` or `join`, by the v1beta4 `timeouts`
+    /// the config sets (the waits it makes one after another, summed); None when it sets
+    /// none. The agent never stops kubeadm before kubeadm's own deadlines would.
+    pub fn own_waits_secs(&self) -> Option<u64> {
+        let t = match (&self.init, &self.join) {
+            (Some(i), _) => i.spec.timeouts.as_ref(),
+            (None, Some(j)) => j.spec.timeouts.as_ref(),
+            _ => None,
+        }?;
+        let waits = [
+            &t.discovery,
+            &t.tls_bootstrap,
+            &t.kubelet_health_check,
+            &t.control_plane_component_health_check,
+            &t.etcd_api_call,
+            &t.kubernetes_api_call,
+        ];
+        let secs: Vec<u64> = waits
+            .iter()
+            .filter_map(|w| w.as_deref().and_then(go_duration_secs))
+            .collect();
+        (!secs.is_empty()).then(|| secs.iter().fold(0u64, |a, b| a.saturating_add(*b)))
+    }
+}
+
 /// Go `time.ParseDuration` syntax: `[-+]?(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+` or `0`.
 pub fn is_go_duration(s: &str) -> bool {
     let s = s.strip_prefix(['-', '+']).unwrap_or(s);
@@ -660,6 +716,33 @@ pub fn is_go_duration(s: &str) -> bool {
 #[cfg(test)]
 #[allow(clippy::indexing_slicing, clippy::string_slice)]
 mod tests {
+    #[test]
+    fn go_durations_in_seconds() {
+        for (text, secs) in [
+            ("90s", Some(90)),
+            ("1m30s", Some(90)),
+            ("1h", Some(3600)),
+            ("500ms", Some(1)),
+            ("1.5m", Some(90)),
+            ("0", Some(0)),
+            ("-5s", None),
+            ("5", None),
+            ("5x", None),
+        ] {
+            assert_eq!(super::go_duration_secs(text), secs, "{text}");
+        }
+    }
+
+    #[test]
+    fn own_waits_add_up_the_timeouts_the_config_sets() {
+        let init = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\ntimeouts:\n  controlPlaneComponentHealthCheck: 20m\n  kubeletHealthCheck: 10m\n";
+        assert_eq!(super::parse(init, "t").unwrap().own_waits_secs(), Some(1800));
+        let join = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\ndiscovery:\n  bootstrapToken:\n    apiServerEndpoint: 10.0.0.1:6443\n    token: abcdef.0123456789abcdef\n    unsafeSkipCAVerification: true\ntimeouts:\n  discovery: 2m\n";
+        assert_eq!(super::parse(join, "t").unwrap().own_waits_secs(), Some(120));
+        let none = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\n";
+        assert_eq!(super::parse(none, "t").unwrap().own_waits_secs(), None);
+    }
+
     #[test]
     fn a_ca_cert_hash_with_a_multi_byte_character_is_refused_not_a_panic() {
         // 71 bytes with 'é' across byte 7, and one across the hex part.

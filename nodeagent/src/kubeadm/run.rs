@@ -166,6 +166,7 @@ pub fn execute_restoring(
         config_arg,
     ];
     args.extend(spec.extra_args.iter().cloned());
+    let settings = &widened_to_kubeadm(settings, root, &spec.config_path);
     let mut run = StepRun {
         settings,
         runner,
@@ -208,6 +209,42 @@ pub fn execute_restoring(
         )
     })?;
     Ok(())
+}
+
+/// Beyond kubeadm's own waits, what one invocation needs for the rest of its work (certificates,
+/// manifests, uploads) on a slow machine.
+const KUBEADM_WORK_MARGIN_SECS: u64 = 120;
+
+/// The settings with the per-invocation deadline (and the join deadline) raised to kubeadm's
+/// own waits plus a margin, where the config's v1beta4 `timeouts` make them longer: a user
+/// who gives kubeadm 20 minutes for the control plane to come up must not see the agent stop
+/// kubeadm after 10. An unreadable config changes nothing (kubeadm then says what is wrong).
+fn widened_to_kubeadm(settings: &KubeadmSettings, root: &Path, config_path: &str) -> KubeadmSettings {
+    let mut out = settings.clone();
+    let waits = crate::confine::open_read(root, config_path)
+        .ok()
+        .and_then(|f| {
+            use std::io::Read;
+            let mut text = String::new();
+            f.take(crate::limits::MAX_DECODED_BYTES as u64)
+                .read_to_string(&mut text)
+                .ok()
+                .map(|_| text)
+        })
+        .and_then(|text| super::config::parse(&text, config_path).ok())
+        .and_then(|c| c.own_waits_secs());
+    if let Some(w) = waits {
+        let need = w.saturating_add(KUBEADM_WORK_MARGIN_SECS);
+        if need > out.timeout_secs {
+            tracing::info!(
+                "kubeadm's own timeouts in {config_path} add up to {w}s: its deadline is {need}s, not {}s",
+                out.timeout_secs
+            );
+            out.timeout_secs = need;
+            out.join_deadline_secs = out.join_deadline_secs.max(need);
+        }
+    }
+    out
 }
 
 /// Why the kubeadm step failed: what its status report and its error are made of.
