@@ -224,7 +224,7 @@ class Cluster:
         role, octet, subnet, mac, mem = NODES[node]
         files = {"/etc/nodeagent/config.yaml": self.node_config[node]} if node in self.node_config else None
         disk = self.k.disk(node, files=files)
-        fw = dict(self.bundles[node], **{"test.hold": "1", "test.timeout": "1500"})
+        fw = dict(self.bundles[node], **{"test.hold": "1", "test.timeout": "1500", "test.collect": "1"})
         vm = st.sysd(self.s).vm(node, disk, fw, nets=[(self.net.tap(), mac)],
                                 append="systemd.journald.forward_to_console=1")
         q.require_artifact(disk, self.k.artifact)
