@@ -263,9 +263,13 @@ fn json_min(s: &Status) -> String {
 
 /// Read `/run/nodeagent/status.json` under `root`.
 pub fn read_status(root: &Path) -> std::io::Result<Status> {
-    let text = std::fs::read_to_string(crate::confine::dir(root, STATUS_JSON)?)?;
-    serde_json::from_str(&text).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    let text = crate::confine::read_bounded(root, STATUS_JSON, MAX_STATUS_FILE_BYTES)?;
+    serde_json::from_slice(&text)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
+
+/// Largest `status.json` read back (`nodeagent status`): the agent writes a few KiB.
+const MAX_STATUS_FILE_BYTES: usize = 1024 * 1024;
 
 /// One line of `events.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -544,12 +548,14 @@ impl<'t> Reporter<'t> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
+        // Non-blocking: a FIFO there fails the open (no reader) or is refused, never waited on.
         let mut f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .mode(0o640)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
             .open(path)?;
+        crate::confine::ensure_regular(&f)?;
         let mut line = serde_json::to_string(&ev).map_err(std::io::Error::other)?;
         line.push('\n');
         f.write_all(line.as_bytes())
