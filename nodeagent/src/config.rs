@@ -107,12 +107,13 @@ impl ImageConfig {
     /// Load `<root>/etc/nodeagent/config.yaml`; a missing file gives the defaults.
     pub fn load(root: &Path) -> Result<ImageConfig> {
         let path = root.join(PATH);
-        let text = crate::confine::read(root, PATH).and_then(|b| {
-            String::from_utf8(b).map_err(|_| {
-                let msg = "stream did not contain valid UTF-8";
-                std::io::Error::new(std::io::ErrorKind::InvalidData, msg)
-            })
-        });
+        let text =
+            crate::confine::read_bounded(root, PATH, crate::yaml::MAX_YAML_BYTES).and_then(|b| {
+                String::from_utf8(b).map_err(|_| {
+                    let msg = "stream did not contain valid UTF-8";
+                    std::io::Error::new(std::io::ErrorKind::InvalidData, msg)
+                })
+            });
         match text {
             Ok(text) => Self::parse(&text).map_err(|e| e.within(&path.display().to_string())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ImageConfig::default()),
@@ -128,13 +129,7 @@ impl ImageConfig {
         if text.trim().is_empty() {
             return Ok(ImageConfig::default());
         }
-        let cfg: ImageConfig = serde_yaml::from_str(text).map_err(|e| {
-            let place = e
-                .location()
-                .map(|l| format!("line {} column {}", l.line(), l.column()))
-                .unwrap_or_default();
-            Error::new(Stage::Usage, place, e.to_string())
-        })?;
+        let cfg: ImageConfig = crate::yaml::parse(crate::yaml::Doc::new(Stage::Usage, ""), text)?;
         if !matches!(cfg.growpart.mode.as_str(), "auto" | "growpart" | "off") {
             return Err(Error::new(
                 Stage::Usage,

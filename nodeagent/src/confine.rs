@@ -102,6 +102,105 @@ pub fn open_read(root: &Path, rel: &str) -> io::Result<std::fs::File> {
     }
 }
 
+/// The one reader of bootstrap data (seed files, `dir:` and fw_cfg values, the agent's own
+/// state): the regular file `rel`, at most `max` bytes of it. Resolved inside `root` by the
+/// kernel as [`read`] resolves it; what the name leads to is `fstat`ed through an `O_PATH`
+/// descriptor before it is opened for reading, so a FIFO, device or socket there is refused
+/// without being opened (no hang, no device side effect), and so is a file with another hard
+/// link (its other name may be outside the root). The file opened is checked to be the one
+/// examined. More than `max` bytes is refused (`FileTooLarge`) after reading `max + 1`.
+pub fn read_bounded(root: &Path, rel: &str, max: usize) -> io::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    open_regular(root, rel)?
+        .take(max as u64 + 1)
+        .read_to_end(&mut buf)?;
+    if buf.len() > max {
+        return Err(io::Error::new(
+            io::ErrorKind::FileTooLarge,
+            format!("more than {max} bytes"),
+        ));
+    }
+    Ok(buf)
+}
+
+/// [`read_bounded`] of the first `len` bytes only, into a buffer made for them, never reading
+/// past them: where each read restarts the file (fw_cfg's `raw`), a read to find the end costs
+/// a whole extra pass.
+pub fn read_prefix(root: &Path, rel: &str, len: usize) -> io::Result<Vec<u8>> {
+    let mut buf = Vec::with_capacity(len);
+    open_regular(root, rel)?
+        .take(len as u64)
+        .read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+/// `rel` opened for reading once it is known to be a regular file with one link (see
+/// [`read_bounded`]).
+fn open_regular(root: &Path, rel: &str) -> io::Result<std::fs::File> {
+    use nix::fcntl::OFlag;
+    let probe = match open_in_root(root, rel, OFlag::O_PATH | OFlag::O_CLOEXEC)? {
+        Some(fd) => std::fs::File::from(fd),
+        None => {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_PATH)
+                .open(dir(root, rel)?)?
+        }
+    };
+    let seen = nix::sys::stat::fstat(&probe)?;
+    refuse_unless_regular(&seen)?;
+    let file = open_read(root, rel)?;
+    let opened = nix::sys::stat::fstat(&file)?;
+    if (opened.st_dev, opened.st_ino) != (seen.st_dev, seen.st_ino) {
+        return Err(io::Error::other("replaced while it was opened"));
+    }
+    Ok(file)
+}
+
+/// The port `rel` (a virtio-serial device, a FIFO or file in tests) opened inside `root` for
+/// appending, non-blocking (no reader yet is `ENXIO`, a full port `EAGAIN`, never a hang), every
+/// link on the way resolved inside the root by the kernel.
+pub fn open_port(root: &Path, rel: &str) -> io::Result<std::fs::File> {
+    use nix::fcntl::OFlag;
+    let flags =
+        OFlag::O_WRONLY | OFlag::O_APPEND | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC | OFlag::O_NOCTTY;
+    match open_in_root(root, rel, flags)? {
+        Some(fd) => Ok(std::fs::File::from(fd)),
+        None => {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .append(true)
+                .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+                .open(dir(root, rel)?)
+        }
+    }
+}
+
+/// `InvalidInput` unless the open `file` is a regular file with one link: for a writer that
+/// opened a name itself (non-blocking, never through a final link) and must not append to a
+/// FIFO, a device, or a file whose other name is outside the root.
+pub fn ensure_regular(file: &std::fs::File) -> io::Result<()> {
+    refuse_unless_regular(&nix::sys::stat::fstat(file)?)
+}
+
+/// `InvalidInput` unless `st` is a regular file with one link.
+fn refuse_unless_regular(st: &nix::sys::stat::FileStat) -> io::Result<()> {
+    let kind = match st.st_mode & libc::S_IFMT {
+        libc::S_IFREG if st.st_nlink <= 1 => return Ok(()),
+        libc::S_IFREG => "a file with another hard link",
+        libc::S_IFDIR => "a directory",
+        libc::S_IFIFO => "a FIFO",
+        libc::S_IFCHR | libc::S_IFBLK => "a device",
+        libc::S_IFSOCK => "a socket",
+        _ => "not a regular file",
+    };
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{kind}, not a regular file: refused"),
+    ))
+}
+
 /// Contents of the regular file `rel` as [`read`] reads it, except that a symlink as its last
 /// component is refused (`O_NOFOLLOW`, ELOOP), on the host too: for what is copied into a
 /// place others can read (the collect-logs archive), where a link in a log directory would

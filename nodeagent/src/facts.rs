@@ -62,10 +62,9 @@ impl Facts {
     /// Load `--facts FILE` (YAML or JSON object). It replaces detection entirely.
     pub fn from_file(path: &Path) -> Result<Facts> {
         let place = path.display().to_string();
-        let text = std::fs::read_to_string(path)
+        let file = std::fs::File::open(path)
             .map_err(|e| Error::new(Stage::Usage, &place, e.to_string()))?;
-        let node = crate::yaml::load(&text, crate::yaml::LoadOptions::default())
-            .map_err(|e| e.within(&place))?;
+        let node = crate::yaml::read_from(crate::yaml::Doc::new(Stage::Usage, &place), file)?;
         let json = node.to_json();
         serde_path_to_error::deserialize(json).map_err(|e| {
             let at = node.locate(e.path());

@@ -401,9 +401,16 @@ mod tests {
         ];
         for v in tricky {
             let text = to_string(&map([("k", s(v))]));
-            let back: std::collections::BTreeMap<String, serde_yaml::Value> =
-                serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{v:?}: {text:?}: {e}"));
-            assert_eq!(back["k"].as_str(), Some(v), "{text:?}");
+            // Read back by the agent's own YAML 1.1 reader: still the same string.
+            let doc = crate::yaml::Doc::new(crate::error::Stage::Report, "k");
+            let back =
+                crate::yaml::read(doc, &text).unwrap_or_else(|e| panic!("{v:?}: {text:?}: {e}"));
+            let got = back.get("k").map(|n| &n.value);
+            assert_eq!(
+                got,
+                Some(&crate::yaml::Value::Str(v.to_string())),
+                "{text:?}"
+            );
         }
     }
 

@@ -79,7 +79,7 @@ pub struct Timeouts {
 pub struct EnvVar {
     pub name: String,
     pub value: Option<String>,
-    pub value_from: Option<serde_yaml::Value>,
+    pub value_from: Option<serde_json::Value>,
 }
 
 pub struct ClusterConfiguration {
@@ -227,47 +227,47 @@ pub struct UpgradeConfiguration {
 }
 
 pub struct UpgradeApply {
-    pub kubernetes_version: Option<serde_yaml::Value>,
-    pub allow_experimental_upgrades: Option<serde_yaml::Value>,
+    pub kubernetes_version: Option<serde_json::Value>,
+    pub allow_experimental_upgrades: Option<serde_json::Value>,
     #[serde(rename = "allowRCUpgrades")]
-    pub allow_rc_upgrades: Option<serde_yaml::Value>,
-    pub certificate_renewal: Option<serde_yaml::Value>,
-    pub dry_run: Option<serde_yaml::Value>,
-    pub etcd_upgrade: Option<serde_yaml::Value>,
-    pub force_upgrade: Option<serde_yaml::Value>,
-    pub ignore_preflight_errors: Option<serde_yaml::Value>,
-    pub patches: Option<serde_yaml::Value>,
-    pub print_config: Option<serde_yaml::Value>,
-    pub skip_phases: Option<serde_yaml::Value>,
-    pub image_pull_policy: Option<serde_yaml::Value>,
-    pub image_pull_serial: Option<serde_yaml::Value>,
+    pub allow_rc_upgrades: Option<serde_json::Value>,
+    pub certificate_renewal: Option<serde_json::Value>,
+    pub dry_run: Option<serde_json::Value>,
+    pub etcd_upgrade: Option<serde_json::Value>,
+    pub force_upgrade: Option<serde_json::Value>,
+    pub ignore_preflight_errors: Option<serde_json::Value>,
+    pub patches: Option<serde_json::Value>,
+    pub print_config: Option<serde_json::Value>,
+    pub skip_phases: Option<serde_json::Value>,
+    pub image_pull_policy: Option<serde_json::Value>,
+    pub image_pull_serial: Option<serde_json::Value>,
 }
 
 pub struct UpgradeDiff {
-    pub kubernetes_version: Option<serde_yaml::Value>,
-    pub context_lines: Option<serde_yaml::Value>,
+    pub kubernetes_version: Option<serde_json::Value>,
+    pub context_lines: Option<serde_json::Value>,
 }
 
 pub struct UpgradeNode {
-    pub certificate_renewal: Option<serde_yaml::Value>,
-    pub dry_run: Option<serde_yaml::Value>,
-    pub etcd_upgrade: Option<serde_yaml::Value>,
-    pub ignore_preflight_errors: Option<serde_yaml::Value>,
-    pub skip_phases: Option<serde_yaml::Value>,
-    pub patches: Option<serde_yaml::Value>,
-    pub image_pull_policy: Option<serde_yaml::Value>,
-    pub image_pull_serial: Option<serde_yaml::Value>,
+    pub certificate_renewal: Option<serde_json::Value>,
+    pub dry_run: Option<serde_json::Value>,
+    pub etcd_upgrade: Option<serde_json::Value>,
+    pub ignore_preflight_errors: Option<serde_json::Value>,
+    pub skip_phases: Option<serde_json::Value>,
+    pub patches: Option<serde_json::Value>,
+    pub image_pull_policy: Option<serde_json::Value>,
+    pub image_pull_serial: Option<serde_json::Value>,
 }
 
 pub struct UpgradePlan {
-    pub kubernetes_version: Option<serde_yaml::Value>,
-    pub allow_experimental_upgrades: Option<serde_yaml::Value>,
+    pub kubernetes_version: Option<serde_json::Value>,
+    pub allow_experimental_upgrades: Option<serde_json::Value>,
     #[serde(rename = "allowRCUpgrades")]
-    pub allow_rc_upgrades: Option<serde_yaml::Value>,
-    pub dry_run: Option<serde_yaml::Value>,
-    pub etcd_upgrade: Option<serde_yaml::Value>,
-    pub ignore_preflight_errors: Option<serde_yaml::Value>,
-    pub print_config: Option<serde_yaml::Value>,
+    pub allow_rc_upgrades: Option<serde_json::Value>,
+    pub dry_run: Option<serde_json::Value>,
+    pub etcd_upgrade: Option<serde_json::Value>,
+    pub ignore_preflight_errors: Option<serde_json::Value>,
+    pub print_config: Option<serde_json::Value>,
 }
 
 pub struct JoinControlPlane {
@@ -364,7 +364,11 @@ timeouts:
     /// Go would, and that reads again as the same document.
     #[test]
     fn a_document_read_is_written_back_in_go_form() {
-        let doc: JoinConfiguration = serde_yaml::from_str(JOIN).unwrap();
+        let read = |text: &str| -> JoinConfiguration {
+            let doc = crate::yaml::Doc::new(crate::error::Stage::Kubeadm, "join");
+            crate::yaml::parse(doc, text).unwrap()
+        };
+        let doc = read(JOIN);
         let out = crate::goyaml::dump(&doc).unwrap();
         assert_eq!(
             out,
@@ -386,7 +390,7 @@ timeouts:
   discovery: 5m0s
 "
         );
-        let again: JoinConfiguration = serde_yaml::from_str(&out).unwrap();
+        let again = read(&out);
         assert_eq!(crate::goyaml::dump(&again).unwrap(), out);
     }
 

@@ -8,6 +8,11 @@ pub const MAX_DECODED_BYTES: usize = 16 * 1024 * 1024;
 pub const MAX_RAW_VALUE_BYTES: usize = 2 * MAX_DECODED_BYTES;
 /// Largest output of a gunzip of one value (bomb guard).
 pub const MAX_GUNZIP_BYTES: usize = 64 * 1024 * 1024;
+/// Largest YAML text `yaml::read` takes, whatever the document: as large as rendered userdata
+/// may be (MAX_RENDERED_BYTES), the largest the userdata reader ever saw. What a document
+/// costs in memory is bounded by MAX_YAML_EXPANDED_BYTES; this refuses a larger text before
+/// parsing, and bounds what a reader of a file (`yaml::read_from`) reads.
+pub const MAX_YAML_BYTES: usize = 64 * 1024 * 1024;
 /// Deepest YAML/JSON nesting accepted.
 pub const MAX_YAML_DEPTH: usize = 64;
 /// Most alias expansions (`*ref`) in one YAML document ("billion laughs" guard).
@@ -54,6 +59,9 @@ pub const OUTPUT_LOG_MAX_BYTES: u64 = 4 * 1024 * 1024;
 pub const COMMAND_TAIL_LINES: usize = 20;
 /// Longest command text shown in logs and errors (redacted first), in characters.
 pub const COMMAND_SHOWN_CHARS: usize = 200;
+/// Largest per-instance journal (`journal.jsonl`) read: a record per step event, a few KiB a
+/// boot; a larger one is refused rather than read into memory.
+pub const MAX_JOURNAL_BYTES: usize = 64 * 1024 * 1024;
 /// Largest status JSON published through `guestinfo.nodeagent.status` (docs/formats.md N.4).
 pub const MAX_STATUS_BYTES: usize = 4096;
 /// kubeadm output lines kept for the failure report (status and guestinfo).

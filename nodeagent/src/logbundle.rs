@@ -241,12 +241,14 @@ fn command_output(argv: &[&str]) -> Result<String, String> {
 /// YAML that does not parse is left out entirely rather than guessed at.
 pub fn redact_userdata(text: &str) -> String {
     let body = text.strip_prefix("## template: jinja\n").unwrap_or(text);
-    let Ok(mut doc) = serde_yaml::from_str::<serde_yaml::Value>(body) else {
+    let doc = crate::yaml::Doc::new(crate::error::Stage::Report, "userdata").duplicate_keys(true);
+    let Ok(node) = crate::yaml::read(doc, body) else {
         return "# userdata omitted: it does not parse as YAML\n".into();
     };
-    if let Some(files) = doc.get_mut("write_files").and_then(|f| f.as_sequence_mut()) {
+    let mut doc = node.to_json();
+    if let Some(files) = doc.get_mut("write_files").and_then(|f| f.as_array_mut()) {
         for f in files {
-            if let Some(m) = f.as_mapping_mut()
+            if let Some(m) = f.as_object_mut()
                 && let Some(c) = m.get_mut("content")
             {
                 let bytes = c
@@ -254,7 +256,7 @@ pub fn redact_userdata(text: &str) -> String {
                     .map(|s| s.as_bytes().to_vec())
                     .unwrap_or_default();
                 let summary = crate::plan::Content(bytes);
-                *c = serde_yaml::Value::String(format!(
+                *c = serde_json::Value::String(format!(
                     "<redacted: {} bytes, sha256 {}>",
                     summary.0.len(),
                     summary.sha256_hex()
@@ -273,21 +275,18 @@ pub fn redact_userdata(text: &str) -> String {
     )
 }
 
-fn scrub_passwords(v: &mut serde_yaml::Value) {
+fn scrub_passwords(v: &mut serde_json::Value) {
     match v {
-        serde_yaml::Value::Mapping(m) => {
+        serde_json::Value::Object(m) => {
             for (k, val) in m.iter_mut() {
-                if k.as_str()
-                    .is_some_and(|k| k.contains("passw") || k == "list" || k == "users")
-                    && val.is_string()
-                {
-                    *val = serde_yaml::Value::String("<redacted>".into());
+                if (k.contains("passw") || k == "list" || k == "users") && val.is_string() {
+                    *val = serde_json::Value::String("<redacted>".into());
                 } else {
                     scrub_passwords(val);
                 }
             }
         }
-        serde_yaml::Value::Sequence(s) => s.iter_mut().for_each(scrub_passwords),
+        serde_json::Value::Array(s) => s.iter_mut().for_each(scrub_passwords),
         _ => {}
     }
 }

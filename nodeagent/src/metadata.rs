@@ -141,14 +141,11 @@ pub fn nocloud_network(text: &str, place: &str) -> Result<Option<Value>> {
 }
 
 fn parse_object(text: &str, place: &str) -> Result<Map<String, Value>> {
-    if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(text) {
+    let doc = yaml::Doc::new(Stage::Metadata, place);
+    if let Some(Value::Object(m)) = yaml::read_json(doc, text)? {
         return Ok(m);
     }
-    let node = yaml::load(text, yaml::LoadOptions::default()).map_err(|e| {
-        let mut e = e.within(place);
-        e.stage = Stage::Metadata;
-        e
-    })?;
+    let node = yaml::read(doc, text)?;
     match node.to_json() {
         Value::Object(m) => Ok(m),
         Value::Null => Ok(Map::new()),

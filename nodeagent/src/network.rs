@@ -782,6 +782,12 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A rendered file read back by the agent's YAML reader.
+    fn read_yaml(text: &str) -> Value {
+        let doc = crate::yaml::Doc::new(crate::error::Stage::Apply, "rendered");
+        crate::yaml::read(doc, text).unwrap().to_json()
+    }
+
     fn text(f: &FileWrite) -> &str {
         std::str::from_utf8(&f.content.0).unwrap()
     }
@@ -838,7 +844,7 @@ mod tests {
             text(&files[0]),
             "# Written by nodeagent from the metadata's network config\nnetwork:\n  ethernets:\n    id0:\n      accept-ra: false\n      addresses:\n      - 10.20.30.21/24\n      - fd00::5/64\n      dhcp4: false\n      dhcp6: false\n      gateway4: 10.20.30.1\n      match:\n        macaddress: 00:50:56:aa:bb:01\n      mtu: 9000\n      nameservers:\n        addresses:\n        - 10.20.0.53\n        search:\n        - corp.example\n      routes:\n      - metric: 3\n        to: 192.168.5.0/24\n        via: 10.20.30.254\n      set-name: eth0\n      wakeonlan: true\n  renderer: networkd\n  version: 2\n"
         );
-        let back: Value = serde_yaml::from_str(text(&files[0])).unwrap();
+        let back: Value = read_yaml(text(&files[0]));
         let eth = &back["network"]["ethernets"]["id0"];
         assert_eq!(eth["match"]["macaddress"], "00:50:56:aa:bb:01");
         assert_eq!(eth["addresses"], json!(["10.20.30.21/24", "fd00::5/64"]));
@@ -856,7 +862,7 @@ mod tests {
             "dhcp4": true, "dhcp4-overrides": {"hostname": "hal", "route-metric": 100},
             "nameservers": {"search": ["no", "1.5"]}}}});
         let files = render_with(&cfg, "netplan", true).unwrap().files;
-        let back: Value = serde_yaml::from_str(text(&files[0])).unwrap();
+        let back: Value = read_yaml(text(&files[0]));
         let eth = &back["network"]["ethernets"]["yes"];
         assert_eq!(eth["match"]["macaddress"], "00:50:56:00:00:01");
         assert_eq!(eth["nameservers"]["search"], json!(["no", "1.5"]));
@@ -959,8 +965,7 @@ mod tests {
         for dir in ["metadata-golden-head", "metadata-golden-v1.10.0"] {
             for e in std::fs::read_dir(format!("{corpus}/{dir}")).unwrap() {
                 let p = e.unwrap().path();
-                let md: Value =
-                    serde_yaml::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+                let md: Value = read_yaml(&std::fs::read_to_string(&p).unwrap());
                 let net = &md["network"];
                 // Every golden uses 5-octet test MACs: strict rejects, naming the MAC field.
                 let e = render(net, "networkd").unwrap_err();

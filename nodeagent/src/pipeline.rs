@@ -70,7 +70,7 @@ pub fn open_transport(opts: &Options) -> Result<Opened> {
     let image = ImageConfig::load(&root)?;
     let (transport, transport_log) = match &opts.transport {
         Some(spec) => (
-            transport::from_spec(spec)?,
+            transport::from_spec_in(spec, &root)?,
             vec![format!("transport {spec} chosen with --transport")],
         ),
         None => transport::detect(&image.transports, &root)?,
@@ -95,7 +95,7 @@ pub fn fallback_transport(opts: &Options) -> Option<Box<dyn Transport>> {
         opts.root.clone()
     };
     match &opts.transport {
-        Some(spec) => transport::from_spec(spec).ok(),
+        Some(spec) => transport::from_spec_in(spec, &root).ok(),
         None => transport::detect(&ImageConfig::default().transports, &root)
             .ok()
             .map(|(t, _)| t),
@@ -285,10 +285,7 @@ fn subplatform(transport: &str) -> String {
 fn datasource(transport: &dyn Transport) -> crate::instance::Datasource {
     match transport.nocloud_seed() {
         Some(seed) => crate::instance::Datasource::NoCloud {
-            seed: std::path::absolute(seed)
-                .unwrap_or_else(|_| seed.to_path_buf())
-                .display()
-                .to_string(),
+            seed: seed.path().display().to_string(),
         },
         None => crate::instance::Datasource::VMware {
             subplatform: subplatform(transport.name()),
@@ -402,7 +399,7 @@ fn instance(inputs: &Inputs, memo: &Memo) -> Result<(Metadata, String, Value)> {
 /// takes it: the `network-config` file, never the meta-data's `network` key; the meta-data's
 /// `network-interfaces` (ifupdown text cloud-init converts) is refused, nodeagent does not read
 /// that format.
-fn nocloud_network(seed: &Path, md: &Metadata) -> Result<Option<Value>> {
+fn nocloud_network(seed: &transport::SeedDir, md: &Metadata) -> Result<Option<Value>> {
     if md.tree.contains_key("network-interfaces") {
         return Err(Error::new(
             Stage::Metadata,
@@ -412,7 +409,7 @@ fn nocloud_network(seed: &Path, md: &Metadata) -> Result<Option<Value>> {
         ));
     }
     let place = "nocloud network-config";
-    match transport::read_file_capped(&seed.join("network-config"), place)? {
+    match seed.read("network-config", place)? {
         Some(bytes) => metadata::nocloud_network(&String::from_utf8_lossy(&bytes), place),
         None => Ok(None),
     }
@@ -488,13 +485,8 @@ pub fn prepare_with(inputs: &Inputs, memo: &Memo) -> Result<Prepared> {
     let placed = |e: Error| {
         // The YAML is loaded again only to name the failing entry's line.
         let doc = rendered.as_deref().and_then(|r| {
-            crate::yaml::load(
-                r,
-                crate::yaml::LoadOptions {
-                    allow_duplicate_keys: true,
-                },
-            )
-            .ok()
+            let doc = crate::yaml::Doc::new(Stage::CloudConfig, source).duplicate_keys(true);
+            crate::yaml::read(doc, r).ok()
         });
         planner::target::with_line(e, doc.as_ref().map(|d| (d, source)))
     };
@@ -601,7 +593,9 @@ fn kubeadm_preflight_with(
         }
         let files = &mut disk.to_mut().files;
         for path in unread {
-            let bytes = crate::confine::read(root, &path).ok();
+            // A kubeadm config or certificate: a regular file, never a FIFO or an endless
+            // device, and no larger than any YAML document may be.
+            let bytes = crate::confine::read_bounded(root, &path, crate::yaml::MAX_YAML_BYTES).ok();
             files.insert(path, bytes);
         }
     }

@@ -254,9 +254,13 @@ fn json_min(s: &Status) -> String {
 
 /// Read `/run/nodeagent/status.json` under `root`.
 pub fn read_status(root: &Path) -> std::io::Result<Status> {
-    let text = std::fs::read_to_string(crate::confine::dir(root, STATUS_JSON)?)?;
-    serde_json::from_str(&text).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    let text = crate::confine::read_bounded(root, STATUS_JSON, MAX_STATUS_FILE_BYTES)?;
+    serde_json::from_slice(&text)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
+
+/// Largest `status.json` read back (`nodeagent status`): the agent writes a few KiB.
+const MAX_STATUS_FILE_BYTES: usize = 1024 * 1024;
 
 /// One line of `events.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

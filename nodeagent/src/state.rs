@@ -291,9 +291,16 @@ impl State {
 
     /// The instance-id of the previous run, if any.
     pub fn current_instance_id(&self) -> Option<String> {
-        std::fs::read_to_string(self.dir.join("instance-id"))
+        let path = self.dir.join("instance-id");
+        // The state dir is resolved inside the root already: read its file as the host path it
+        // is, never a FIFO or an endless device (an instance-id is a line).
+        crate::confine::read_bounded(Path::new("/"), &path.to_string_lossy(), 4096)
             .ok()
-            .map(|s| s.trim_end_matches('\n').to_string())
+            .map(|s| {
+                String::from_utf8_lossy(&s)
+                    .trim_end_matches('\n')
+                    .to_string()
+            })
     }
 
     /// Switch to `iid` (a new one moves the old id to `previous-instance-id`) and open its journal.
@@ -391,9 +398,10 @@ pub fn parse_journal(text: &str) -> Vec<Record> {
 
 /// Every record of a journal file (for `analyze`).
 pub fn read_journal(path: &Path) -> Result<Vec<Record>> {
-    let text = std::fs::read_to_string(path)
+    let max = crate::limits::MAX_JOURNAL_BYTES;
+    let bytes = crate::confine::read_bounded(Path::new("/"), &path.to_string_lossy(), max)
         .map_err(|e| Error::io(Stage::State, path.display().to_string(), "", e))?;
-    Ok(parse_journal(&text))
+    Ok(parse_journal(&String::from_utf8_lossy(&bytes)))
 }
 
 impl Journal {
@@ -404,13 +412,26 @@ impl Journal {
             .append(true)
             .create(true)
             .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
+            // Not through a final link; a FIFO there must not stall the open or the read.
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(path)
+            .map_err(|e| Error::io(Stage::State, &place, "", e))?;
+        crate::confine::ensure_regular(&file)
             .map_err(|e| Error::io(Stage::State, &place, "", e))?;
         let mut text = String::new();
         let mut raw = Vec::new();
-        file.read_to_end(&mut raw)
+        let max = crate::limits::MAX_JOURNAL_BYTES;
+        (&mut file)
+            .take(max as u64 + 1)
+            .read_to_end(&mut raw)
             .map_err(|e| Error::io(Stage::State, &place, "", e))?;
+        if raw.len() > max {
+            return Err(Error::too_large(
+                Stage::State,
+                &place,
+                format!("journal over {max} bytes (MAX_JOURNAL_BYTES)"),
+            ));
+        }
         text.push_str(&String::from_utf8_lossy(&raw));
         if !raw.is_empty() && !raw.ends_with(b"\n") {
             // A torn last line: terminate it so the next record starts clean.

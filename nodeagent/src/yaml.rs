@@ -1,20 +1,27 @@
-//! YAML 1.1 loader, resolving plain scalars the way PyYAML's `safe_load` does (what
-//! cloud-init uses), with the line and column of every node.
+//! The one way nodeagent reads YAML: every document (userdata, metadata, kubeadm configs,
+//! kubeconfigs, OVF properties and seeds, the image config, facts, CAPI Secrets) goes through
+//! [`read`] or [`read_all`], with the same bounds: its size ([`MAX_YAML_BYTES`]), nesting depth,
+//! alias expansions, node count and bytes in memory (`limits`), so an alias bomb or a deep
+//! document fails fast with an error naming the document ([`Doc`]) and the line.
 //!
-//! Why not serde_yaml: it implements the YAML 1.2 core schema (`0644` is 644, `yes` is a
-//! string) and hides scalar style, so it cannot tell `permissions: 644` from `'644'`.
-//! yaml-rust2 gives us the event stream; this module adds 1.1 resolution, merge keys,
-//! `!!binary`, duplicate-key detection and the bounds in `limits` (depth, alias
-//! expansions, node count) so hostile input fails fast with a clear place.
+//! Scalars resolve as PyYAML's `safe_load` does (YAML 1.1, what cloud-init reads with):
+//! `0644` is 420, `yes` is true, and every node keeps its line and column and, for a plain
+//! scalar, its text as written. Typed readers ([`typed`], serde) take a plain scalar as the
+//! string written where the field is a string (`mode: off`, `version: 1.30`), as Go's typed
+//! YAML readers do; everything else gets the resolved value. `tests/structure-check` keeps the
+//! parser (yaml-rust2) out of every other module, and no other YAML reader is a dependency.
+//! Writing YAML is `goyaml`'s job.
 
 // Parses untrusted input: no indexing that could panic (str slicing is denied crate-wide).
 #![deny(clippy::indexing_slicing)]
 
-use crate::error::{Error, Result, Stage};
-use crate::limits;
+mod de;
+mod load;
+mod resolve;
+
+use crate::error::{Error, ErrorKind, Result, Stage};
+pub use crate::limits::MAX_YAML_BYTES;
 use serde_json::Value as Json;
-use yaml_rust2::parser::{Event, Parser, Tag};
-use yaml_rust2::scanner::{Marker, TScalarStyle};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
@@ -66,6 +73,16 @@ impl Node {
         }
     }
 
+    /// The string a typed reader sees here: a string's text, or a plain scalar as written
+    /// (`kind: 1.30` is `1.30`); `None` for null, collections and binary.
+    pub fn as_str(&self) -> Option<&str> {
+        match &self.value {
+            Value::Str(s) => Some(s),
+            Value::Bool(_) | Value::Int(_) | Value::Float(_) => self.plain.as_deref(),
+            _ => None,
+        }
+    }
+
     /// `line L column C`, for error places.
     pub fn place(&self) -> String {
         format!("line {} column {}", self.line, self.col)
@@ -103,7 +120,14 @@ impl Node {
         for seg in path.iter() {
             let next = match (seg, &node.value) {
                 (Segment::Seq { index }, Value::Seq(items)) => items.get(*index),
-                (Segment::Map { key }, Value::Map(_)) => node.get(key),
+                (Segment::Map { key }, Value::Map(entries)) => node.get(key).or_else(|| {
+                    // A plain key read as written (`yes:` for a field named `yes`).
+                    entries
+                        .iter()
+                        .rev()
+                        .find(|(k, _)| k.plain.as_deref() == Some(key.as_str()))
+                        .map(|(_, v)| v)
+                }),
                 _ => None,
             };
             match next {
@@ -115,700 +139,211 @@ impl Node {
     }
 }
 
-/// How strictly to load.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct LoadOptions {
-    /// PyYAML keeps the last of duplicate keys silently; we refuse them unless asked.
-    pub allow_duplicate_keys: bool,
+/// What is being read: names the document in every error, the stage it fails in, and how
+/// strictly duplicate keys are taken.
+#[derive(Debug, Clone, Copy)]
+pub struct Doc<'a> {
+    /// The document (`/run/kubeadm/kubeadm.yaml`, `guestinfo.ovfEnv: network-config`).
+    pub name: &'a str,
+    pub stage: Stage,
+    /// Keep the last of duplicate keys, as PyYAML does, instead of refusing them.
+    pub duplicate_keys: bool,
+    /// Places read `userdata line 3 column 1` (the cloud-config form) rather than
+    /// `name: line 3 column 1`.
+    spaced: bool,
 }
 
-/// Load a single-document YAML text. An empty document is `Null`.
-pub fn load(text: &str, opts: LoadOptions) -> Result<Node> {
-    let mut docs = load_all(text, opts)?;
-    match docs.len() {
-        0 => Ok(Node {
-            value: Value::Null,
-            line: 1,
-            col: 1,
-            plain: None,
-            merged: false,
-        }),
-        1 => Ok(docs.remove(0)),
-        _ => {
-            let place = docs.get(1).map(Node::place).unwrap_or_default();
-            Err(Error::new(
-                Stage::CloudConfig,
-                place,
-                "expected a single YAML document, found several",
-            ))
+impl<'a> Doc<'a> {
+    /// A document named `name`, read in `stage`; duplicate keys refused.
+    pub fn new(stage: Stage, name: &'a str) -> Self {
+        Doc {
+            name,
+            stage,
+            duplicate_keys: false,
+            spaced: false,
         }
+    }
+
+    /// Duplicate keys allowed (the last one wins) or refused.
+    pub fn duplicate_keys(mut self, allowed: bool) -> Self {
+        self.duplicate_keys = allowed;
+        self
+    }
+
+    /// Places joined with a space, as cloud-config errors name them (`userdata line 3`).
+    pub fn spaced(mut self) -> Self {
+        self.spaced = true;
+        self
+    }
+
+    /// `at` within this document.
+    pub fn place(&self, at: &str) -> String {
+        match (self.name.is_empty(), at.is_empty()) {
+            (true, _) => at.to_string(),
+            (false, true) => self.name.to_string(),
+            (false, false) if self.spaced => format!("{} {at}", self.name),
+            (false, false) => format!("{}: {at}", self.name),
+        }
+    }
+
+    fn named(&self, mut e: Error) -> Error {
+        e.stage = self.stage;
+        e.place = self.place(&e.place);
+        e
     }
 }
 
-/// Load every document of a YAML stream (kubeadm configs are multi-document).
-pub fn load_all(text: &str, opts: LoadOptions) -> Result<Vec<Node>> {
-    // yaml-rust2 takes NUL as end of input and would silently drop the rest; PyYAML refuses
-    // it ("unacceptable character #x0000"), and so do we, naming the place.
-    if let Some(at) = text.find('\0') {
-        let before = text.get(..at).unwrap_or_default();
-        let line = before.matches('\n').count() + 1;
-        let col = at - before.rfind('\n').map(|p| p + 1).unwrap_or(0) + 1;
-        return Err(Error::new(
-            Stage::CloudConfig,
-            format!("line {line} column {col}"),
-            "NUL byte (not allowed in YAML)",
+/// One YAML document (an empty text is `Null`); more than one is an error.
+pub fn read(doc: Doc, text: &str) -> Result<Node> {
+    check_size(doc, text.len())?;
+    load::load(text, doc.duplicate_keys).map_err(|e| doc.named(e))
+}
+
+/// Every document of a YAML stream (kubeadm configs and Secrets manifests are multi-document).
+pub fn read_all(doc: Doc, text: &str) -> Result<Vec<Node>> {
+    check_size(doc, text.len())?;
+    load::load_all(text, doc.duplicate_keys).map_err(|e| doc.named(e))
+}
+
+/// [`read`] of bytes that must be UTF-8.
+pub fn read_bytes(doc: Doc, bytes: &[u8]) -> Result<Node> {
+    check_size(doc, bytes.len())?;
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        Error::new(
+            doc.stage,
+            doc.place(""),
+            format!("not UTF-8 (invalid byte at offset {})", e.valid_up_to()),
+        )
+    })?;
+    read(doc, text)
+}
+
+/// [`read_bytes`] of what `reader` gives, reading no more than [`MAX_YAML_BYTES`] and one byte
+/// (an endless reader is refused, not read to its end).
+pub fn read_from(doc: Doc, reader: impl std::io::Read) -> Result<Node> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    reader
+        .take(MAX_YAML_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io(doc.stage, doc.place(""), "cannot read", e))?;
+    read_bytes(doc, &bytes)
+}
+
+/// A JSON document (metadata may be JSON, read as cloud-init reads it: JSON first), under the
+/// same bounds as YAML: its text, its nesting depth and what it would take in memory (each
+/// value counted at a node's size, as the YAML loader counts). `None` when the text is not
+/// JSON (the caller reads it as YAML); a JSON text over a bound is an error.
+pub fn read_json(doc: Doc, text: &str) -> Result<Option<Json>> {
+    check_size(doc, text.len())?;
+    if !text.trim_start().starts_with(['{', '[']) {
+        return Ok(None); // not a JSON object or array: nothing serde_json would take here
+    }
+    let (values, depth) = json_shape(text);
+    let too_large = |what: String| Err(Error::too_large(doc.stage, doc.place(""), what));
+    if depth > crate::limits::MAX_YAML_DEPTH {
+        return too_large(format!(
+            "nesting deeper than {} levels",
+            crate::limits::MAX_YAML_DEPTH
         ));
     }
-    let mut builder = Builder::new(opts);
-    let mut parser = Parser::new_from_str(text);
-    loop {
-        let (event, mark) = parser.next_token().map_err(|e| {
-            let m = e.marker();
-            Error::new(
-                Stage::CloudConfig,
-                format!("line {} column {}", m.line(), m.col() + 1),
-                e.info().to_string(),
-            )
-        })?;
-        let end = matches!(event, Event::StreamEnd);
-        builder.on_event(event, mark);
-        if let Some(err) = builder.error.take() {
-            return Err(err);
-        }
-        if end {
-            break;
-        }
+    let bytes = values
+        .saturating_mul(std::mem::size_of::<Node>())
+        .saturating_add(text.len());
+    if bytes > crate::limits::MAX_YAML_EXPANDED_BYTES || values > crate::limits::MAX_YAML_NODES {
+        return too_large(format!(
+            "document expands to more than {} MiB in memory (MAX_YAML_EXPANDED_BYTES)",
+            crate::limits::MAX_YAML_EXPANDED_BYTES >> 20
+        ));
     }
-    Ok(builder.docs)
+    Ok(serde_json::from_str(text).ok())
 }
 
-enum Frame {
-    Seq {
-        node: Node,
-        anchor: usize,
-    },
-    Map {
-        node: Node,
-        anchor: usize,
-        pending_key: Option<Node>,
-    },
-}
-
-struct Builder {
-    opts: LoadOptions,
-    stack: Vec<Frame>,
-    docs: Vec<Node>,
-    /// Anchored nodes with their size (nodes, bytes), for aliases.
-    anchors: std::collections::HashMap<usize, (Node, (usize, usize))>,
-    nodes: usize,
-    /// Bytes of the document as built, aliases expanded (`node_bytes`): the loader's memory.
-    bytes: usize,
-    alias_expansions: usize,
-    error: Option<Error>,
-}
-
-fn err_at(mark: &Marker, msg: impl Into<String>) -> Error {
-    Error::new(
-        Stage::CloudConfig,
-        format!("line {} column {}", mark.line(), mark.col() + 1),
-        msg,
-    )
-}
-
-/// `Ok` while `count` is at most `max`; past it a `too-large` error at `mark`, its message
-/// made from `max`.
-fn within(
-    count: usize,
-    max: usize,
-    mark: &Marker,
-    message: impl FnOnce(usize) -> String,
-) -> Result<()> {
-    if count > max {
-        return Err(err_at(mark, message(max)).with_kind(crate::error::ErrorKind::TooLarge));
-    }
-    Ok(())
-}
-
-/// Memory one node stands for: the struct and the text it holds (not its children).
-fn node_bytes(node: &Node) -> usize {
-    std::mem::size_of::<Node>()
-        + node.plain.as_ref().map_or(0, String::len)
-        + match &node.value {
-            Value::Str(s) => s.len(),
-            Value::Binary(b) => b.len(),
-            _ => 0,
+/// An upper bound of the values in a JSON text (one per `,` `:` `[` `{` outside strings, and
+/// one) and its deepest nesting, in one pass without allocating.
+fn json_shape(text: &str) -> (usize, usize) {
+    let (mut values, mut depth, mut deepest) = (1usize, 0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for b in text.bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
         }
-}
-
-/// Nodes and bytes (`node_bytes`) of a whole subtree: what one alias to it adds.
-fn measure(node: &Node) -> (usize, usize) {
-    let mut total = (1, node_bytes(node));
-    let mut add = |n: &Node| {
-        let (c, b) = measure(n);
-        total.0 += c;
-        total.1 += b;
-    };
-    match &node.value {
-        Value::Seq(items) => items.iter().for_each(&mut add),
-        Value::Map(entries) => entries.iter().for_each(|(k, v)| {
-            add(k);
-            add(v)
-        }),
-        _ => {}
-    }
-    total
-}
-
-impl Builder {
-    fn new(opts: LoadOptions) -> Self {
-        Builder {
-            opts,
-            stack: Vec::new(),
-            docs: Vec::new(),
-            anchors: Default::default(),
-            nodes: 0,
-            bytes: 0,
-            alias_expansions: 0,
-            error: None,
-        }
-    }
-
-    fn on_event(&mut self, event: Event, mark: Marker) {
-        if self.error.is_some() {
-            return;
-        }
-        if let Err(e) = self.handle(event, mark) {
-            self.error = Some(e);
-        }
-    }
-
-    fn handle(&mut self, event: Event, mark: Marker) -> Result<()> {
-        let at = |value| Node {
-            value,
-            line: mark.line(),
-            col: mark.col() + 1,
-            plain: None,
-            merged: false,
-        };
-        match event {
-            Event::Scalar(text, style, anchor, tag) => {
-                let node = resolve_scalar(text, style, tag.as_ref(), &mark)?;
-                self.push_value(node, anchor, &mark)?;
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                values += 1;
+                depth += 1;
+                deepest = deepest.max(depth);
             }
-            Event::SequenceStart(anchor, tag) => {
-                let node = at(Value::Seq(Vec::new()));
-                self.open(Frame::Seq { node, anchor }, tag.as_ref(), &mark)?;
-            }
-            Event::MappingStart(anchor, tag) => {
-                let node = at(Value::Map(Vec::new()));
-                let frame = Frame::Map {
-                    node,
-                    anchor,
-                    pending_key: None,
-                };
-                self.open(frame, tag.as_ref(), &mark)?;
-            }
-            Event::SequenceEnd | Event::MappingEnd => {
-                let (node, anchor) = match self.stack.pop() {
-                    Some(Frame::Seq { node, anchor }) => (node, anchor),
-                    Some(Frame::Map { node, anchor, .. }) => (node, anchor),
-                    None => return Err(err_at(&mark, "unbalanced collection end")),
-                };
-                self.push_value(node, anchor, &mark)?;
-            }
-            Event::Alias(id) => {
-                let (node, size) = self
-                    .anchors
-                    .get(&id)
-                    .cloned()
-                    .ok_or_else(|| err_at(&mark, "alias to an unknown anchor"))?;
-                self.alias_expansions += 1;
-                within(
-                    self.alias_expansions,
-                    limits::MAX_YAML_ALIAS_EXPANSIONS,
-                    &mark,
-                    |max| format!("more than {max} alias expansions (alias bomb?)"),
-                )?;
-                // The copy's own node is counted when it is pushed; its subtree here.
-                self.add_bytes(size.1.saturating_sub(node_bytes(&node)), &mark)?;
-                self.nodes += size.0;
-                within(self.nodes, limits::MAX_YAML_NODES, &mark, |max| {
-                    format!("document expands to more than {max} nodes")
-                })?;
-                self.push_value(node, 0, &mark)?;
-            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            b',' | b':' => values += 1,
             _ => {}
         }
-        Ok(())
     }
-
-    /// Start a collection: its tag checked against its kind, its depth bounded.
-    fn open(&mut self, frame: Frame, tag: Option<&Tag>, mark: &Marker) -> Result<()> {
-        let kind = match frame {
-            Frame::Seq { .. } => "seq",
-            Frame::Map { .. } => "map",
-        };
-        check_collection_tag(tag, kind, mark)?;
-        within(self.stack.len() + 1, limits::MAX_YAML_DEPTH, mark, |max| {
-            format!("nesting deeper than {max} levels")
-        })?;
-        self.stack.push(frame);
-        Ok(())
-    }
-
-    /// Count bytes the document grows by; over `MAX_YAML_EXPANDED_BYTES` it is refused. A few
-    /// aliases to a large anchor stay under the node and alias counts but not under this.
-    fn add_bytes(&mut self, n: usize, mark: &Marker) -> Result<()> {
-        self.bytes = self.bytes.saturating_add(n);
-        within(self.bytes, limits::MAX_YAML_EXPANDED_BYTES, mark, |max| {
-            format!(
-                "document expands to more than {} MiB in memory (MAX_YAML_EXPANDED_BYTES; aliases count as copies)",
-                max >> 20
-            )
-        })
-    }
-
-    fn push_value(&mut self, node: Node, anchor: usize, mark: &Marker) -> Result<()> {
-        self.add_bytes(node_bytes(&node), mark)?;
-        if !matches!(node.value, Value::Seq(_) | Value::Map(_)) {
-            self.nodes += 1;
-            within(self.nodes, limits::MAX_YAML_NODES, mark, |max| {
-                format!("document has more than {max} nodes")
-            })?;
-        } else {
-            self.nodes += 1;
-        }
-        if anchor > 0 {
-            let size = measure(&node);
-            self.anchors.insert(anchor, (node.clone(), size));
-        }
-        match self.stack.last_mut() {
-            None => self.docs.push(node),
-            Some(Frame::Seq { node: seq, .. }) => {
-                if let Value::Seq(items) = &mut seq.value {
-                    items.push(node);
-                }
-            }
-            Some(Frame::Map {
-                node: map,
-                pending_key,
-                ..
-            }) => match pending_key.take() {
-                None => {
-                    if matches!(node.value, Value::Seq(_) | Value::Map(_)) && node.plain.is_none() {
-                        // PyYAML would fail: unhashable key.
-                        return Err(Error::new(
-                            Stage::CloudConfig,
-                            node.place(),
-                            "a mapping or sequence cannot be a mapping key",
-                        ));
-                    }
-                    *pending_key = Some(node);
-                }
-                Some(key) => {
-                    let allow_dup = self.opts.allow_duplicate_keys;
-                    if let Value::Map(entries) = &mut map.value {
-                        insert_entry(entries, key, node, allow_dup)?;
-                    }
-                }
-            },
-        }
-        Ok(())
-    }
+    (values, deepest)
 }
 
-/// Insert one mapping entry, applying YAML merge keys (`<<`) as PyYAML's SafeLoader does.
-fn insert_entry(
-    entries: &mut Vec<(Node, Node)>,
-    key: Node,
-    value: Node,
-    allow_dup: bool,
-) -> Result<()> {
-    if key.plain.as_deref() == Some("<<") {
-        let sources: Vec<&Node> = match &value.value {
-            Value::Map(_) => vec![&value],
-            Value::Seq(items) => items.iter().collect(),
-            _ => {
-                return Err(Error::new(
-                    Stage::CloudConfig,
-                    value.place(),
-                    "a merge key (<<) needs a mapping or a list of mappings",
-                ));
-            }
-        };
-        for src in sources {
-            let Value::Map(src_entries) = &src.value else {
-                return Err(Error::new(
-                    Stage::CloudConfig,
-                    src.place(),
-                    "a merge key (<<) needs a mapping or a list of mappings",
-                ));
-            };
-            for (k, v) in src_entries {
-                if !entries.iter().any(|(ek, _)| ek.key_text() == k.key_text()) {
-                    let mut k = k.clone();
-                    k.merged = true;
-                    entries.push((k, v.clone()));
-                }
-            }
-        }
-        return Ok(());
+fn check_size(doc: Doc, len: usize) -> Result<()> {
+    if len > MAX_YAML_BYTES {
+        return Err(Error::too_large(
+            doc.stage,
+            doc.place(""),
+            format!("YAML text over {MAX_YAML_BYTES} bytes (MAX_YAML_BYTES)"),
+        ));
     }
-    let text = key.key_text();
-    if let Some(pos) = entries.iter().position(|(k, _)| k.key_text() == text) {
-        if let Some((first, _)) = entries.get(pos)
-            && !allow_dup
-            && !first.merged
-        {
-            return Err(Error::new(
-                Stage::CloudConfig,
-                key.place(),
-                format!("duplicate key '{}' (first at line {})", text, first.line),
-            ));
-        }
-        entries.remove(pos);
-    }
-    entries.push((key, value));
     Ok(())
 }
 
-fn check_collection_tag(tag: Option<&Tag>, expect: &str, mark: &Marker) -> Result<()> {
-    match tag {
-        None => Ok(()),
-        Some(t)
-            if t.handle == "tag:yaml.org,2002:"
-                && (t.suffix == expect || (expect == "map" && t.suffix == "omap")) =>
-        {
-            Ok(())
-        }
-        Some(t) if t.handle == "!!" && t.suffix == expect => Ok(()),
-        Some(t) => Err(err_at(
-            mark,
-            format!(
-                "unsupported YAML tag {}{} (safe loading only)",
-                t.handle, t.suffix
-            ),
-        )
-        .with_kind(crate::error::ErrorKind::Unsupported)),
-    }
+/// Why a node did not deserialize into a type: the field path (`nodeRegistration.name`, `.`
+/// for the node itself), where the failing node is, and serde's message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mismatch {
+    pub path: String,
+    pub line: usize,
+    pub col: usize,
+    pub message: String,
 }
 
-fn resolve_scalar(
-    text: String,
-    style: TScalarStyle,
-    tag: Option<&Tag>,
-    mark: &Marker,
-) -> Result<Node> {
-    let mk = |value, plain: Option<String>| Node {
-        value,
-        line: mark.line(),
-        col: mark.col() + 1,
-        plain,
-        merged: false,
-    };
-    if let Some(t) = tag {
-        let suffix = if t.handle == "!!" || t.handle == "tag:yaml.org,2002:" {
-            t.suffix.as_str()
+/// The typed value of `node` (serde, through [`de`]): a plain scalar is its text where a
+/// string is expected, the resolved value elsewhere.
+pub fn deserialize<T: serde::de::DeserializeOwned>(
+    node: &Node,
+) -> std::result::Result<T, Mismatch> {
+    serde_path_to_error::deserialize(de::NodeDe(node)).map_err(|e| {
+        let at = node.locate(e.path());
+        Mismatch {
+            path: e.path().to_string(),
+            line: at.line,
+            col: at.col,
+            message: e.inner().to_string(),
+        }
+    })
+}
+
+/// [`read`] then [`typed`]: one document as a `T`.
+pub fn parse<T: serde::de::DeserializeOwned>(doc: Doc, text: &str) -> Result<T> {
+    typed(doc, &read(doc, text)?)
+}
+
+/// [`deserialize`], the error naming the document, the field and the line.
+pub fn typed<T: serde::de::DeserializeOwned>(doc: Doc, node: &Node) -> Result<T> {
+    deserialize(node).map_err(|m| {
+        let field = if m.path == "." {
+            String::new()
         } else {
-            ""
+            format!("{} ", m.path)
         };
-        return match suffix {
-            "str" => Ok(mk(Value::Str(text), None)),
-            "binary" => {
-                // PyYAML uses base64.decodebytes: characters outside the alphabet are skipped.
-                let bytes =
-                    crate::decode::py_b64decode(text.as_bytes(), crate::limits::MAX_DECODED_BYTES)
-                        .map_err(|e| {
-                            err_at(mark, format!("!!binary value is not base64: {e:?}"))
-                        })?;
-                Ok(mk(Value::Binary(bytes), None))
-            }
-            "int" | "float" | "bool" | "null" => {
-                let v = resolve_plain(&text);
-                let ok = matches!(
-                    (suffix, &v),
-                    ("int", Value::Int(_))
-                        | ("float", Value::Float(_))
-                        | ("float", Value::Int(_))
-                        | ("bool", Value::Bool(_))
-                        | ("null", Value::Null)
-                );
-                if !ok {
-                    return Err(err_at(mark, format!("'{text}' is not a valid !!{suffix}")));
-                }
-                let v = match (suffix, v) {
-                    ("float", Value::Int(i)) => Value::Float(i as f64),
-                    (_, v) => v,
-                };
-                Ok(mk(v, Some(text)))
-            }
-            _ => Err(err_at(
-                mark,
-                format!(
-                    "unsupported YAML tag {}{} (safe loading only)",
-                    t.handle, t.suffix
-                ),
-            )
-            .with_kind(crate::error::ErrorKind::Unsupported)),
-        };
-    }
-    if style != TScalarStyle::Plain {
-        return Ok(mk(Value::Str(text), None));
-    }
-    let v = resolve_plain(&text);
-    Ok(mk(v, Some(text)))
-}
-
-/// PyYAML's implicit resolvers (YAML 1.1) for a plain scalar.
-pub fn resolve_plain(s: &str) -> Value {
-    match s {
-        "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
-        "yes" | "Yes" | "YES" | "true" | "True" | "TRUE" | "on" | "On" | "ON" => {
-            return Value::Bool(true);
-        }
-        "no" | "No" | "NO" | "false" | "False" | "FALSE" | "off" | "Off" | "OFF" => {
-            return Value::Bool(false);
-        }
-        _ => {}
-    }
-    if let Some(i) = resolve_int(s) {
-        return Value::Int(i);
-    }
-    if let Some(f) = resolve_float(s) {
-        return Value::Float(f);
-    }
-    Value::Str(s.to_string())
-}
-
-fn split_sign(s: &str) -> (i64, &str) {
-    if let Some(rest) = s.strip_prefix('-') {
-        (-1, rest)
-    } else {
-        (1, s.strip_prefix('+').unwrap_or(s))
-    }
-}
-
-fn resolve_int(s: &str) -> Option<i64> {
-    let (sign, body) = split_sign(s);
-    if body.is_empty() {
-        return None;
-    }
-    let digits = |t: &str, radix: u32| -> Option<i64> {
-        let cleaned: String = t.chars().filter(|c| *c != '_').collect();
-        if cleaned.is_empty() || t.starts_with('_') && cleaned.is_empty() {
-            return None;
-        }
-        i64::from_str_radix(&cleaned, radix).ok()
-    };
-    let valid = |t: &str, f: fn(char) -> bool| !t.is_empty() && t.chars().all(|c| c == '_' || f(c));
-    if let Some(b) = body.strip_prefix("0b") {
-        return valid(b, |c| c == '0' || c == '1')
-            .then(|| digits(b, 2))
-            .flatten()
-            .map(|v| sign * v);
-    }
-    if let Some(h) = body.strip_prefix("0x") {
-        return valid(h, |c| c.is_ascii_hexdigit())
-            .then(|| digits(h, 16))
-            .flatten()
-            .map(|v| sign * v);
-    }
-    if body == "0" {
-        return Some(0);
-    }
-    if let Some(o) = body.strip_prefix('0') {
-        return valid(o, |c| ('0'..='7').contains(&c))
-            .then(|| digits(o, 8))
-            .flatten()
-            .map(|v| sign * v);
-    }
-    let first = body.chars().next()?;
-    if !('1'..='9').contains(&first) {
-        return None;
-    }
-    if body.contains(':') {
-        // Sexagesimal: 1:20 == 80. Each part after the first is [0-5]?[0-9].
-        let mut parts = body.split(':');
-        let head = parts.next()?;
-        if !valid(head, |c| c.is_ascii_digit()) {
-            return None;
-        }
-        let mut value = digits(head, 10)?;
-        for p in parts {
-            if p.is_empty()
-                || p.len() > 2
-                || !p.chars().all(|c| c.is_ascii_digit())
-                || (p.len() == 2 && p.as_bytes().first().is_some_and(|&d| d > b'5'))
-            {
-                return None;
-            }
-            value = value.checked_mul(60)?.checked_add(p.parse::<i64>().ok()?)?;
-        }
-        return Some(sign * value);
-    }
-    valid(body, |c| c.is_ascii_digit())
-        .then(|| digits(body, 10))
-        .flatten()
-        .map(|v| sign * v)
-}
-
-fn resolve_float(s: &str) -> Option<f64> {
-    let (sign, body) = split_sign(s);
-    match body {
-        ".inf" | ".Inf" | ".INF" => return Some(sign as f64 * f64::INFINITY),
-        _ => {}
-    }
-    if matches!(s, ".nan" | ".NaN" | ".NAN") {
-        return Some(f64::NAN);
-    }
-    // [0-9][0-9_]*(\.[0-9_]*)?([eE][-+][0-9]+)?  or  \.[0-9_]+([eE][-+][0-9]+)?
-    let cleaned: String = body.chars().filter(|c| *c != '_').collect();
-    let (mantissa, exp) = match cleaned.split_once(['e', 'E']) {
-        Some((m, e)) => (m, Some(e)),
-        None => (cleaned.as_str(), None),
-    };
-    if let Some(e) = exp {
-        let digits = e.strip_prefix(['+', '-']);
-        if !digits.is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit())) {
-            return None;
-        }
-    }
-    let has_dot = mantissa.contains('.');
-    if !has_dot && exp.is_none() {
-        return None;
-    }
-    let mut parts = mantissa.splitn(2, '.');
-    let int_part = parts.next().unwrap_or("");
-    let frac = parts.next().unwrap_or("");
-    if !int_part.chars().all(|c| c.is_ascii_digit()) || !frac.chars().all(|c| c.is_ascii_digit()) {
-        return None;
-    }
-    if int_part.is_empty() && frac.is_empty() {
-        return None;
-    }
-    if body.starts_with('_') {
-        return None;
-    }
-    let text = format!("{}{}", if sign < 0 { "-" } else { "" }, cleaned);
-    text.parse::<f64>().ok()
-}
-
-#[cfg(test)]
-#[allow(clippy::indexing_slicing, clippy::string_slice)]
-mod tests {
-    use super::*;
-
-    fn plain(s: &str) -> Value {
-        resolve_plain(s)
-    }
-
-    #[test]
-    fn yaml11_scalars_resolve_like_pyyaml() {
-        // Values from docs/formats.md section 0 (PyYAML 6.0.3 gives the same).
-        assert_eq!(plain("0644"), Value::Int(420));
-        assert_eq!(plain("644"), Value::Int(644));
-        assert_eq!(plain("0o644"), Value::Str("0o644".into()));
-        assert_eq!(plain("0x1F"), Value::Int(31));
-        assert_eq!(plain("0b101"), Value::Int(5));
-        assert_eq!(plain("1_000"), Value::Int(1000));
-        assert_eq!(plain("1:20"), Value::Int(80));
-        for t in ["yes", "Yes", "YES", "on", "On", "ON", "true"] {
-            assert_eq!(plain(t), Value::Bool(true), "{t}");
-        }
-        for f in ["no", "off", "false", "OFF"] {
-            assert_eq!(plain(f), Value::Bool(false), "{f}");
-        }
-        assert_eq!(plain("y"), Value::Str("y".into()));
-        assert_eq!(plain("n"), Value::Str("n".into()));
-        assert_eq!(plain("~"), Value::Null);
-        assert_eq!(plain("1.5"), Value::Float(1.5));
-        assert_eq!(
-            plain("1e3"),
-            Value::Str("1e3".into()),
-            "PyYAML needs a signed exponent"
-        );
-        assert_eq!(plain("1.0e+3"), Value::Float(1000.0));
-        assert_eq!(
-            plain("08"),
-            Value::Str("08".into()),
-            "not octal, not decimal"
-        );
-        assert_eq!(plain("2024-01-01"), Value::Str("2024-01-01".into()));
-        assert_eq!(plain("10.0.0.1"), Value::Str("10.0.0.1".into()));
-        assert_eq!(
-            plain("00:50:56:aa:bb:cc"),
-            Value::Str("00:50:56:aa:bb:cc".into())
-        );
-    }
-
-    #[test]
-    fn quoted_scalars_stay_strings_and_lines_are_kept() {
-        let doc = load("a: '0644'\nb: 0644\nc:\n  - yes\n", LoadOptions::default()).unwrap();
-        assert_eq!(doc.get("a").unwrap().value, Value::Str("0644".into()));
-        assert_eq!(doc.get("b").unwrap().value, Value::Int(420));
-        let c = doc.get("c").unwrap();
-        assert_eq!(c.line, 4);
-        assert_eq!(c.to_json(), serde_json::json!([true]));
-    }
-
-    #[test]
-    fn duplicate_keys_are_refused_with_both_lines() {
-        let err = load("a: 1\nb: 2\na: 3\n", LoadOptions::default()).unwrap_err();
-        assert!(err.place.contains("line 3"), "{err}");
-        assert!(err.message.contains("first at line 1"), "{err}");
-        let ok = load(
-            "a: 1\na: 3\n",
-            LoadOptions {
-                allow_duplicate_keys: true,
-            },
+        Error::of(
+            ErrorKind::Invalid,
+            doc.stage,
+            doc.place(&format!("{field}(line {} column {})", m.line, m.col)),
+            m.message,
         )
-        .unwrap();
-        assert_eq!(ok.get("a").unwrap().value, Value::Int(3));
-    }
-
-    #[test]
-    fn merge_keys_and_binary() {
-        let doc = load(
-            "base: &b {x: 1, y: 2}\nd:\n  <<: *b\n  y: 3\nbin: !!binary aGk=\n",
-            LoadOptions::default(),
-        )
-        .unwrap();
-        assert_eq!(
-            doc.get("d").unwrap().to_json(),
-            serde_json::json!({"x": 1, "y": 3})
-        );
-        assert_eq!(doc.get("bin").unwrap().value, Value::Binary(b"hi".to_vec()));
-    }
-
-    #[test]
-    fn alias_bomb_and_depth_are_bounded() {
-        let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
-        for i in 1..12 {
-            bomb.push_str(&format!("a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n", p = i - 1));
-        }
-        let err = load(&bomb, LoadOptions::default()).unwrap_err();
-        assert_eq!(err.kind(), crate::error::ErrorKind::TooLarge, "{err}");
-        let deep = "[".repeat(200) + &"]".repeat(200);
-        let err = load(&deep, LoadOptions::default()).unwrap_err();
-        assert_eq!(err.kind(), crate::error::ErrorKind::TooLarge, "{err}");
-        assert!(err.message.contains("nesting deeper"), "{err}");
-    }
-
-    #[test]
-    fn syntax_errors_name_line_and_column() {
-        let err = load("a: b\n  c: d\n", LoadOptions::default()).unwrap_err();
-        assert!(err.place.starts_with("line 2"), "{err}");
-    }
-
-    #[test]
-    fn nul_bytes_are_refused_not_truncated() {
-        let err = load("a: 1\n\0\nb: 2\n", LoadOptions::default()).unwrap_err();
-        assert_eq!(err.place, "line 2 column 1");
-    }
-
-    #[test]
-    fn unknown_tags_are_refused() {
-        let err = load("a: !!python/object:os.system x\n", LoadOptions::default()).unwrap_err();
-        assert_eq!(err.kind(), crate::error::ErrorKind::Unsupported, "{err}");
-    }
+    })
 }

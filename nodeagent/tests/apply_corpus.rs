@@ -73,7 +73,7 @@ fn cabpk_init_userdata_files_exact() {
     assert!(err.contains("macaddress"), "{err}");
 
     let text = std::fs::read_to_string(Path::new(CORPUS).join(CABPK)).unwrap();
-    let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let doc: serde_norway::Value = serde_norway::from_str(&text).unwrap();
     let files = doc["write_files"].as_sequence().unwrap();
     assert_eq!(files.len(), 10);
     for f in files {
@@ -174,8 +174,8 @@ fn capv_goldens_network_files() {
 
         let (code, err) = agent(&d, &r, &["--stage", "local", "--compat"]);
         assert_eq!(code, 2, "{}: {err}", md.display());
-        let doc: serde_yaml::Value =
-            serde_yaml::from_str(&std::fs::read_to_string(&md).unwrap()).unwrap();
+        let doc: serde_norway::Value =
+            serde_norway::from_str(&std::fs::read_to_string(&md).unwrap()).unwrap();
         let eths = doc["network"]["ethernets"].as_mapping().unwrap();
         for (_, e) in eths {
             let name = e["set-name"].as_str().unwrap();

@@ -323,7 +323,7 @@ fn kubeadm_date_of(pem: &str) -> String {
 fn pem_of(node: &Node, name: &str) -> String {
     let (_, file, ..) = ROWS.iter().find(|r| r.0 == name).unwrap();
     if file.ends_with(".conf") {
-        let kc: serde_yaml::Value = serde_yaml::from_str(
+        let kc: serde_norway::Value = serde_norway::from_str(
             &std::fs::read_to_string(node.root.join("etc/kubernetes").join(file)).unwrap(),
         )
         .unwrap();

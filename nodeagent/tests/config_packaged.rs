@@ -28,8 +28,8 @@ fn uncomment(text: &str) -> String {
 }
 
 /// Every mapping key path in a YAML value, e.g. `kubeadm.timeout_secs`.
-fn key_paths(v: &serde_yaml::Value, prefix: &str, out: &mut BTreeSet<String>) {
-    if let serde_yaml::Value::Mapping(m) = v {
+fn key_paths(v: &serde_norway::Value, prefix: &str, out: &mut BTreeSet<String>) {
+    if let serde_norway::Value::Mapping(m) = v {
         for (k, v) in m {
             let path = format!("{prefix}{}", k.as_str().expect("string key"));
             key_paths(v, &format!("{path}."), out);
@@ -62,13 +62,13 @@ fn uncommented_it_parses_strictly_and_equals_the_defaults() {
 fn every_field_of_image_config_is_documented() {
     let mut want = BTreeSet::new();
     key_paths(
-        &serde_yaml::to_value(ImageConfig::default()).unwrap(),
+        &serde_norway::to_value(ImageConfig::default()).unwrap(),
         "",
         &mut want,
     );
     let mut have = BTreeSet::new();
     key_paths(
-        &serde_yaml::from_str(&uncomment(&shipped())).unwrap(),
+        &serde_norway::from_str(&uncomment(&shipped())).unwrap(),
         "",
         &mut have,
     );

@@ -192,14 +192,22 @@ fn a_refusing_kubeadm_is_named_and_redacted() {
         .unwrap(),
         Checked::NotRun
     );
-    // Under --root R, kubeadm is looked up on the PATH inside R; a CAPI sentinel in R (kubeadm
-    // succeeded) means the step will not run, nor does the check.
+    // Under --root R, kubeadm is looked up on the PATH inside R and run chrooted into R, as
+    // the kubeadm step runs it: it sees R's files (the config in R's /run/nodeagent, removed
+    // after) and none of the host's; a CAPI sentinel in R (kubeadm succeeded) means the step
+    // will not run, nor does the check.
     let r = tempfile::tempdir().unwrap();
+    if !prereq::exec_root(r.path(), &["/bin/cat"]) {
+        return;
+    }
     std::fs::create_dir_all(r.path().join("usr/bin")).unwrap();
     fake_kubeadm(
         &r.path().join("usr/bin"),
-        "echo 'error: refused in the root' >&2; exit 1",
+        "[ -e /inside-r ] || exit 9
+/bin/cat \"$4\" > /seen.yaml
+echo 'error: refused in the root' >&2; exit 1",
     );
+    std::fs::write(r.path().join("inside-r"), "").unwrap();
     let inside = OsString::from("/usr/bin");
     let e = validate::check(
         &plan,
@@ -211,6 +219,13 @@ fn a_refusing_kubeadm_is_named_and_redacted() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("refused in the root"), "{e}");
+    let seen = std::fs::read_to_string(r.path().join("seen.yaml")).unwrap();
+    assert!(seen.contains("kubernetesVersion: v1.34.4"), "{seen}");
+    assert!(
+        !r.path()
+            .join("run/nodeagent/kubeadm-validate.yaml")
+            .exists()
+    );
     let sentinel = r.path().join("run/cluster-api/bootstrap-success.complete");
     std::fs::create_dir_all(sentinel.parent().unwrap()).unwrap();
     std::fs::write(&sentinel, "success\n").unwrap();
@@ -323,14 +338,12 @@ fn run_with_an_accepting_kubeadm_goes_on() {
     }
     let (files, runcmd) = corpus_parts(CORPUS_INIT);
     let line = runcmd.iter().find(|l| l.contains("kubeadm init")).unwrap();
-    let notes = tempfile::tempdir().unwrap();
-    let log = notes.path().join("validate.jsonl");
     let e2e = E2e::new(
         &userdata(&files, line),
         &image_config(""),
         &[
             ("PATH", "/usr/local/bin:/usr/bin:/bin"),
-            ("KUBEADM_STANDIN_VALIDATE_LOG", log.to_str().unwrap()),
+            ("KUBEADM_STANDIN_VALIDATE_LOG", "/validate.jsonl"),
         ],
     );
     let Some((code, stderr)) = e2e.run() else {
@@ -338,8 +351,9 @@ fn run_with_an_accepting_kubeadm_goes_on() {
     };
     // The corpus is v1.26.6, which the stand-in does not judge (real kubeadm v1.34 would).
     assert_eq!(code, 0, "{stderr}");
-    // Started from outside the root, the stand-in noted its one verdict at the host path.
-    let notes = std::fs::read_to_string(&log).unwrap();
+    // Chrooted into the root as the step runs kubeadm, the stand-in noted its one verdict
+    // inside the root.
+    let notes = std::fs::read_to_string(e2e.node.root().join("validate.jsonl")).unwrap();
     assert_eq!(notes.lines().count(), 1, "{notes}");
     assert!(notes.contains("\"exit\":0"), "{notes}");
     assert_eq!(e2e.node.cmds(), ["init:0"]);
@@ -356,13 +370,12 @@ fn the_main_unit_takes_the_local_units_verdict() {
     let (files, runcmd) = corpus_parts(CORPUS_INIT);
     let line = runcmd.iter().find(|l| l.contains("kubeadm init")).unwrap();
     let notes = tempfile::tempdir().unwrap();
-    let log = notes.path().join("validate.jsonl");
     let e2e = E2e::new(
         &userdata(&files, line),
         &image_config(""),
         &[
             ("PATH", "/usr/local/bin:/usr/bin:/bin"),
-            ("KUBEADM_STANDIN_VALIDATE_LOG", log.to_str().unwrap()),
+            ("KUBEADM_STANDIN_VALIDATE_LOG", "/validate.jsonl"),
         ],
     );
     let Some(env) = e2e.node.chrooted_env() else {
@@ -387,7 +400,7 @@ fn the_main_unit_takes_the_local_units_verdict() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let calls = std::fs::read_to_string(&log).unwrap();
+    let calls = std::fs::read_to_string(e2e.node.root().join("validate.jsonl")).unwrap();
     assert_eq!(calls.lines().count(), 1, "{calls}");
     let kept =
         std::fs::read_to_string(e2e.node.root().join("run/nodeagent/kubeadm-accepted")).unwrap();

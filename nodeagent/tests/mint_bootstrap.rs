@@ -7,7 +7,7 @@
 mod mint_support;
 use base64::Engine;
 use mint_support::*;
-use serde_yaml::Value;
+use serde_norway::Value;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -121,7 +121,7 @@ fn content<'a>(ud: &'a Value, path: &str) -> &'a str {
 }
 
 fn kubeadm_docs(text: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(text)
+    serde_norway::Deserializer::from_str(text)
         .map(|d| serde::Deserialize::deserialize(d).unwrap())
         .filter(|v: &Value| !v.is_null())
         .collect()
@@ -162,7 +162,7 @@ fn init_bundle_has_cabpk_shape() {
     // Six-space content indent, including the whitespace line after each PEM.
     assert!(text.contains("    content: |\n      -----BEGIN CERTIFICATE-----\n"));
     assert!(text.contains("-----END EC PRIVATE KEY-----\n      \n-   path:"));
-    let ud: Value = serde_yaml::from_str(&text).unwrap();
+    let ud: Value = serde_norway::from_str(&text).unwrap();
     let files = write_files(&ud);
     let mut want: Vec<(String, String, String)> = PKI_PATHS
         .iter()
@@ -231,7 +231,7 @@ fn init_bundle_has_cabpk_shape() {
     // CAPV metadata.
     let md = key(&dir, "metadata");
     assert!(md.starts_with("\ninstance-id: \"cp-0\"\nlocal-hostname: \"cp-0\"\nwait-on-network:\n  ipv4: true\n  ipv6: false\n"), "{md}");
-    let m: Value = serde_yaml::from_str(&md).unwrap();
+    let m: Value = serde_norway::from_str(&md).unwrap();
     let eth = &m["network"]["ethernets"]["id0"];
     assert_eq!(
         eth["match"]["macaddress"].as_str(),
@@ -252,7 +252,7 @@ fn init_bundle_has_cabpk_shape() {
 fn kubeadm_api_follows_the_version_like_cabpk() {
     let c = Cluster::new("rsa-2048");
     c.bootstrap("init", "old", "v1.30.5", &[]);
-    let ud: Value = serde_yaml::from_str(&key(&c.root.join("out/old"), "userdata")).unwrap();
+    let ud: Value = serde_norway::from_str(&key(&c.root.join("out/old"), "userdata")).unwrap();
     let cfg = content(&ud, "/run/kubeadm/kubeadm.yaml");
     assert!(cfg.contains("apiVersion: kubeadm.k8s.io/v1beta3"));
     assert!(
@@ -270,7 +270,7 @@ fn kubeadm_api_follows_the_version_like_cabpk() {
     );
     // RSA-2048 is kubeadm's default: no encryptionAlgorithm even on v1beta4.
     c.bootstrap("init", "new", "v1.32.0", &[]);
-    let ud: Value = serde_yaml::from_str(&key(&c.root.join("out/new"), "userdata")).unwrap();
+    let ud: Value = serde_norway::from_str(&key(&c.root.join("out/new"), "userdata")).unwrap();
     let cfg = content(&ud, "/run/kubeadm/kubeadm.yaml");
     assert!(
         cfg.contains("apiVersion: kubeadm.k8s.io/v1beta4")
@@ -321,7 +321,7 @@ fn worker_and_control_plane_joins() {
     );
     let text = key(&dir, "userdata");
     assert!(text.ends_with("\nruncmd:\n  - kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml  && echo success > /run/cluster-api/bootstrap-success.complete\n"));
-    let ud: Value = serde_yaml::from_str(&text).unwrap();
+    let ud: Value = serde_norway::from_str(&text).unwrap();
     let paths: Vec<String> = write_files(&ud).into_iter().map(|f| f.0).collect();
     assert_eq!(
         paths,
@@ -359,7 +359,7 @@ fn worker_and_control_plane_joins() {
     // Control-plane join: the PKI, no leading ---, controlPlane, no taint.
     c.bootstrap("control-plane", "cp-1", "v1.31.2", &[]);
     let text = key(&c.root.join("out/cp-1"), "userdata");
-    let ud: Value = serde_yaml::from_str(&text).unwrap();
+    let ud: Value = serde_norway::from_str(&text).unwrap();
     let paths: Vec<String> = write_files(&ud).into_iter().map(|f| f.0).collect();
     assert_eq!(&paths[..8], PKI_PATHS);
     let cfg = content(&ud, "/run/kubeadm/kubeadm-join-config.yaml");
@@ -386,7 +386,7 @@ fn a_fleet_of_workers_gets_distinct_names_tokens_and_instance_ids() {
     let mut macs = std::collections::BTreeSet::new();
     for i in 0..25 {
         let dir = c.root.join(format!("out/md-{i}"));
-        let m: Value = serde_yaml::from_str(&key(&dir, "metadata")).unwrap();
+        let m: Value = serde_norway::from_str(&key(&dir, "metadata")).unwrap();
         assert_eq!(
             m["local-hostname"].as_str(),
             Some(format!("md-{i}").as_str())
@@ -398,7 +398,7 @@ fn a_fleet_of_workers_gets_distinct_names_tokens_and_instance_ids() {
                 .unwrap()
                 .to_string(),
         );
-        let ud: Value = serde_yaml::from_str(&key(&dir, "userdata")).unwrap();
+        let ud: Value = serde_norway::from_str(&key(&dir, "userdata")).unwrap();
         let jc = &kubeadm_docs(content(&ud, "/run/kubeadm/kubeadm-join-config.yaml"))[0];
         tokens.insert(
             jc["discovery"]["bootstrapToken"]["token"]
@@ -662,7 +662,7 @@ fn ssh_key_becomes_a_capv_user() {
     );
     let text = key(&c.root.join("out/w"), "userdata");
     assert!(text.ends_with("\nusers:\n  - name: capv\n    sudo: ALL=(ALL) NOPASSWD:ALL\n    ssh_authorized_keys:\n      - ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMtest me@host\n"), "{text}");
-    let ud: Value = serde_yaml::from_str(&text).unwrap();
+    let ud: Value = serde_norway::from_str(&text).unwrap();
     assert_eq!(
         ud["users"][0]["ssh_authorized_keys"][0].as_str(),
         Some("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMtest me@host")
@@ -726,7 +726,7 @@ fn join_bundles_from_capi_secrets() {
         "--out",
         &out,
     ]);
-    let ud: Value = serde_yaml::from_str(&key(&c.root.join("out/cp-2"), "userdata")).unwrap();
+    let ud: Value = serde_norway::from_str(&key(&c.root.join("out/cp-2"), "userdata")).unwrap();
     assert_eq!(
         content(&ud, "/etc/kubernetes/pki/ca.key"),
         std::fs::read_to_string(c.root.join("pki/ca.key")).unwrap()
@@ -763,7 +763,7 @@ fn cluster_options_reach_the_userdata() {
         ],
     );
     let dir = c.root.join("out").join("cp-0");
-    let ud: Value = serde_yaml::from_str(&key(&dir, "userdata")).unwrap();
+    let ud: Value = serde_norway::from_str(&key(&dir, "userdata")).unwrap();
     let paths: Vec<String> = write_files(&ud).into_iter().map(|(p, _, _)| p).collect();
     let at = |p: &str| paths.iter().position(|x| x == p).unwrap();
     assert!(at("/etc/kubernetes/pki/sa.key") < at("/etc/cni/net.d/10-test.conflist"));
@@ -781,12 +781,12 @@ fn cluster_options_reach_the_userdata() {
     let init = docs.iter().find(|d| d["kind"] == "InitConfiguration").unwrap();
     assert_eq!(
         init["skipPhases"],
-        serde_yaml::from_str::<Value>("[addon/kube-proxy, addon/coredns]").unwrap()
+        serde_norway::from_str::<Value>("[addon/kube-proxy, addon/coredns]").unwrap()
     );
     assert!(init["nodeRegistration"]["kubeletExtraArgs"].is_null());
     assert_eq!(
         init["timeouts"],
-        serde_yaml::from_str::<Value>(
+        serde_norway::from_str::<Value>(
             "{controlPlaneComponentHealthCheck: 20m, kubernetesAPICall: 1h30m}"
         )
         .unwrap()
@@ -804,7 +804,7 @@ fn cluster_options_reach_the_userdata() {
 
     // The default stays CAPV's: a cloud controller manager sets the Nodes' addresses.
     c.bootstrap("init", "cp-1", "v1.34.4", &[]);
-    let ud: Value = serde_yaml::from_str(&key(&c.root.join("out").join("cp-1"), "userdata")).unwrap();
+    let ud: Value = serde_norway::from_str(&key(&c.root.join("out").join("cp-1"), "userdata")).unwrap();
     let docs = kubeadm_docs(content(&ud, "/run/kubeadm/kubeadm.yaml"));
     let init = docs.iter().find(|d| d["kind"] == "InitConfiguration").unwrap();
     assert!(init["skipPhases"].is_null() && init["timeouts"].is_null());

@@ -13,7 +13,7 @@ fn golden_spec() -> (Spec, String) {
         "{CORPUS}/cabpk/rendered/controlplane-init-v1beta3-k8s-1.26.6.cloud-config.yaml"
     ))
     .unwrap();
-    let doc: serde_yaml::Value = serde_yaml::from_str(&golden).unwrap();
+    let doc: serde_norway::Value = serde_norway::from_str(&golden).unwrap();
     let f = |i: usize| {
         doc["write_files"][i]["content"]
             .as_str()

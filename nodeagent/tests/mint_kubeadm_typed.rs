@@ -27,7 +27,7 @@ fn spec(role: Role, minor: u32) -> Spec {
 
 /// The kubeadm file as the node will see it after YAML parsing of the userdata.
 fn kubeadm_file(s: &Spec) -> String {
-    let ud: serde_yaml::Value = serde_yaml::from_str(&bootstrap::userdata(s).unwrap()).unwrap();
+    let ud: serde_norway::Value = serde_norway::from_str(&bootstrap::userdata(s).unwrap()).unwrap();
     let path = if s.role == Role::Init {
         bootstrap::INIT_CONFIG_PATH
     } else {

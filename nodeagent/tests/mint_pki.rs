@@ -215,7 +215,7 @@ fn hash_of_a_real_capi_ca_matches_openssl() {
         prereq::CORPUS
     ))
     .unwrap();
-    let doc: serde_yaml::Value = serde_yaml::from_str(&golden).unwrap();
+    let doc: serde_norway::Value = serde_norway::from_str(&golden).unwrap();
     let ca = doc["write_files"][0]["content"].as_str().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let f = tmp.path().join("ca.crt");
@@ -263,7 +263,7 @@ fn token_and_its_secret() {
     );
     assert_ne!(t, ok(&["mint", "token"]).trim());
     let y = ok(&["mint", "token", "--secret", "--token", t, "--ttl", "15m"]);
-    let v: serde_yaml::Value = serde_yaml::from_str(&y).unwrap();
+    let v: serde_norway::Value = serde_norway::from_str(&y).unwrap();
     assert_eq!(v["type"].as_str(), Some("bootstrap.kubernetes.io/token"));
     assert_eq!(
         v["metadata"]["name"].as_str(),

@@ -17,7 +17,7 @@ const PKI_FILES: [&str; 8] = [
     "sa.key",
 ];
 
-fn b64d(v: &serde_yaml::Value) -> String {
+fn b64d(v: &serde_norway::Value) -> String {
     String::from_utf8(
         base64::engine::general_purpose::STANDARD
             .decode(v.as_str().unwrap())
@@ -26,8 +26,8 @@ fn b64d(v: &serde_yaml::Value) -> String {
     .unwrap()
 }
 
-fn docs(yaml: &str) -> Vec<serde_yaml::Value> {
-    serde_yaml::Deserializer::from_str(yaml)
+fn docs(yaml: &str) -> Vec<serde_norway::Value> {
+    serde_norway::Deserializer::from_str(yaml)
         .map(|d| serde::Deserialize::deserialize(d).unwrap())
         .collect()
 }
@@ -104,7 +104,7 @@ fn secrets_for(alg: &str) {
     assert_eq!(b64d(&docs[3]["data"]["tls.key"]), read("sa.key"));
 
     // The admin kubeconfig, shaped as CAPI's.
-    let kc: serde_yaml::Value = serde_yaml::from_str(&b64d(&docs[4]["data"]["value"])).unwrap();
+    let kc: serde_norway::Value = serde_norway::from_str(&b64d(&docs[4]["data"]["value"])).unwrap();
     assert_eq!(kc["current-context"].as_str(), Some("demo-admin@demo"));
     assert_eq!(kc["clusters"][0]["name"].as_str(), Some("demo"));
     assert_eq!(
@@ -365,8 +365,8 @@ fn kubeconfig_for_a_user_and_group() {
     ]);
     assert!(!out.contains("PRIVATE"));
     assert_eq!(mode(&f), 0o600);
-    let kc: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+    let kc: serde_norway::Value =
+        serde_norway::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
     assert_eq!(
         kc["clusters"][0]["cluster"]["server"].as_str(),
         Some("https://[fd00::10]:6443")

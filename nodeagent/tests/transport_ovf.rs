@@ -24,7 +24,7 @@ const VSPHERE: &str = "vsphere-vapp.ovf-env.xml";
 fn ovf_over_dir(xml: &[u8], root: &Path) -> (tempfile::TempDir, OvfTransport) {
     let d = tempfile::tempdir().unwrap();
     std::fs::write(d.path().join("guestinfo.ovfEnv"), xml).unwrap();
-    let t = OvfTransport::new(Box::new(DirTransport::new(d.path().to_path_buf())), root);
+    let t = OvfTransport::new(Box::new(DirTransport::new(d.path())), root);
     (d, t)
 }
 

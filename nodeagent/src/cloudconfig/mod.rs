@@ -196,19 +196,10 @@ pub fn parse(text: &str, source: &str, compat: bool) -> Result<Parsed> {
 }
 
 fn parse_text(text: &str, source: &str, compat: bool) -> Result<Node> {
-    yaml::load(
-        text,
-        yaml::LoadOptions {
-            allow_duplicate_keys: compat,
-        },
-    )
-    .map_err(|e| at_source(e, source))
-}
-
-fn at_source(mut e: Error, source: &str) -> Error {
-    e.stage = Stage::CloudConfig;
-    e.place = format!("{source} {}", e.place);
-    e
+    let doc = yaml::Doc::new(Stage::CloudConfig, source)
+        .duplicate_keys(compat)
+        .spaced();
+    yaml::read(doc, text)
 }
 
 /// Build the typed config from a loaded YAML tree; the first error, if any.

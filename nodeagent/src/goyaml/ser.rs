@@ -298,6 +298,7 @@ struct_like!(SerializeStruct, SerializeStructVariant);
 mod tests {
     use super::super::to_string;
     use super::*;
+    use std::collections::BTreeMap;
 
     #[derive(serde::Serialize)]
     #[serde(rename_all = "camelCase")]
@@ -333,18 +334,44 @@ mod tests {
     }
 
     #[test]
-    fn yaml_values_keep_their_types_except_non_string_keys() {
-        let v: serde_yaml::Value =
-            serde_yaml::from_str("b: [1, 1.5, .inf, true, ~, 'x']\n1: one\na: {}\n").unwrap();
+    fn values_keep_their_types_except_non_string_keys() {
+        #[derive(serde::Serialize)]
+        #[serde(untagged)]
+        enum Any {
+            I(i64),
+            F(f64),
+            B(bool),
+            N(Option<()>),
+            S(&'static str),
+        }
+        #[derive(serde::Serialize)]
+        struct Doc {
+            b: Vec<Any>,
+            a: BTreeMap<String, String>,
+        }
+        let b = vec![
+            Any::I(1),
+            Any::F(1.5),
+            Any::F(f64::INFINITY),
+            Any::B(true),
+            Any::N(None),
+            Any::S("x"),
+        ];
+        let v = Doc {
+            b,
+            a: BTreeMap::new(),
+        };
         assert_eq!(
             to_string(&to_y(&v).unwrap()),
-            "\"1\": one\na: {}\nb:\n- 1\n- 1.5\n- .inf\n- true\n- null\n- x\n"
+            "a: {}\nb:\n- 1\n- 1.5\n- .inf\n- true\n- null\n- x\n"
         );
+        let numbered: BTreeMap<i64, &str> = [(1, "one")].into();
+        assert_eq!(to_string(&to_y(&numbered).unwrap()), "\"1\": one\n");
     }
 
     #[test]
     fn collection_keys_are_refused() {
-        let v: serde_yaml::Value = serde_yaml::from_str("[a]: b\n").unwrap();
+        let v: BTreeMap<Vec<&str>, &str> = [(vec!["a"], "b")].into();
         assert!(to_y(&v).is_err());
     }
 }

@@ -8,7 +8,7 @@
 #![deny(clippy::indexing_slicing)]
 
 use crate::error::{Error, ErrorKind, Result, Stage};
-use serde::Deserialize;
+use crate::yaml;
 
 pub const GROUP: &str = "kubeadm.k8s.io";
 
@@ -87,27 +87,23 @@ pub use crate::kubeadm_api::*;
 /// Parse a kubeadm config file (one or more YAML documents). `source` names the file in errors.
 pub fn parse(text: &str, source: &str) -> Result<KubeadmConfig> {
     let mut cfg = KubeadmConfig::default();
-    for (i, de) in serde_yaml::Deserializer::from_str(text).enumerate() {
+    for (i, node) in crate::yaml::read_all(yaml::Doc::new(Stage::Kubeadm, source), text)?
+        .iter()
+        .enumerate()
+    {
         let index = i + 1;
         let place = |what: &str| format!("{source}: document {index}{what}");
-        let value = serde_yaml::Value::deserialize(de).map_err(|e| {
-            let at = e
-                .location()
-                .map(|l| format!(" line {} column {}", l.line(), l.column()))
-                .unwrap_or_default();
-            Error::new(
-                Stage::Kubeadm,
-                place(&at),
-                format!("not valid YAML: {}", sanitize(&e.to_string())),
-            )
-        })?;
-        if value.is_null() {
+        if matches!(node.value, yaml::Value::Null) {
             continue; // empty document (e.g. a trailing `---`)
         }
-        let map = value
-            .as_mapping()
-            .ok_or_else(|| Error::new(Stage::Kubeadm, place(""), "a document must be a mapping"))?;
-        let field = |k: &str| map.get(k).and_then(|v| v.as_str()).map(str::to_string);
+        if !matches!(node.value, yaml::Value::Map(_)) {
+            return Err(Error::new(
+                Stage::Kubeadm,
+                place(""),
+                "a document must be a mapping",
+            ));
+        }
+        let field = |k: &str| node.get(k).and_then(yaml::Node::as_str).map(str::to_string);
         let kind = field("kind").ok_or_else(|| {
             Error::new(Stage::Kubeadm, place(""), "missing required field `kind`")
         })?;
@@ -118,6 +114,7 @@ pub fn parse(text: &str, source: &str) -> Result<KubeadmConfig> {
                 "missing required field `apiVersion`",
             )
         })?;
+        let value = node;
         let here = place(&format!(" ({kind})"));
         if let Some(group) = component_config_api(&kind) {
             // kubeadm refuses a component config under any other apiVersion.
@@ -151,18 +148,18 @@ pub fn parse(text: &str, source: &str) -> Result<KubeadmConfig> {
         })?;
         match kind.as_str() {
             "InitConfiguration" => {
-                set_once(&mut cfg.init, typed(&value, &here, index, version)?, &here)?
+                set_once(&mut cfg.init, typed(value, &here, index, version)?, &here)?
             }
             "ClusterConfiguration" => set_once(
                 &mut cfg.cluster,
-                typed(&value, &here, index, version)?,
+                typed(value, &here, index, version)?,
                 &here,
             )?,
             "JoinConfiguration" => {
-                set_once(&mut cfg.join, typed(&value, &here, index, version)?, &here)?
+                set_once(&mut cfg.join, typed(value, &here, index, version)?, &here)?
             }
             "ResetConfiguration" | "UpgradeConfiguration" if version == ApiVersion::V1beta4 => {
-                check_ignored(&value, &kind, &here, index)?;
+                check_ignored(value, &kind, &here, index)?;
                 cfg.component_configs.push((index, kind));
             }
             other => {
@@ -182,7 +179,7 @@ pub fn parse(text: &str, source: &str) -> Result<KubeadmConfig> {
 
 /// v1beta4's ResetConfiguration and UpgradeConfiguration: read strictly (as kubeadm does),
 /// then ignored, as `kubeadm init` and `join` ignore them.
-fn check_ignored(value: &serde_yaml::Value, kind: &str, here: &str, index: usize) -> Result<()> {
+fn check_ignored(value: &yaml::Node, kind: &str, here: &str, index: usize) -> Result<()> {
     let version = ApiVersion::V1beta4;
     let timeouts = if kind == "ResetConfiguration" {
         typed::<ResetConfiguration>(value, here, index, version)?
@@ -223,19 +220,18 @@ fn set_once<T>(slot: &mut Option<Doc<T>>, doc: Doc<T>, place: &str) -> Result<()
 }
 
 fn typed<T: serde::de::DeserializeOwned>(
-    value: &serde_yaml::Value,
+    value: &yaml::Node,
     place: &str,
     index: usize,
     version: ApiVersion,
 ) -> Result<Doc<T>> {
-    let spec: T = serde_path_to_error::deserialize(value.clone()).map_err(|e| {
-        let path = e.path().to_string();
-        let at = if path == "." {
+    let spec: T = yaml::deserialize(value).map_err(|e| {
+        let at = if e.path == "." {
             place.to_string()
         } else {
-            format!("{place}: {path}")
+            format!("{place}: {}", e.path)
         };
-        Error::new(Stage::Kubeadm, at, sanitize(&e.inner().to_string()))
+        Error::new(Stage::Kubeadm, at, sanitize(&e.message))
     })?;
     Ok(Doc {
         index,

@@ -186,7 +186,7 @@ pub fn execute_restoring(
             || {
                 spec.endpoint
                     .clone()
-                    .or_else(|| join_endpoint(root, &config_file))
+                    .or_else(|| join_endpoint(root, &spec.config_path))
             },
             restore,
         ),
@@ -420,10 +420,11 @@ pub fn write_sentinel(root: &Path) -> std::io::Result<()> {
 }
 
 /// The endpoint a join must reach: `discovery.bootstrapToken.apiServerEndpoint`, or the
-/// server of the discovery kubeconfig (`discovery.file.kubeConfigPath`).
-pub fn join_endpoint(root: &Path, config_file: &str) -> Option<String> {
-    let text = std::fs::read_to_string(config_file).ok()?;
-    let cfg = super::config::parse(&text, config_file).ok()?;
+/// server of the discovery kubeconfig (`discovery.file.kubeConfigPath`). `config_path` is the
+/// config's path inside `root`; both files are read inside the root, bounded.
+pub fn join_endpoint(root: &Path, config_path: &str) -> Option<String> {
+    let text = crate::confine::read_bounded(root, config_path, crate::yaml::MAX_YAML_BYTES).ok()?;
+    let cfg = super::config::parse(std::str::from_utf8(&text).ok()?, config_path).ok()?;
     if let Some(ep) = cfg.join_endpoint() {
         return Some(ep);
     }
@@ -439,10 +440,9 @@ pub fn join_endpoint(root: &Path, config_file: &str) -> Option<String> {
     if !path.starts_with('/') {
         return None; // https URL: fetched by kubeadm itself
     }
-    let kc: serde_yaml::Value = serde_yaml::from_str(
-        &std::fs::read_to_string(crate::confine::dir(root, &path).ok()?).ok()?,
-    )
-    .ok()?;
+    let text = crate::confine::read_bounded(root, &path, crate::yaml::MAX_YAML_BYTES).ok()?;
+    let doc = crate::yaml::Doc::new(crate::error::Stage::Kubeadm, &path).duplicate_keys(true);
+    let kc = crate::yaml::read_bytes(doc, &text).ok()?.to_json();
     let server = kc["clusters"][0]["cluster"]["server"].as_str()?;
     let hostport = server.strip_prefix("https://")?.split('/').next()?;
     match super::config::split_host_port(hostport)? {

@@ -3,13 +3,16 @@
 //! before the first write, in addition to nodeagent's own reader (`config`). Both must accept
 //! it; a refusal says which of the two refused.
 //!
-//! kubeadm is found as the kubeadm step finds it: `kubeadm` on the agent's `PATH`, inside the
-//! root (the step runs chrooted into `--root DIR`), and only where the step would run at all
-//! (on the node, or with `--exec`). The config is handed on stdin (`--config /proc/self/fd/0`): the
-//! file is not written yet. Under `--root DIR` the root's kubeadm is started from outside the
-//! root (it reads nothing but its stdin), so a trial root needs no `/dev` of its own. The call goes through the one process runner with its deadline;
-//! its output is redacted and cut. A kubeadm that cannot be started or overruns its deadline is
-//! a warning, not a refusal: nodeagent's reader has already accepted the file.
+//! kubeadm is found and run as the kubeadm step finds and runs it: `kubeadm` on the agent's
+//! `PATH`, inside the root, and only where the step would run at all (on the node, or with
+//! `--exec`). On the node the config is handed on stdin (`--config /proc/self/fd/0`): the file
+//! is not written yet. Under `--root DIR` the root's kubeadm runs chrooted into DIR, as the
+//! step runs it (`process::chroot_into`), so it sees the image's files and nothing of the
+//! host's; the config goes into a root-only file inside DIR (`/run/nodeagent/`, 0600), removed
+//! after the call, so a trial root needs neither `/proc` nor `/dev`. The call goes through the
+//! one process runner with its deadline; its output is redacted and cut. A kubeadm that cannot
+//! be started or overruns its deadline is a warning, not a refusal: nodeagent's reader has
+//! already accepted the file.
 
 use crate::error::{Error, Result, Stage};
 use crate::plan::{Action, Plan};
@@ -35,6 +38,10 @@ static ACCEPTED: Mutex<Vec<(PathBuf, Vec<u8>)>> = Mutex::new(Vec::new());
 /// configs kubeadm accepted (its path, size and mtime, and the bytes), one per line, so the
 /// main unit does not ask again about what the local unit's kubeadm accepted.
 const VERDICTS: &str = "run/nodeagent/kubeadm-accepted";
+
+/// Under `--root`, the config handed to the chrooted kubeadm, inside the root (root-only, 0600;
+/// removed after the call).
+const CHROOTED_CONFIG: &str = "/run/nodeagent/kubeadm-validate.yaml";
 
 fn fingerprint(host: &Path, bytes: &[u8]) -> Option<String> {
     use sha2::{Digest, Sha256};
@@ -147,14 +154,7 @@ pub fn check(
         if fp.as_deref().is_some_and(|fp| accepted_this_boot(root, fp)) {
             continue;
         }
-        let mut cmd = Command::new(&host);
-        // /proc/self/fd/0, not /dev/stdin: a minimal root (an initramfs, a busybox init) has no
-        // /dev/stdin link, and every system that runs kubeadm has /proc.
-        cmd.args(["config", "validate", "--config", "/proc/self/fd/0"]);
-        let limits = process::Limits::new(TIMEOUT)
-            .stdout_cap(16 * 1024)
-            .stderr_cap(16 * 1024);
-        let out = match process::run(cmd, &limits, Some(&bytes)) {
+        let out = match run_validate(root, &host, &program, &bytes) {
             Ok(o) => o,
             Err(e) => {
                 return Ok(Checked::Warning(format!(
@@ -188,10 +188,41 @@ pub fn check(
     Ok(Checked::Accepted(ran))
 }
 
-/// `config validate` looks a join's `discovery.file.kubeConfigPath` up on the disk it runs on:
-/// a file the plan has not written yet, or one inside a `--root` (kubeadm runs from outside
-/// it), would be refused for being absent. Such configs are left to nodeagent's pre-flight,
-/// which checks the file the plan writes or the disk holds.
+/// `kubeadm config validate --config CONFIG` as the kubeadm step would run kubeadm: on the node
+/// (`root` is `/`) the program at `host` with the config on stdin; under `--root` the program at
+/// `program` chrooted into the root, the config in [`CHROOTED_CONFIG`] inside it.
+fn run_validate(
+    root: &Path,
+    host: &Path,
+    program: &Path,
+    bytes: &[u8],
+) -> std::io::Result<process::Output> {
+    let limits = process::Limits::new(TIMEOUT)
+        .stdout_cap(16 * 1024)
+        .stderr_cap(16 * 1024);
+    if root == Path::new("/") {
+        let mut cmd = Command::new(host);
+        // /proc/self/fd/0, not /dev/stdin: a minimal root (an initramfs, a busybox init) has no
+        // /dev/stdin link, and every system that runs kubeadm has /proc.
+        cmd.args(["config", "validate", "--config", "/proc/self/fd/0"]);
+        return process::run(cmd, &limits, Some(bytes)).map_err(std::io::Error::other);
+    }
+    let file = crate::confine::file(root, CHROOTED_CONFIG)?;
+    crate::report::write_run_file(&file, bytes, 0o600)?;
+    let mut cmd = Command::new(program);
+    cmd.args(["config", "validate", "--config", CHROOTED_CONFIG]);
+    let out = process::chroot_into(&mut cmd, root, None)
+        .and_then(|()| process::run(cmd, &limits, None).map_err(std::io::Error::other));
+    if let Ok(dir) = crate::confine::Dir::open(root, "/run/nodeagent") {
+        let _ = dir.remove_tree("kubeadm-validate.yaml");
+    }
+    out
+}
+
+/// `config validate` looks a join's `discovery.file.kubeConfigPath` up on the disk it runs on
+/// (the root's, chrooted): a file the plan has not written yet would be refused for being
+/// absent. Such configs are left to nodeagent's pre-flight, which checks the file the plan
+/// writes.
 fn local_discovery_file_unseen(config: &[u8], root: &Path) -> bool {
     let Some(path) = std::str::from_utf8(config)
         .ok()
@@ -202,7 +233,8 @@ fn local_discovery_file_unseen(config: &[u8], root: &Path) -> bool {
     else {
         return false;
     };
-    !path.starts_with("https://") && (root != Path::new("/") || !Path::new(&path).is_file())
+    !path.starts_with("https://")
+        && !crate::confine::metadata(root, &path).is_ok_and(|m| m.is_file())
 }
 
 /// The bytes the kubeadm step at `index` will read as its config: the plan's last write of

@@ -93,11 +93,11 @@ pub fn parse(yaml: &str, cluster: Option<&str>) -> Result<Parsed> {
     }
     // name -> data
     let mut found: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-    for (i, doc) in serde_yaml::Deserializer::from_str(yaml).enumerate() {
+    let docs = crate::yaml::read_all(crate::yaml::Doc::new(Stage::Mint, "--from-secrets"), yaml)?;
+    for (i, doc) in docs.iter().enumerate() {
         let place = format!("document {}", i + 1);
-        let v: serde_yaml::Value =
-            serde::Deserialize::deserialize(doc).map_err(|e| err(place.clone(), e.to_string()))?;
-        if v.is_null() || v.get("kind").and_then(|k| k.as_str()) != Some("Secret") {
+        let v = doc.to_json();
+        if v.get("kind").and_then(|k| k.as_str()) != Some("Secret") {
             continue;
         }
         let name = v
@@ -151,11 +151,11 @@ pub fn parse(yaml: &str, cluster: Option<&str>) -> Result<Parsed> {
 }
 
 /// `data` (base64) and `stringData` of one Secret, as text.
-fn secret_data(v: &serde_yaml::Value, name: &str) -> Result<BTreeMap<String, String>> {
+fn secret_data(v: &serde_json::Value, name: &str) -> Result<BTreeMap<String, String>> {
     let mut data = BTreeMap::new();
-    if let Some(m) = v.get("data").and_then(|d| d.as_mapping()) {
+    if let Some(m) = v.get("data").and_then(|d| d.as_object()) {
         for (k, val) in m {
-            let (Some(k), Some(val)) = (k.as_str(), val.as_str()) else {
+            let Some(val) = val.as_str() else {
                 continue;
             };
             let bytes = b64()
@@ -177,9 +177,9 @@ fn secret_data(v: &serde_yaml::Value, name: &str) -> Result<BTreeMap<String, Str
             data.insert(k.to_string(), text);
         }
     }
-    if let Some(m) = v.get("stringData").and_then(|d| d.as_mapping()) {
+    if let Some(m) = v.get("stringData").and_then(|d| d.as_object()) {
         for (k, val) in m {
-            if let (Some(k), Some(val)) = (k.as_str(), val.as_str()) {
+            if let Some(val) = val.as_str() {
                 data.insert(k.to_string(), val.to_string());
             }
         }

@@ -516,9 +516,9 @@ mod tests {
 
     #[test]
     fn places_get_their_line() {
-        let doc = crate::yaml::load(
+        let doc = crate::yaml::read(
+            crate::yaml::Doc::new(Stage::CloudConfig, "userdata"),
             "#cloud-config\nusers:\n- name: a\n  gecos: \"x:y\"\n",
-            Default::default(),
         )
         .unwrap();
         let e = with_line(

@@ -1,24 +1,35 @@
 //! Transport dir.
 //!
-//! Debug/test transport: one file per key, `DIR/guestinfo.K`, read and written whole.
+//! Debug/test transport: one file per key, `DIR/guestinfo.K`, read and written whole through
+//! the confined seed reader ([`SeedDir`]).
 
-use super::{Transport, check_key, read_file_capped, write_file_atomic};
+use super::{SeedDir, Transport, check_key};
 use crate::error::Result;
-use std::path::PathBuf;
+use std::path::Path;
 
 #[derive(Debug, Clone)]
 pub struct DirTransport {
-    pub dir: PathBuf,
+    pub dir: SeedDir,
 }
 
 impl DirTransport {
-    pub fn new(dir: impl Into<PathBuf>) -> Self {
-        DirTransport { dir: dir.into() }
+    /// The host directory `dir` (`--transport dir:PATH`).
+    pub fn new(dir: impl AsRef<Path>) -> Self {
+        DirTransport {
+            dir: SeedDir::host(dir.as_ref()),
+        }
     }
 
-    fn file(&self, key: &str) -> Result<PathBuf> {
+    /// The directory `rel` inside `root` (an image-config transport under `--root`).
+    pub fn in_root(root: &Path, rel: &str) -> Self {
+        DirTransport {
+            dir: SeedDir::new(root, rel),
+        }
+    }
+
+    fn file(key: &str) -> Result<String> {
         check_key(key)?;
-        Ok(self.dir.join(format!("guestinfo.{key}")))
+        Ok(format!("guestinfo.{key}"))
     }
 }
 
@@ -29,11 +40,13 @@ impl Transport for DirTransport {
 
     /// `DIR/guestinfo.K`; a missing file is an absent key.
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
-        read_file_capped(&self.file(key)?, &format!("guestinfo.{key}"))
+        self.dir
+            .read(&Self::file(key)?, &format!("guestinfo.{key}"))
     }
 
     /// Replaces `DIR/guestinfo.K` atomically (temp file + rename).
     fn set(&self, key: &str, value: &[u8]) -> Result<()> {
-        write_file_atomic(&self.file(key)?, value, &format!("guestinfo.{key}"))
+        self.dir
+            .write(&Self::file(key)?, value, &format!("guestinfo.{key}"))
     }
 }

@@ -5,10 +5,10 @@
 //! fw_cfg is read-only, so values we publish go out as one compact JSON line each on the
 //! virtio-serial port `org.nodeagent.status` (docs/formats.md N.3, N.4).
 
-use super::{Transport, check_key, read_file_capped, read_file_sized};
+use super::{SeedDir, Transport, check_key};
 use crate::error::{Error, Result, Stage};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 pub const DEFAULT_BY_NAME: &str = "/sys/firmware/qemu_fw_cfg/by_name";
@@ -19,26 +19,48 @@ pub const STATUS_KEY: &str = "nodeagent.status";
 #[derive(Debug, Clone)]
 pub struct FwCfgTransport {
     /// The `by_name` directory of the qemu_fw_cfg sysfs tree.
-    pub by_name: PathBuf,
-    /// The virtio-serial port (a FIFO or plain file in tests).
-    pub status_port: PathBuf,
+    pub by_name: SeedDir,
+    /// The root the virtio-serial port is opened in, and its path there (a FIFO or plain
+    /// file in tests).
+    pub port_root: PathBuf,
+    pub status_port: String,
     /// How long `set` waits for the host side to read before giving up.
     pub timeout: Duration,
 }
 
 impl FwCfgTransport {
-    pub fn new(by_name: impl Into<PathBuf>, status_port: impl Into<PathBuf>) -> Self {
+    /// Host paths of the `by_name` directory and the port.
+    pub fn new(by_name: impl AsRef<Path>, status_port: impl AsRef<Path>) -> Self {
+        let port = std::path::absolute(status_port.as_ref())
+            .unwrap_or_else(|_| status_port.as_ref().to_path_buf());
         FwCfgTransport {
-            by_name: by_name.into(),
-            status_port: status_port.into(),
+            by_name: SeedDir::host(by_name.as_ref()),
+            port_root: PathBuf::from("/"),
+            status_port: port.to_string_lossy().into_owned(),
             timeout: Duration::from_millis(crate::limits::RPC_TIMEOUT_MS),
         }
+    }
+
+    /// The node's fw_cfg tree and port inside `root`.
+    pub fn in_root(root: &Path) -> Self {
+        FwCfgTransport {
+            by_name: SeedDir::new(root, DEFAULT_BY_NAME),
+            port_root: root.to_path_buf(),
+            status_port: DEFAULT_STATUS_PORT.to_string(),
+            timeout: Duration::from_millis(crate::limits::RPC_TIMEOUT_MS),
+        }
+    }
+
+    /// The port's host path, for messages.
+    fn port_path(&self) -> PathBuf {
+        self.port_root
+            .join(self.status_port.trim_start_matches('/'))
     }
 }
 
 impl Default for FwCfgTransport {
     fn default() -> Self {
-        Self::new(DEFAULT_BY_NAME, DEFAULT_STATUS_PORT)
+        Self::in_root(Path::new("/"))
     }
 }
 
@@ -85,16 +107,20 @@ impl Transport for FwCfgTransport {
     /// one a trap into QEMU.
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
-        let entry = self.by_name.join(format!("opt/guestinfo.{key}"));
+        let entry = format!("opt/guestinfo.{key}");
         let place = format!("guestinfo.{key}");
         // A decimal count and a newline; anything longer is not the kernel's.
-        let size = crate::fsio::read_capped(&entry.join("size"), 24)
+        let size = self
+            .by_name
+            .read_capped(&format!("{entry}/size"), 24, &place)
             .ok()
+            .flatten()
             .and_then(|b| String::from_utf8(b).ok())
             .and_then(|s| s.trim().parse::<usize>().ok());
+        let raw = format!("{entry}/raw");
         match size {
-            Some(size) => read_file_sized(&entry.join("raw"), size, &place),
-            None => read_file_capped(&entry.join("raw"), &place),
+            Some(size) => self.by_name.read_sized(&raw, size, &place),
+            None => self.by_name.read(&raw, &place),
         }
     }
 
@@ -105,31 +131,29 @@ impl Transport for FwCfgTransport {
         check_key(key)?;
         let mut line = status_line(key, value)?.into_bytes();
         line.push(b'\n');
-        write_nonblocking(&self.status_port, &line, self.timeout).map_err(|e| {
+        write_nonblocking(&self.port_root, &self.status_port, &line, self.timeout).map_err(|e| {
             Error::io(
                 Stage::Report,
                 format!("guestinfo.{key}"),
-                &format!("cannot write to {}", self.status_port.display()),
+                &format!("cannot write to {}", self.port_path().display()),
                 e,
             )
         })
     }
 }
 
+/// `data` written to the port `rel` inside `root`, opened there as `confine::open_port` opens
+/// it (no link followed out of the root).
 fn write_nonblocking(
-    path: &std::path::Path,
+    root: &Path,
+    rel: &str,
     data: &[u8],
     timeout: Duration,
 ) -> std::io::Result<()> {
     use std::io::ErrorKind;
-    use std::os::unix::fs::OpenOptionsExt;
     let deadline = Instant::now() + timeout;
     let mut f = loop {
-        match std::fs::OpenOptions::new()
-            .append(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(path)
-        {
+        match crate::confine::open_port(root, rel) {
             Ok(f) => break f,
             // FIFO without a reader yet.
             Err(e) if e.raw_os_error() == Some(libc::ENXIO) && Instant::now() < deadline => {

@@ -13,7 +13,7 @@ pub trait Transport {
     fn set(&self, key: &str, value: &[u8]) -> Result<()>;
     /// The seed directory of a NoCloud transport: its instance data follows cloud-init's
     /// NoCloud datasource, not the VMware one.
-    fn nocloud_seed(&self) -> Option<&std::path::Path> {
+    fn nocloud_seed(&self) -> Option<&SeedDir> {
         None
     }
     /// Whether `set` publishes into guestinfo (or a stand-in for it: the `dir:` files, fw_cfg's
@@ -42,13 +42,19 @@ pub use crate::limits::MAX_RAW_VALUE_BYTES;
 
 const VALID_SPECS: &str = "valid forms: `vmware`, `ovf`, `fwcfg`, `dir:PATH`, `nocloud:PATH`";
 
-/// Parse a `--transport` / image-config transport spec.
+/// Parse a `--transport` / image-config transport spec (an OVF `seedfrom` on the host).
 pub fn from_spec(spec: &str) -> Result<Box<dyn Transport>> {
+    from_spec_in(spec, Path::new("/"))
+}
+
+/// [`from_spec`] for a run under `--root root`: an OVF `seedfrom` is bootstrap data of that
+/// root, looked up inside it; `dir:`/`nocloud:` name host directories (the operator's).
+pub fn from_spec_in(spec: &str, root: &Path) -> Result<Box<dyn Transport>> {
     Ok(match parse_spec(spec)? {
         Spec::Vmware => Box::new(vmware::VmwareTransport::from_env()),
         Spec::Ovf => Box::new(ovf::OvfTransport::new(
             Box::new(vmware::VmwareTransport::from_env()),
-            Path::new("/"),
+            root,
         )),
         Spec::FwCfg => Box::new(fwcfg::FwCfgTransport::default()),
         Spec::Dir(p) => Box::new(dir::DirTransport::new(p)),
@@ -183,21 +189,21 @@ pub fn detect_with_path(
                 }
             }
             Spec::FwCfg => {
-                let by_name = under(root, Path::new(fwcfg::DEFAULT_BY_NAME));
-                if !by_name.is_dir() {
+                let t = fwcfg::FwCfgTransport::in_root(root);
+                if !t.by_name.exists() {
                     log.push(format!(
                         "fwcfg: skipped: {} does not exist",
-                        by_name.display()
+                        t.by_name.path().display()
                     ));
                     continue;
                 }
-                Box::new(fwcfg::FwCfgTransport::new(
-                    by_name,
-                    under(root, Path::new(fwcfg::DEFAULT_STATUS_PORT)),
-                ))
+                Box::new(t)
             }
-            Spec::Dir(p) => Box::new(dir::DirTransport::new(under(root, &p))),
-            Spec::NoCloud(p) => Box::new(nocloud::NoCloudTransport::new(under(root, &p))),
+            Spec::Dir(p) => Box::new(dir::DirTransport::in_root(root, &p.to_string_lossy())),
+            Spec::NoCloud(p) => Box::new(nocloud::NoCloudTransport::in_root(
+                root,
+                &p.to_string_lossy(),
+            )),
         };
         let mut read = Vec::new();
         match has_data(t.as_ref(), &mut read) {
@@ -276,7 +282,7 @@ impl Transport for Primed {
         self.inner.set(key, value)
     }
 
-    fn nocloud_seed(&self) -> Option<&std::path::Path> {
+    fn nocloud_seed(&self) -> Option<&SeedDir> {
         self.inner.nocloud_seed()
     }
 
@@ -293,11 +299,6 @@ fn read_dmi_product(root: &Path) -> Option<String> {
         .read_to_string(&mut s)
         .ok()?;
     Some(s.trim_end().to_string())
-}
-
-/// `p` re-rooted under `root` (absolute paths lose their leading `/`).
-fn under(root: &Path, p: &Path) -> PathBuf {
-    root.join(p.strip_prefix("/").unwrap_or(p))
 }
 
 /// Keys become file names and RPC arguments: allow only `[A-Za-z0-9._-]`, not starting
@@ -321,65 +322,151 @@ pub(crate) fn check_key(key: &str) -> Result<()> {
     }
 }
 
-/// Read a whole file, `None` if it does not exist, refusing more than MAX_RAW_VALUE_BYTES.
-pub(crate) fn read_file_capped(path: &Path, place: &str) -> Result<Option<Vec<u8>>> {
-    checked_read(
-        path,
-        place,
-        crate::fsio::read_capped(path, MAX_RAW_VALUE_BYTES),
-    )
+/// A directory of bootstrap-data files inside a root (a NoCloud seed, an OVF `seedfrom`, the
+/// `dir:` transport's files, fw_cfg's `by_name` tree): every file in it is read through
+/// [`crate::confine::read_bounded`] (resolved inside the root in the call that opens it, a
+/// FIFO, device, socket or hard-linked file refused before it is opened, the size bounded),
+/// and written back only by an atomic replace relative to the directory opened inside the
+/// root (a link in the name is replaced, never followed). No path is joined onto the root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeedDir {
+    root: PathBuf,
+    /// The directory inside `root` (`/`-separated).
+    rel: String,
 }
 
-/// Read the first `size` bytes of `path` (a file whose length the caller knows from
-/// elsewhere), `None` if it does not exist; a shorter file gives what it has. No read past
-/// `size` (fsio::read_prefix): on fw_cfg that would cost a whole pass (fwcfg.rs).
-pub(crate) fn read_file_sized(path: &Path, size: usize, place: &str) -> Result<Option<Vec<u8>>> {
-    if size > MAX_RAW_VALUE_BYTES {
-        return Err(over_limit(path, place));
+impl SeedDir {
+    /// The directory `rel` inside `root` (an absolute `rel` is taken from the root).
+    pub fn new(root: &Path, rel: &str) -> SeedDir {
+        SeedDir {
+            root: root.to_path_buf(),
+            rel: rel.to_string(),
+        }
     }
-    checked_read(path, place, crate::fsio::read_prefix(path, size))
-}
 
-/// A transport file read as the agent reports it: absent is `None`, an I/O error names the
-/// file, more than MAX_RAW_VALUE_BYTES is refused.
-fn checked_read(
-    path: &Path,
-    place: &str,
-    read: std::io::Result<Vec<u8>>,
-) -> Result<Option<Vec<u8>>> {
-    match read {
-        Ok(buf) if buf.len() > MAX_RAW_VALUE_BYTES => Err(over_limit(path, place)),
-        Ok(buf) => Ok(Some(buf)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io(
+    /// A host directory named on the command line (`--transport dir:PATH`): the host is its
+    /// root; a relative path is taken from the working directory.
+    pub fn host(path: &Path) -> SeedDir {
+        let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        SeedDir::new(Path::new("/"), &path.to_string_lossy())
+    }
+
+    /// The host path of the directory, for messages and instance data (never acted on).
+    pub fn path(&self) -> PathBuf {
+        let path = self.root.join(self.rel.trim_start_matches('/'));
+        std::path::absolute(&path).unwrap_or(path)
+    }
+
+    /// `name` inside the directory (a path below it, `/`-separated).
+    fn member(&self, name: &str) -> String {
+        format!("{}/{name}", self.rel.trim_end_matches('/'))
+    }
+
+    /// The host path of `name`, for messages (never acted on).
+    fn shown(&self, name: &str) -> String {
+        let path = self.root.join(self.member(name).trim_start_matches('/'));
+        std::path::absolute(&path)
+            .unwrap_or(path)
+            .display()
+            .to_string()
+    }
+
+    /// Whether the directory exists inside the root.
+    pub fn exists(&self) -> bool {
+        crate::confine::metadata(&self.root, &self.rel).is_ok_and(|m| m.is_dir())
+    }
+
+    /// The whole file `name`, `None` if it does not exist; more than MAX_RAW_VALUE_BYTES, or
+    /// anything but a regular file, is refused.
+    pub fn read(&self, name: &str, place: &str) -> Result<Option<Vec<u8>>> {
+        self.read_capped(name, MAX_RAW_VALUE_BYTES, place)
+    }
+
+    /// [`SeedDir::read`] with a smaller bound `max` (fw_cfg's `size` files).
+    pub fn read_capped(&self, name: &str, max: usize, place: &str) -> Result<Option<Vec<u8>>> {
+        let rel = self.member(name);
+        let read = crate::confine::read_bounded(&self.root, &rel, max.min(MAX_RAW_VALUE_BYTES));
+        self.checked(name, place, read)
+    }
+
+    /// The first `size` bytes of `name` (a file whose length the caller knows from elsewhere),
+    /// `None` if it does not exist; no read past `size` (see `confine::read_prefix`).
+    pub fn read_sized(&self, name: &str, size: usize, place: &str) -> Result<Option<Vec<u8>>> {
+        if size > MAX_RAW_VALUE_BYTES {
+            return Err(self.over_limit(name, place));
+        }
+        let rel = self.member(name);
+        self.checked(
+            name,
+            place,
+            crate::confine::read_prefix(&self.root, &rel, size),
+        )
+    }
+
+    /// A read as the agent reports it: absent is `None`, over the limit is `too-large`, a
+    /// file of the wrong type is refused (`invalid`), any other failure is an `io` error.
+    fn checked(
+        &self,
+        name: &str,
+        place: &str,
+        read: std::io::Result<Vec<u8>>,
+    ) -> Result<Option<Vec<u8>>> {
+        let shown = || self.shown(name);
+        match read {
+            Ok(buf) => Ok(Some(buf)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
+                Err(self.over_limit(name, place))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => Err(Error::new(
+                Stage::Transport,
+                place,
+                format!("{}: {e}", shown()),
+            )),
+            Err(e) => Err(Error::io(
+                Stage::Transport,
+                place,
+                &format!("cannot read {}", shown()),
+                e,
+            )),
+        }
+    }
+
+    fn over_limit(&self, name: &str, place: &str) -> Error {
+        Error::too_large(
             Stage::Transport,
             place,
-            &format!("cannot read {}", path.display()),
-            e,
-        )),
+            format!(
+                "{} is over the limit of {MAX_RAW_VALUE_BYTES} bytes (MAX_RAW_VALUE_BYTES)",
+                self.shown(name)
+            ),
+        )
     }
-}
 
-fn over_limit(path: &Path, place: &str) -> Error {
-    Error::new(
-        Stage::Transport,
-        place,
-        format!(
-            "{} is over the limit of {MAX_RAW_VALUE_BYTES} bytes (MAX_RAW_VALUE_BYTES)",
-            path.display()
-        ),
-    )
-}
-
-/// Replace `path` atomically (fsio.rs, 0600, per-process temp name). Not fsynced: `set` is a
-/// report channel (guestinfo itself lives in the VMX's memory), the agent re-publishes at
-/// every phase, and durable progress is the state journal's job.
-pub(crate) fn write_file_atomic(path: &Path, data: &[u8], place: &str) -> Result<()> {
-    let opts = crate::fsio::Options::new(0o600).volatile().shared();
-    crate::fsio::write_atomic(path, data, &opts).map_err(|e| {
-        Error::caused(Stage::Transport, place, e)
-            .map_message(|_| format!("cannot write {}", path.display()))
-    })
+    /// Replace the file `name` in the directory atomically (fsio.rs, 0600, per-process temp
+    /// name), relative to the directory opened inside the root: a link at `name` is replaced,
+    /// never written through. Not fsynced: `set` is a report channel (guestinfo itself lives in
+    /// the VMX's memory), the agent re-publishes at every phase, and durable progress is the
+    /// state journal's job.
+    pub fn write(&self, name: &str, data: &[u8], place: &str) -> Result<()> {
+        let fail = |e: std::io::Error| {
+            Error::io(
+                Stage::Transport,
+                place,
+                &format!("cannot write {}", self.shown(name)),
+                e,
+            )
+        };
+        let dir =
+            std::sync::Arc::new(crate::confine::Dir::open(&self.root, &self.rel).map_err(fail)?);
+        let opts = crate::fsio::Options::new(0o600).volatile().shared();
+        crate::fsio::stage_in(&dir, name, data, &opts)
+            .and_then(|staged| crate::fsio::commit(vec![staged]))
+            .map_err(|e| {
+                Error::caused(Stage::Transport, place, e)
+                    .map_message(|_| format!("cannot write {}", self.shown(name)))
+            })
+    }
 }
 
 /// cloud-init's redaction (A.7) for each logical key K, in order: `set(K, "---")`, then
@@ -407,16 +494,22 @@ mod tests {
     use super::*;
     use crate::error::ErrorKind;
 
-    /// An unreadable file is an `io` error naming it, not bad input; an absent one is `None`.
+    /// A directory or FIFO in place of a file is refused as input (`invalid`), an absent
+    /// file is `None`.
     #[test]
-    fn read_errors_are_io_errors() {
+    fn a_missing_file_is_absent_and_a_special_one_refused() {
         let d = tempfile::tempdir().unwrap();
-        assert_eq!(
-            read_file_capped(&d.path().join("absent"), "p").unwrap(),
-            None
-        );
-        let e = read_file_capped(d.path(), "p").unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Io, "{e}");
-        assert!(e.to_string().contains("cannot read"), "{e}");
+        let seed = SeedDir::new(d.path(), "/");
+        assert_eq!(seed.read("absent", "p").unwrap(), None);
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        let e = seed.read("sub", "p").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+        nix::unistd::mkfifo(
+            &d.path().join("fifo"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        let e = seed.read("fifo", "p").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
     }
 }

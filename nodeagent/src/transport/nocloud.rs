@@ -4,18 +4,28 @@
 //! NoCloud datasource reads it. Seeds are plain: every `*.encoding` key is absent.
 //! Values we publish (`set`) go to `DIR/nodeagent.K`, never over the seed files.
 
-use super::{Transport, check_key, read_file_capped, write_file_atomic};
+use super::{SeedDir, Transport, check_key};
 use crate::error::Result;
-use std::path::PathBuf;
+use std::path::Path;
 
 #[derive(Debug, Clone)]
 pub struct NoCloudTransport {
-    pub dir: PathBuf,
+    pub dir: SeedDir,
 }
 
 impl NoCloudTransport {
-    pub fn new(dir: impl Into<PathBuf>) -> Self {
-        NoCloudTransport { dir: dir.into() }
+    /// The host directory `dir` (`--transport nocloud:PATH`).
+    pub fn new(dir: impl AsRef<Path>) -> Self {
+        NoCloudTransport {
+            dir: SeedDir::host(dir.as_ref()),
+        }
+    }
+
+    /// The seed `rel` inside `root` (the image config's `nocloud:/var/lib/cloud/seed/nocloud`).
+    pub fn in_root(root: &Path, rel: &str) -> Self {
+        NoCloudTransport {
+            dir: SeedDir::new(root, rel),
+        }
     }
 }
 
@@ -41,13 +51,13 @@ impl Transport for NoCloudTransport {
             return Ok(None);
         }
         let file = match seed_file(key) {
-            Some(f) => self.dir.join(f),
-            None => self.dir.join(format!("nodeagent.{key}")),
+            Some(f) => f.to_string(),
+            None => format!("nodeagent.{key}"),
         };
-        read_file_capped(&file, &place)
+        self.dir.read(&file, &place)
     }
 
-    fn nocloud_seed(&self) -> Option<&std::path::Path> {
+    fn nocloud_seed(&self) -> Option<&SeedDir> {
         Some(&self.dir)
     }
 
@@ -58,8 +68,8 @@ impl Transport for NoCloudTransport {
     /// Writes `DIR/nodeagent.K` atomically (so `get` of a non-seed key reads it back).
     fn set(&self, key: &str, value: &[u8]) -> Result<()> {
         check_key(key)?;
-        write_file_atomic(
-            &self.dir.join(format!("nodeagent.{key}")),
+        self.dir.write(
+            &format!("nodeagent.{key}"),
             value,
             &format!("guestinfo.{key}"),
         )

@@ -21,9 +21,10 @@
 //! already capped at `MAX_RAW_VALUE_BYTES`. `set` goes to the inner transport (guestinfo).
 //! The ISO transport (`ovf-env.xml` on a CD-ROM) is not read.
 
-use super::{Transport, read_file_capped};
+use super::{SeedDir, Transport};
 use crate::error::{Error, Result, Stage};
-use serde_yaml::{Mapping, Value};
+use crate::yaml;
+use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -86,7 +87,7 @@ pub struct OvfData {
 /// `read_ovf_environment` + the seed + the defaults. `root` is where a `seedfrom` path is
 /// looked up (`/` on a node).
 pub fn read_environment(xml: &[u8], root: &Path) -> Result<OvfData> {
-    let mut md = Mapping::new();
+    let mut md = Map::new();
     let mut ud = None;
     for (key, value) in properties(xml)? {
         let key = if key == "hostname" {
@@ -96,7 +97,7 @@ pub fn read_environment(xml: &[u8], root: &Path) -> Result<OvfData> {
         };
         match key.as_str() {
             "seedfrom" | "local-hostname" | "public-keys" | "instance-id" => {
-                md.insert(Value::from(key), Value::from(value));
+                md.insert(key, Value::from(value));
             }
             "user-data" => {
                 ud = Some(
@@ -104,21 +105,14 @@ pub fn read_environment(xml: &[u8], root: &Path) -> Result<OvfData> {
                         .unwrap_or_else(|_| value.into_bytes()),
                 );
             }
-            "network-config" => {
-                let net =
-                    crate::decode::py_b64decode(value.as_bytes(), crate::limits::MAX_DECODED_BYTES)
-                        .ok()
-                        .and_then(|b| serde_yaml::from_slice::<Value>(&b).ok())
-                        .and_then(|v| v.get("network").cloned());
-                match net {
-                    Some(n) => {
-                        md.insert(Value::from("network"), n);
-                    }
-                    None => tracing::info!(
-                        "{PLACE}: network-config ignored: not base64 YAML with `network`"
-                    ),
+            "network-config" => match network_config(&value)? {
+                Some(n) => {
+                    md.insert("network".into(), n);
                 }
-            }
+                None => tracing::info!(
+                    "{PLACE}: network-config ignored: not base64 YAML with `network`"
+                ),
+            },
             "password" => tracing::warn!(
                 "{PLACE}: the `password` property (default user's password) is not supported; ignored"
             ),
@@ -143,33 +137,29 @@ pub fn read_environment(xml: &[u8], root: &Path) -> Result<OvfData> {
                     ),
                 )
             })?;
+        // cloud-init's read_seeded: the seed and the file name concatenated.
+        let seed_dir = SeedDir::new(root, "/");
         let read = |name: &str| -> Result<Option<Vec<u8>>> {
-            let path: PathBuf = root.join(format!("{dir}{name}").trim_start_matches('/'));
-            read_file_capped(&path, &format!("{PLACE}: seedfrom {seed}{name}"))
+            seed_dir.read(
+                &format!("{dir}{name}"),
+                &format!("{PLACE}: seedfrom {seed}{name}"),
+            )
         };
         if let Some(seed_md) = read("meta-data")? {
-            let seed_md: Value = serde_yaml::from_slice(&seed_md).map_err(|e| {
-                Error::new(
-                    Stage::Transport,
-                    format!("{PLACE}: seedfrom {seed}meta-data"),
-                    e.to_string(),
-                )
-            })?;
-            if let Value::Mapping(m) = seed_md {
+            let place = format!("{PLACE}: seedfrom {seed}meta-data");
+            let seed_md = yaml::read_bytes(yaml::Doc::new(Stage::Transport, &place), &seed_md)?;
+            if let Value::Object(m) = seed_md.to_json() {
                 for (k, v) in m {
-                    if !md.contains_key(&k) {
-                        md.insert(k, v);
-                    }
+                    md.entry(k).or_insert(v);
                 }
             }
         }
         ud = read("user-data")?;
         vd = read("vendor-data")?;
     }
-    if !md.contains_key("instance-id") {
-        md.insert(Value::from("instance-id"), Value::from("iid-dsovf"));
-    }
-    let metadata = crate::goyaml::dump(&Value::Mapping(md))
+    md.entry("instance-id")
+        .or_insert_with(|| Value::from("iid-dsovf"));
+    let metadata = crate::goyaml::dump(&Value::Object(md))
         .map_err(|e| Error::new(Stage::Transport, PLACE, e.to_string()))?
         .into_bytes();
     Ok(OvfData {
@@ -177,6 +167,22 @@ pub fn read_environment(xml: &[u8], root: &Path) -> Result<OvfData> {
         userdata: ud,
         vendordata: vd,
     })
+}
+
+/// The `network` of the `network-config` property (base64 YAML), `None` when the property is
+/// not base64 YAML with a `network` mapping (cloud-init ignores it then). A document over the
+/// YAML bounds is an error, not ignored: it is hostile, not a mistake.
+fn network_config(value: &str) -> Result<Option<Value>> {
+    let Ok(bytes) = crate::decode::py_b64decode(value.as_bytes(), crate::limits::MAX_DECODED_BYTES)
+    else {
+        return Ok(None);
+    };
+    let place = format!("{PLACE}: network-config");
+    match yaml::read_bytes(yaml::Doc::new(Stage::Transport, &place), &bytes) {
+        Ok(node) => Ok(node.to_json().get("network").cloned()),
+        Err(e) if e.kind() == crate::error::ErrorKind::TooLarge => Err(e),
+        Err(_) => Ok(None),
+    }
 }
 
 /// The OVF environment through an inner transport (vmware on a node, dir in tests).

@@ -21,7 +21,8 @@ pub const CORPUS_INIT: &str = concat!(
 /// (jinja header dropped: the corpus file uses no variables).
 pub fn corpus_parts(path: &str) -> (Vec<(String, Vec<u8>)>, Vec<String>) {
     let text = std::fs::read_to_string(path).unwrap();
-    let doc: serde_yaml::Value = serde_yaml::from_str(text.split_once('\n').unwrap().1).unwrap();
+    let doc: serde_norway::Value =
+        serde_norway::from_str(text.split_once('\n').unwrap().1).unwrap();
     let files = doc["write_files"]
         .as_sequence()
         .unwrap()

@@ -8,7 +8,7 @@
 
 use nodeagent::mint::bootstrap::{self, KubeadmApi, Role, Spec};
 use nodeagent::mint::pki::{Algorithm, Pki};
-use serde_yaml::{Mapping, Value};
+use serde_norway::{Mapping, Value};
 
 /// One config file to judge. `name` says where it came from and what was changed.
 #[derive(Debug, Clone)]
@@ -40,7 +40,7 @@ pub fn minted(role: Role, api: KubeadmApi, version: &str, pki: &Pki) -> String {
         s.encryption_algorithm = Some("ECDSA-P256".into());
     }
     s.pki = Some(pki.clone());
-    let ud: Value = serde_yaml::from_str(&bootstrap::userdata(&s).unwrap()).unwrap();
+    let ud: Value = serde_norway::from_str(&bootstrap::userdata(&s).unwrap()).unwrap();
     let path = if role == Role::Init {
         bootstrap::INIT_CONFIG_PATH
     } else {
@@ -85,7 +85,7 @@ pub fn minted_cases() -> Vec<Case> {
 pub fn corpus_configs(path: &str) -> Vec<(String, String)> {
     let text = std::fs::read_to_string(path).unwrap();
     let body = text.split_once('\n').map(|(_, b)| b).unwrap_or(&text);
-    let doc: Value = serde_yaml::from_str(body).unwrap();
+    let doc: Value = serde_norway::from_str(body).unwrap();
     doc["write_files"]
         .as_sequence()
         .unwrap()
@@ -227,7 +227,7 @@ pub fn hand_written_invalid() -> Vec<Case> {
 // ---- mutations --------------------------------------------------------------------------
 
 fn docs_of(text: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(text)
+    serde_norway::Deserializer::from_str(text)
         .map(|d| serde::Deserialize::deserialize(d).unwrap())
         .filter(|v: &Value| !v.is_null())
         .collect()
@@ -235,7 +235,7 @@ fn docs_of(text: &str) -> Vec<Value> {
 
 fn join_docs(docs: &[Value]) -> String {
     docs.iter()
-        .map(|d| format!("---\n{}", serde_yaml::to_string(d).unwrap()))
+        .map(|d| format!("---\n{}", serde_norway::to_string(d).unwrap()))
         .collect()
 }
 
@@ -402,14 +402,14 @@ fn mutations(doc: &Value) -> Vec<Mutation> {
         vec![
             (
                 &["timeouts"],
-                serde_yaml::from_str("{discovery: 5m0s}").unwrap(),
+                serde_norway::from_str("{discovery: 5m0s}").unwrap(),
             ),
             (&["dryRun"], Value::Bool(false)),
             (&["encryptionAlgorithm"], s("RSA-2048")),
             (&["certificateValidityPeriod"], s("8760h0m0s")),
             (
                 &["proxy"],
-                serde_yaml::from_str("{disabled: true}").unwrap(),
+                serde_norway::from_str("{disabled: true}").unwrap(),
             ),
             (&["nodeRegistration", "imagePullSerial"], Value::Bool(true)),
             (&["dns", "disabled"], Value::Bool(true)),
@@ -424,9 +424,9 @@ fn mutations(doc: &Value) -> Vec<Mutation> {
     // extraArgs in the other shape.
     for path in EXTRA_ARGS {
         let other: Value = if v4 {
-            serde_yaml::from_str("{cloud-provider: external}").unwrap()
+            serde_norway::from_str("{cloud-provider: external}").unwrap()
         } else {
-            serde_yaml::from_str("[{name: cloud-provider, value: external}]").unwrap()
+            serde_norway::from_str("[{name: cloud-provider, value: external}]").unwrap()
         };
         add(
             format!("{} in the other version's shape", path.join(".")),
@@ -473,7 +473,8 @@ fn mutations(doc: &Value) -> Vec<Mutation> {
                     && set(
                         doc,
                         &["bootstrapTokens"],
-                        serde_yaml::from_str(&format!("[{{token: {TOKEN}, ttl: '{d}'}}]")).unwrap(),
+                        serde_norway::from_str(&format!("[{{token: {TOKEN}, ttl: '{d}'}}]"))
+                            .unwrap(),
                     )
             }),
         );
@@ -499,7 +500,7 @@ fn mutations(doc: &Value) -> Vec<Mutation> {
                         d,
                         &["bootstrapTokens"],
                         Value::Sequence(vec![
-                            serde_yaml::from_str(&format!("{{token: '{t}'}}")).unwrap(),
+                            serde_norway::from_str(&format!("{{token: '{t}'}}")).unwrap(),
                         ]),
                     )
             }),
@@ -600,7 +601,7 @@ fn mutations(doc: &Value) -> Vec<Mutation> {
                     && set(
                         d,
                         &["localAPIEndpoint"],
-                        serde_yaml::from_str(&format!("{{advertiseAddress: '{a}'}}")).unwrap(),
+                        serde_norway::from_str(&format!("{{advertiseAddress: '{a}'}}")).unwrap(),
                     )
             }),
         );
@@ -613,7 +614,7 @@ fn mutations(doc: &Value) -> Vec<Mutation> {
                     && set(
                         d,
                         &["localAPIEndpoint"],
-                        serde_yaml::from_str(&format!(
+                        serde_norway::from_str(&format!(
                             "{{advertiseAddress: 10.0.0.10, bindPort: {p}}}"
                         ))
                         .unwrap(),
@@ -644,7 +645,7 @@ fn mutations(doc: &Value) -> Vec<Mutation> {
             set(
                 d,
                 &["nodeRegistration", "taints"],
-                serde_yaml::from_str("[{key: k, effect: NoFoo}]").unwrap(),
+                serde_norway::from_str("[{key: k, effect: NoFoo}]").unwrap(),
             )
         }),
     );
@@ -654,7 +655,7 @@ fn mutations(doc: &Value) -> Vec<Mutation> {
             set(
                 d,
                 &["nodeRegistration", "taints"],
-                serde_yaml::from_str("[{key: k}]").unwrap(),
+                serde_norway::from_str("[{key: k}]").unwrap(),
             )
         }),
     );
@@ -677,7 +678,7 @@ fn mutations(doc: &Value) -> Vec<Mutation> {
                 && set(
                     d,
                     &["localAPIEndpoint"],
-                    serde_yaml::from_str("{bindPort: '6443'}").unwrap(),
+                    serde_norway::from_str("{bindPort: '6443'}").unwrap(),
                 )
         }),
     );
@@ -692,7 +693,7 @@ fn mutations(doc: &Value) -> Vec<Mutation> {
                 && set(
                     d,
                     &["featureGates"],
-                    serde_yaml::from_str("{NoSuchGate: true}").unwrap(),
+                    serde_norway::from_str("{NoSuchGate: true}").unwrap(),
                 )
         }),
     );
@@ -703,7 +704,7 @@ fn mutations(doc: &Value) -> Vec<Mutation> {
                 && set(
                     d,
                     &["etcd"],
-                    serde_yaml::from_str("{local: {dataDir: /var/lib/etcd}, external: {endpoints: ['https://10.0.0.5:2379']}}")
+                    serde_norway::from_str("{local: {dataDir: /var/lib/etcd}, external: {endpoints: ['https://10.0.0.5:2379']}}")
                         .unwrap(),
                 )
         }),
@@ -716,7 +717,7 @@ fn mutations(doc: &Value) -> Vec<Mutation> {
                 && set(
                     d,
                     &["apiServer", "certSANs"],
-                    serde_yaml::from_str("[bad_name]").unwrap(),
+                    serde_norway::from_str("[bad_name]").unwrap(),
                 )
         }),
     );
@@ -728,7 +729,7 @@ fn mutations(doc: &Value) -> Vec<Mutation> {
                 && set(
                     d,
                     &["discovery", "file"],
-                    serde_yaml::from_str("{kubeConfigPath: discovery.conf}").unwrap(),
+                    serde_norway::from_str("{kubeConfigPath: discovery.conf}").unwrap(),
                 )
         }),
     );

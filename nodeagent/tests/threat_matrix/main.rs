@@ -1,11 +1,20 @@
-//! The threat matrix (issue 41): every boundary against every attack class, each cell a
-//! test that judges outcomes (exit status, time, memory, files outside the root unchanged,
-//! no secret anywhere) or a reason why it cannot apply. One module per area, each with its
-//! own rows file `matrix-<area>.tsv` (boundary, attack, test or `n/a: reason`).
+//! The threat matrix (issue 41): every boundary the agent reads or writes against every
+//! attack class, one `cell_*` test per cell or a reason why it cannot apply, listed in
+//! `matrix-<area>.tsv` beside this file (`check.rs` checks the lists). Tests judge outcomes:
+//! exit status, time and memory of a bounded child, files outside the root unchanged, no
+//! secret anywhere.
 
 #[path = "../apply_common/mod.rs"]
 mod apply_common;
+#[allow(clippy::duplicate_mod)]
+#[path = "../hostile_common/mod.rs"]
+mod hostile_common;
 
+mod check;
 mod commands;
 mod crash;
+mod harness;
 mod redaction;
+mod seeds;
+mod state;
+mod yaml;

@@ -16,7 +16,7 @@
 #![allow(dead_code)]
 
 use serde::Deserialize;
-use serde_yaml::Value;
+use serde_norway::Value;
 use std::collections::BTreeMap;
 
 pub const V1BETA3: &str = "kubeadm.k8s.io/v1beta3";
@@ -314,7 +314,7 @@ impl Config {
 /// Read a kubeadm config file (multi-document YAML). Errors name the document and field.
 pub fn parse(text: &str, file: &str) -> Result<Config, String> {
     let mut cfg = Config::default();
-    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+    for (i, doc) in serde_norway::Deserializer::from_str(text).enumerate() {
         let n = i + 1;
         let value = Value::deserialize(doc).map_err(|e| format!("{file}: document {n}: {e}"))?;
         if value.is_null() {

@@ -2,12 +2,23 @@
 
 use super::*;
 
+/// At most MAX_FILE_BYTES of the regular file `path`: opened non-blocking, so a FIFO in its
+/// place is refused instead of waited on.
 pub(super) fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
     let mut data = Vec::new();
-    std::fs::File::open(path)?
-        .take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut data)?;
+    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut data)?;
     if data.len() as u64 > MAX_FILE_BYTES {
         return Err(std::io::Error::other(format!(
             "larger than {MAX_FILE_BYTES} bytes"
@@ -57,10 +68,13 @@ pub(super) fn load_kubeconfig(
         return Ok(None);
     }
     let text = read_capped(path).map_err(|e| e.to_string())?;
-    let doc: serde_yaml::Value =
-        serde_yaml::from_slice(&text).map_err(|e| format!("not a valid kubeconfig: {e}"))?;
-    let named = |list: &str, name: Option<&str>| -> Option<serde_yaml::Value> {
-        let items = doc.get(list)?.as_sequence()?;
+    let shown = path.display().to_string();
+    let doc = crate::yaml::Doc::new(crate::error::Stage::Usage, &shown).duplicate_keys(true);
+    let doc = crate::yaml::read_bytes(doc, &text)
+        .map_err(|e| format!("not a valid kubeconfig: {e}"))?
+        .to_json();
+    let named = |list: &str, name: Option<&str>| -> Option<serde_json::Value> {
+        let items = doc.get(list)?.as_array()?;
         let found = match name {
             Some(n) => items
                 .iter()
@@ -87,7 +101,7 @@ pub(super) fn load_kubeconfig(
         .ok_or("no user entry")?;
     let cluster = named("clusters", cluster_name).and_then(|c| c.get("cluster").cloned());
     let dir = path.parent().unwrap_or(Path::new("."));
-    let field = |v: &serde_yaml::Value,
+    let field = |v: &serde_json::Value,
                  data: &str,
                  file: &str|
      -> std::result::Result<Option<Vec<u8>>, String> {
