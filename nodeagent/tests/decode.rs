@@ -611,10 +611,8 @@ fn decode_matches_cloud_init_22_4_vmware_datasource() {
 /// Base64 with a `=` that completes a quad before more base64 text: CPython 3.11 (Debian 12)
 /// stops there, 3.13 (Debian 13) reads on. nodeagent decodes as 3.11 does.
 fn padding_mid_value(raw: &str) -> bool {
-    let raw = raw.trim_end();
-    raw.find('=').is_some_and(|i| {
-        raw[i..]
-            .trim_start_matches('=')
+    raw.trim_end().split_once('=').is_some_and(|(_, rest)| {
+        rest.trim_start_matches('=')
             .chars()
             .any(|c| c.is_ascii_alphanumeric() || c == '+' || c == '/')
     })
