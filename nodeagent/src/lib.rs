@@ -61,3 +61,23 @@ pub mod template;
 pub mod transport;
 pub mod writeguard;
 pub mod yaml;
+
+/// A unit test whose prerequisite is absent: fails under `switch=1` or
+/// `NODEAGENT_REQUIRE_ALL=1` (tests/run-all), otherwise prints `SKIP` and records the test in
+/// `NODEAGENT_SKIP_LEDGER` (set by tests/unit-tests), so the skip is counted, not taken as a
+/// pass. The integration tests' twin is `tests/prereq/mod.rs`.
+#[cfg(test)]
+pub(crate) fn test_skip(switch: &str, why: &str) {
+    let on = |name: &str| std::env::var(name).is_ok_and(|v| v == "1");
+    if on(switch) || on("NODEAGENT_REQUIRE_ALL") {
+        panic!("{switch}=1 but {why}");
+    }
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    eprintln!("SKIP {test}: {why}");
+    if let Some(dir) = std::env::var_os("NODEAGENT_SKIP_LEDGER") {
+        let dir = std::path::PathBuf::from(dir);
+        let _ = std::fs::create_dir_all(&dir);
+        let file = format!("nodeagent--{}", test.replace([':', '/'], "_"));
+        let _ = std::fs::write(dir.join(file), format!("nodeagent {test}: {why}\n"));
+    }
+}

@@ -959,7 +959,10 @@ mod tests {
     fn capv_goldens_strict_fail_compat_render() {
         let corpus = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/corpus/capi/capv");
         if !std::path::Path::new(corpus).is_dir() {
-            eprintln!("SKIP: the shared corpus is absent (expected at {corpus})");
+            crate::test_skip(
+                "NODEAGENT_REQUIRE_CORPUS",
+                &format!("the shared corpus is absent (expected at {corpus})"),
+            );
             return;
         }
         for dir in ["metadata-golden-head", "metadata-golden-v1.10.0"] {

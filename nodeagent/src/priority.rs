@@ -131,7 +131,10 @@ mod tests {
         };
         // SAFETY: this test's own thread (nextest runs each test in its own process).
         if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, -5) } != 0 {
-            eprintln!("skipped: cannot raise the priority (not root)");
+            crate::test_skip(
+                "NODEAGENT_PRIVILEGED_TESTS",
+                "cannot raise the priority (not root)",
+            );
             return;
         }
         let mut raised_child = std::process::Command::new("sleep")

@@ -152,7 +152,7 @@ mod tests {
         .unwrap();
         match outcome {
             crate::sandbox::Outcome::Done(77) => {
-                eprintln!("skipped: this kernel has no Landlock");
+                crate::test_skip("NODEAGENT_PRIVILEGED_TESTS", "this kernel has no Landlock");
                 return;
             }
             other => assert_eq!(

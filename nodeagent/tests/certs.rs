@@ -1,7 +1,8 @@
 //! `nodeagent certs` on a kubeadm-layout PKI through the real binary. The CAs come from
 //! `nodeagent mint pki` (all three `CN=kubernetes`, as Cluster API makes them); the leaf
 //! certificates and kubeconfigs are made here with rcgen the way kubeadm's certs and
-//! kubeconfig phases make them (same files, names, CAs, SANs; there is no kubeadm here).
+//! kubeconfig phases make them (same files, names, CAs, SANs); real kubeadm's own files are
+//! read by `kubeadm_oracle.rs`, which compares `certs` with `kubeadm certs check-expiration`.
 //! Expected dates come from openssl and date(1), not from nodeagent.
 
 use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair};

@@ -3,8 +3,9 @@
 //! nodeagent's reader, and a refusal names which of the two refused.
 //!
 //! With the real kubeadm (tests/k8s/build; skipped without it unless NODEAGENT_REQUIRE_K8S=1),
-//! with the stand-in (which answers `config validate` with its own reader) and with a fake
-//! kubeadm script that refuses, through the library and through `nodeagent run --root --exec`.
+//! with the stand-in (which answers `config validate` with its own reader) and with fake
+//! kubeadm scripts (their tests say so in their names: a refusal's redaction, a kubeadm that
+//! cannot start or overruns), through the library and through `nodeagent run --root --exec`.
 
 mod kubeadm_common;
 #[allow(clippy::duplicate_mod)]
@@ -90,7 +91,7 @@ fn real_kubeadm_judges_the_config_in_preflight() {
 }
 
 #[test]
-fn a_refusing_kubeadm_is_named_and_redacted() {
+fn a_fake_refusing_kubeadm_is_named_and_redacted() {
     if !prereq::corpus_present() {
         return;
     }
@@ -289,10 +290,56 @@ fn the_standin_answers_config_validate() {
     );
 }
 
-/// `nodeagent run --root R --exec` with a kubeadm on R's PATH that refuses: exit 1, the error
-/// names real kubeadm, nothing of the plan is written and kubeadm init never runs.
+/// `nodeagent run --root R --exec` with real kubeadm v1.34.4 as R's kubeadm: it refuses the
+/// corpus's v1.26.6 control plane (v1.34 deploys 1.33 and newer), so the run exits 1, the
+/// error names real kubeadm, and nothing of the plan, and nothing kubeadm init writes, is on disk.
 #[test]
 fn run_stops_before_the_first_write_when_real_kubeadm_refuses() {
+    if !prereq::corpus_present() {
+        return;
+    }
+    let Some(bin) = prereq::k8s_bin("kubeadm") else {
+        return;
+    };
+    let (files, runcmd) = corpus_parts(CORPUS_INIT);
+    let line = runcmd.iter().find(|l| l.contains("kubeadm init")).unwrap();
+    let e2e = E2e::new(
+        &userdata(&files, line),
+        &image_config(""),
+        &[("PATH", "/usr/local/bin:/usr/bin:/bin")],
+    );
+    let root = e2e.node.root().to_path_buf();
+    let local_bin = root.join("usr/local/bin");
+    std::fs::create_dir_all(&local_bin).unwrap();
+    // Statically linked (CGO_ENABLED=0): the binary alone runs chrooted.
+    std::fs::copy(bin.join("kubeadm"), local_bin.join("kubeadm")).unwrap();
+    let Some((code, stderr)) = e2e.run() else {
+        return;
+    };
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("real kubeadm refused it"), "{stderr}");
+    assert!(stderr.contains("1.33"), "kubeadm's reason: {stderr}");
+    for p in [
+        "run/kubeadm/kubeadm.yaml",
+        "etc/kubernetes/pki/ca.key",
+        "etc/kubernetes/manifests",
+        "etc/kubernetes/admin.conf",
+        "var/lib/kubelet/config.yaml",
+    ] {
+        assert!(!root.join(p).exists(), "/{p} was written");
+    }
+    assert!(e2e.node.calls().is_empty(), "the stand-in was called");
+    let status = e2e.status();
+    assert!(
+        format!("{status:?}").contains("real kubeadm refused"),
+        "{status:?}"
+    );
+}
+
+/// The same with a fake kubeadm script that refuses like v1.34 and records every call that is
+/// not `config validate`: nothing of the plan is written and kubeadm init is never called.
+#[test]
+fn run_stops_before_the_first_write_when_a_fake_kubeadm_refuses() {
     if !prereq::corpus_present() {
         return;
     }
@@ -332,7 +379,7 @@ fn run_stops_before_the_first_write_when_real_kubeadm_refuses() {
 /// The same run with the stand-in as R's kubeadm: its `config validate` accepts, once per
 /// stage, and the run goes on to `kubeadm init` as before.
 #[test]
-fn run_with_an_accepting_kubeadm_goes_on() {
+fn run_with_the_accepting_standin_goes_on() {
     if !prereq::corpus_present() {
         return;
     }

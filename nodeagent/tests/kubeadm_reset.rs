@@ -1,8 +1,10 @@
 //! Retries that cannot destroy the node: between join attempts nodeagent runs
 //! `kubeadm reset -f`, which deletes the CA files a control-plane join needs; they must be
-//! written again from the plan before the retry. kubeadm here is tests/kubeadm-standin (there
-//! is no real kubeadm): its reset deletes what kubeadm's reset deletes, and its control-plane
-//! join fails "failure loading certificate authority" without the shared CAs, as kubeadm does.
+//! written again from the plan before the retry. kubeadm here is tests/kubeadm-standin, which
+//! fails a join on request (real kubeadm cannot be made to); its reset deletes what real
+//! kubeadm's reset deletes (`kubeadm_reset_oracle.rs` checks that against real kubeadm), and
+//! its control-plane join fails "failure loading certificate authority" without the shared CAs,
+//! as kubeadm does.
 
 mod kubeadm_common;
 mod prereq;

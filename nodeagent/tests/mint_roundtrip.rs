@@ -1,6 +1,6 @@
 //! Round trip: bundles from `nodeagent mint bootstrap` go through the agent's own `render`,
 //! `plan` and `run --root` via the `dir:` transport with `--facts FILE`. `run` is given no
-//! `--exec`, so no command and no kubeadm runs (there is no kubeadm here); what this checks is
+//! `--exec`, so no command and no kubeadm runs; what this checks is
 //! that the agent accepts the bundle unmodified and lays down the PKI and kubeadm config.
 
 // Test code slices output it knows to be ASCII (ids, hashes, base64).

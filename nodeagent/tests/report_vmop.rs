@@ -2,7 +2,7 @@
 //! VM Operator reads it (vm-operator pkg/util/bootstrap_condition.go
 //! `GetBootstrapConditionValues`, re-implemented below), at every phase and with the failure
 //! reason, and `guestinfo.nodeagent.ready` for a guestInfo readiness probe. kubeadm is the
-//! stand-in (tests/kubeadm-standin; there is no real kubeadm here).
+//! stand-in (tests/kubeadm-standin), which fails on request: the failure report needs it.
 
 mod kubeadm_common;
 mod prereq;

@@ -134,7 +134,8 @@ def load_yaml_module(rootfs):
 
 
 def kubeadm_to_marker(text):
-    """CABPK's kubeadm line runs the marker instead (no kubeadm here): `mark kubeadm init
+    """CABPK's kubeadm line runs the marker instead (the conformance roots have no kubeadm: it
+    compares what the two agents do, not kubeadm's effects): `mark kubeadm init
     --config ...`; the `&& echo success > ...` sentinel stays, so it is written as before."""
     out, n = re.subn(r"\bkubeadm (init|join) --config", r"mark kubeadm \1 --config", text)
     if n != 1:

@@ -173,7 +173,10 @@ mod tests {
         if !in_hosts
             || process::find_executable("getent", std::env::var_os("PATH").as_deref()).is_none()
         {
-            eprintln!("SKIP: the name lookup needs getent (libc-bin) and localhost in /etc/hosts");
+            crate::test_skip(
+                "NODEAGENT_PRIVILEGED_TESTS",
+                "the name lookup needs getent (libc-bin) and localhost in /etc/hosts",
+            );
             return;
         }
         let local = resolve("localhost:6443", t).unwrap();

@@ -1,10 +1,15 @@
 //! What a test needs from outside the repository, checked instead of assumed: the shared
-//! corpus beside the checkout, privileged host tools, and the seed of a randomized test.
+//! corpus beside the checkout, privileged host tools, real kubeadm, the cloud-init root, and
+//! the seed of a randomized test.
 //!
-//! A test whose prerequisite is absent prints `SKIP <test>: <reason>` and returns, so
-//! `cargo test` passes from a clone anywhere. CI sets `NODEAGENT_REQUIRE_CORPUS=1` and
-//! `NODEAGENT_PRIVILEGED_TESTS=1` (`tests/run-all`): then a missing prerequisite fails the
-//! test loudly instead, and `tests/setup-host` / `tests/apply-ci` install them beforehand.
+//! A test whose prerequisite (or oracle) is absent prints `SKIP <test>: <reason>`, records
+//! itself in the skip ledger (`target/tmp/nodeagent-skips/`, one file per skip) and returns:
+//! libtest and nextest have no run-time skip, so `tests/unit-tests` reads the ledger and counts
+//! these tests as skipped, not passed. CI (`tests/run-all`) sets `NODEAGENT_REQUIRE_CORPUS=1`,
+//! `NODEAGENT_PRIVILEGED_TESTS=1`, `NODEAGENT_REQUIRE_K8S=1` and `NODEAGENT_REQUIRE_CLOUD_INIT=1`
+//! (`NODEAGENT_REQUIRE_ALL=1` sets them all): then a missing prerequisite fails the test, naming
+//! it, and `tests/setup-host`, `tests/apply-ci`, `tests/k8s/build` and `tests/cloud-init-root`
+//! provide them beforehand.
 #![allow(dead_code)]
 
 use std::path::Path;
@@ -89,12 +94,40 @@ fn test_name() -> String {
     std::thread::current().name().unwrap_or("?").to_string()
 }
 
-/// Skip (print the reason) unless `switch` is set to 1, in which case fail.
+/// Skip (print the reason, record it in the skip ledger) unless `switch` or
+/// `NODEAGENT_REQUIRE_ALL` is set to 1, in which case fail. For a prerequisite the helpers
+/// above do not cover (a kernel feature, a cgroup hierarchy).
+pub fn unavailable(switch: &str, why: &str) {
+    missing(switch, why)
+}
+
 fn missing(switch: &str, why: &str) {
-    if std::env::var(switch).is_ok_and(|v| v == "1") {
+    let on = |name: &str| std::env::var(name).is_ok_and(|v| v == "1");
+    if on(switch) || on("NODEAGENT_REQUIRE_ALL") {
         panic!("{switch}=1 but {why}");
     }
-    eprintln!("SKIP {}: {why}", test_name());
+    let test = test_name();
+    eprintln!("SKIP {test}: {why}");
+    record_skip(&test, why);
+}
+
+/// One file per skipped test in `NODEAGENT_SKIP_LEDGER` (set by `tests/unit-tests`), else in
+/// `target/tmp/nodeagent-skips`: `<test binary> <test>: <reason>`.
+fn record_skip(test: &str, why: &str) {
+    let dir = std::env::var_os("NODEAGENT_SKIP_LEDGER").map_or_else(
+        || std::path::PathBuf::from(concat!(env!("CARGO_TARGET_TMPDIR"), "/nodeagent-skips")),
+        std::path::PathBuf::from,
+    );
+    let exe = std::env::current_exe().unwrap_or_default();
+    let exe = exe
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    // cargo names test binaries `<file>-<hash>`.
+    let binary = exe.rsplit_once('-').map_or(&*exe, |(b, _)| b);
+    let file = format!("{binary}--{}", test.replace([':', '/'], "_"));
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::write(dir.join(file), format!("{binary} {test}: {why}\n"));
 }
 
 /// Make `root` a root that commands can be chrooted into (`--root DIR --exec` runs them
@@ -169,8 +202,33 @@ pub fn k8s_bin(program: &str) -> Option<std::path::PathBuf> {
     missing(
         "NODEAGENT_REQUIRE_K8S",
         &format!(
-            "no real `{program}` (set NODEAGENT_K8S_BIN, or run tests/k8s/build: ~30-40 min cold)"
+            "no real `{program}` (set NODEAGENT_K8S_BIN, or run tests/k8s/build; its time: BENCHMARKS.md)"
         ),
     );
+    None
+}
+
+/// The Debian root with Debian's cloud-init that `tests/cloud-init-root [SUITE]` builds and
+/// caches (`bookworm`: cloud-init 22.4, `trixie`: 25.1), when it is complete and this test
+/// runs as root (the oracle runs chrooted into it). `None` (the caller skips, saying why)
+/// otherwise, unless `NODEAGENT_REQUIRE_CLOUD_INIT=1` (`tests/run-all` builds both first).
+pub fn cloud_init_root(suite: &str) -> Option<std::path::PathBuf> {
+    let why = if !is_root() {
+        format!(
+            "cloud-init's own code runs chrooted into its root (tests/cloud-init-root {suite}): needs root"
+        )
+    } else {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/cloud-init-root");
+        let out = std::process::Command::new(script)
+            .args(["--print", suite])
+            .output()
+            .ok()
+            .filter(|o| o.status.success());
+        if let Some(o) = out {
+            return Some(String::from_utf8_lossy(&o.stdout).trim().into());
+        }
+        format!("no cloud-init root (run tests/cloud-init-root {suite}; a few minutes, once)")
+    };
+    missing("NODEAGENT_REQUIRE_CLOUD_INIT", &why);
     None
 }

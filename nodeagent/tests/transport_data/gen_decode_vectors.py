@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
-"""Reference vectors for nodeagent's decode::decode_value, from a Python model of
-cloud-init's VMware datasource value handling (docs/formats.md A.5):
+"""Inputs of the decode vectors (decode_vectors.json) for nodeagent's decode::decode_value.
+Their stored results are regression rows, not the oracle: decode.rs checks them live against
+cloud-init's own DataSourceVMware (22.4 and 25.1, transport_data/cloudinit_guestinfo.py) and
+rewrites them from 22.4 under DECODE_VECTORS_REGEN=1. The model below only wrote the first
+rows (cloud-init 22.4 agreed with all 700); it is a Python model of the VMware datasource's
+value handling (docs/formats.md A.5):
 value and encoding are rstrip()-ed, empty/'---' is absent, the encoding is matched
 case-sensitively, base64 is base64.b64decode (non-validating), gzip+base64 gunzips
 leniently (gzip.GzipFile; any failure returns the input), and the result must be UTF-8.

@@ -1,6 +1,9 @@
-//! Interop with `nodeagent mint`: the PKI and the init / control-plane / worker bootstrap
-//! data it makes pass pre-flight and bootstrap through `nodeagent run --exec` with the
-//! kubeadm stand-in (no real kubeadm here), and `nodeagent certs` reads mint's PKI.
+//! `nodeagent mint`'s PKI and bootstrap data with the kubeadm **stand-in**
+//! (tests/kubeadm-standin), not real kubeadm: the init / control-plane / worker data pass
+//! pre-flight and bootstrap through `nodeagent run --exec` with the stand-in as `kubeadm`, and
+//! `nodeagent certs` reads mint's PKI and the files the stand-in's init writes. Real kubeadm
+//! judges the same minted data in `kubeadm_oracle.rs` (config validate, certs and kubeconfig
+//! phases, check-expiration) and `tests/k8s/controlplane-test` (a real join dry run).
 
 mod kubeadm_common;
 use kubeadm_common::*;
@@ -127,7 +130,7 @@ fn sans_of(path: &Path) -> Vec<String> {
         .collect()
 }
 
-/// The stand-in's `init` (there is no real kubeadm here) on a minted init bundle writes the
+/// The stand-in's `init` on a minted init bundle writes the
 /// PKI and kubeconfigs as kubeadm does: `nodeagent certs` on that root finds no problem,
 /// every kubeconfig's client certificate is signed by ca and proven, and the serving
 /// certificates carry kubeadm's SANs (pkiutil `GetAPIServerAltNames`, `GetEtcdAltNames`).
