@@ -35,6 +35,8 @@ pub fn real_cloud_init(root: &Path) -> Option<PathBuf> {
 /// Whether nodeagent runs at boot, in cloud-init's `boot_status_code` words: its units run
 /// unless `/etc/nodeagent/disabled` exists or the kernel command line says `nodeagent=disabled`
 /// (the units' own conditions); on systemd that is cloud-init's "enabled by the generator".
+/// The markers are asked first (cloud-init asks about sysvinit first): they disable nodeagent
+/// whatever the init system, and decide whether cloud-init's own command answers instead.
 pub fn boot_status(root: &Path) -> BootStatus {
     let host = root == Path::new("/");
     let cmdline = if host {
@@ -43,12 +45,7 @@ pub fn boot_status(root: &Path) -> BootStatus {
         String::new()
     };
     let words: Vec<&str> = cmdline.split_whitespace().collect();
-    if !uses_systemd(root) {
-        BootStatus {
-            code: "enabled-by-sysvinit",
-            reason: "nodeagent enabled on sysvinit".into(),
-        }
-    } else if crate::confine::metadata(root, "etc/nodeagent/disabled").is_ok() {
+    if crate::confine::metadata(root, "etc/nodeagent/disabled").is_ok() {
         BootStatus {
             code: "disabled-by-marker-file",
             reason: "nodeagent disabled by /etc/nodeagent/disabled".into(),
@@ -57,6 +54,11 @@ pub fn boot_status(root: &Path) -> BootStatus {
         BootStatus {
             code: "disabled-by-kernel-command-line",
             reason: "nodeagent disabled by kernel parameter nodeagent=disabled".into(),
+        }
+    } else if !uses_systemd(root) {
+        BootStatus {
+            code: "enabled-by-sysvinit",
+            reason: "nodeagent enabled on sysvinit".into(),
         }
     } else {
         BootStatus {
@@ -197,4 +199,65 @@ pub fn clean(root: &Path, logs: bool, seed: bool) -> std::io::Result<Vec<PathBuf
         }
     }
     Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_marker_disables_nodeagent_whatever_the_init_system() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        assert_eq!(boot_status(r).code, "enabled-by-sysvinit");
+        std::fs::create_dir_all(r.join("run/systemd/system")).unwrap();
+        assert_eq!(boot_status(r).code, "enabled-by-generator");
+        std::fs::remove_dir_all(r.join("run")).unwrap();
+        std::fs::create_dir_all(r.join("etc/nodeagent")).unwrap();
+        std::fs::write(r.join("etc/nodeagent/disabled"), "").unwrap();
+        let b = boot_status(r);
+        assert_eq!(b.code, "disabled-by-marker-file");
+        assert!(b.disabled());
+    }
+
+    #[test]
+    fn clean_keeps_the_seed_unless_asked_and_removes_only_cloud_init_logs() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        for p in ["var/lib/cloud/seed/nocloud", "var/lib/cloud/sem", "var/log"] {
+            std::fs::create_dir_all(r.join(p)).unwrap();
+        }
+        for f in [
+            "var/log/cloud-init.log",
+            "var/log/cloud-init-output.log.1",
+            "var/log/syslog",
+        ] {
+            std::fs::write(r.join(f), "x").unwrap();
+        }
+        std::os::unix::fs::symlink(
+            "/var/lib/cloud/instances/i",
+            r.join("var/lib/cloud/instance"),
+        )
+        .unwrap();
+        clean(r, false, false).unwrap();
+        let left: Vec<_> = std::fs::read_dir(r.join("var/lib/cloud"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["seed"]);
+        assert!(
+            r.join("var/log/cloud-init.log").exists(),
+            "logs only with -l"
+        );
+        clean(r, true, true).unwrap();
+        assert_eq!(
+            std::fs::read_dir(r.join("var/lib/cloud")).unwrap().count(),
+            0
+        );
+        assert!(
+            !r.join("var/log/cloud-init.log").exists()
+                && !r.join("var/log/cloud-init-output.log.1").exists()
+        );
+        assert!(r.join("var/log/syslog").exists());
+    }
 }
