@@ -4,6 +4,8 @@
 //! `var/log/nodeagent/events.jsonl`), `show` (every boot's events in order) and `boot`
 //! (kernel → userspace → agent start → done, from systemd's timestamps).
 
+pub mod cloud_init;
+
 use crate::report::{EVENTS, Event, Phase};
 use crate::state::{Event as Ev, Record, instance_dir_name, parse_journal, state_dir};
 use serde::Serialize;

@@ -22,6 +22,7 @@ pub const VERSION: &str = concat!(
 pub mod analyze;
 pub mod apply;
 pub mod cli;
+pub mod cloud_init;
 pub mod cloudconfig;
 pub mod config;
 pub mod confine;

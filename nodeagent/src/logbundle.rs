@@ -72,6 +72,16 @@ pub fn gather(root: &Path) -> Vec<(String, Vec<u8>)> {
         ),
     };
     let rotated = format!("{}.1", crate::outlog::PATH);
+    let ci_status = format!(
+        "{}/{}",
+        crate::cloud_init::files::DATA_DIR,
+        crate::cloud_init::files::STATUS
+    );
+    let ci_result = format!(
+        "{}/{}",
+        crate::cloud_init::files::DATA_DIR,
+        crate::cloud_init::files::RESULT
+    );
     for (name, rel) in [
         ("status.json", crate::report::STATUS_JSON),
         ("events.jsonl", crate::report::EVENTS),
@@ -79,6 +89,11 @@ pub fn gather(root: &Path) -> Vec<(String, Vec<u8>)> {
         ("nodeagent-output.log", crate::outlog::PATH),
         ("nodeagent-output.log.1", &rotated),
         ("image-config.yaml", crate::config::PATH),
+        // cloud-init's surface (cloud_init/files.rs): what its tools read on this node.
+        ("cloud-init.log", crate::outlog::CLOUD_INIT_LOG),
+        ("cloud-init-output.log", crate::outlog::CLOUD_INIT_OUTPUT),
+        ("cloud-init-status.json", &ci_status),
+        ("cloud-init-result.json", &ci_result),
     ] {
         b.file(name, rel, &same);
     }
@@ -292,6 +307,12 @@ fn scrub_passwords(v: &mut serde_json::Value) {
 }
 
 pub fn write_archive(out: &Path, files: &[(String, Vec<u8>)]) -> std::io::Result<()> {
+    write_archive_in(out, "nodeagent-logs", files)
+}
+
+/// [`write_archive`] with the files in the directory `dir` of the archive (`cloud-init
+/// collect-logs` names it as cloud-init does).
+pub fn write_archive_in(out: &Path, dir: &str, files: &[(String, Vec<u8>)]) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let f = std::fs::OpenOptions::new()
         .write(true)
@@ -311,9 +332,44 @@ pub fn write_archive(out: &Path, files: &[(String, Vec<u8>)]) -> std::io::Result
         h.set_mode(0o600);
         h.set_mtime(mtime);
         h.set_cksum();
-        tar.append_data(&mut h, format!("nodeagent-logs/{name}"), data.as_slice())?;
+        tar.append_data(&mut h, format!("{dir}/{name}"), data.as_slice())?;
     }
     tar.into_inner()?.finish()?.sync_all()
+}
+
+/// `cloud-init collect-logs`: this bundle in cloud-init's layout, one directory `cloud-init-logs-YYYY-MM-DD/` in a gzipped tar, cloud-init's files at
+/// the node paths its tarball has them (`var/log/cloud-init.log`, …), nodeagent's own under
+/// `nodeagent/`.
+pub fn collect_cloud_init(root: &Path, out: &Path) -> std::io::Result<usize> {
+    let entries: Vec<(String, Vec<u8>)> = gather(root)
+        .into_iter()
+        .map(|(name, data)| (tarball_name(&name), data))
+        .collect();
+    let t = time::OffsetDateTime::now_utc();
+    let dir = format!(
+        "cloud-init-logs-{:04}-{:02}-{:02}",
+        t.year(),
+        t.month() as u8,
+        t.day()
+    );
+    write_archive_in(out, &dir, &entries)?;
+    Ok(entries.len())
+}
+
+/// Where cloud-init's tarball has a file of nodeagent's bundle.
+fn tarball_name(bundle_name: &str) -> String {
+    let node = match bundle_name {
+        "cloud-init.log" => crate::outlog::CLOUD_INIT_LOG,
+        "cloud-init-output.log" => crate::outlog::CLOUD_INIT_OUTPUT,
+        // Where 22.4's and 25.1's tarballs both have them.
+        "cloud-init-status.json" => "run/cloud-init/status.json",
+        "cloud-init-result.json" => "run/cloud-init/result.json",
+        "instance/instance-data.json" => "run/cloud-init/instance-data.json",
+        "version.txt" => "version",
+        "journal.txt" | "dmesg.txt" => bundle_name,
+        other => return format!("nodeagent/{other}"),
+    };
+    node.to_string()
 }
 
 #[cfg(test)]

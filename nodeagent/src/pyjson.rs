@@ -6,16 +6,21 @@ use serde_json::Value;
 /// Serialize as Python's `json.dumps(indent=1, sort_keys=True)` (+ trailing newline), the
 /// format of cloud-init's instance-data files: ASCII only, `\uXXXX` escapes.
 pub fn to_python_json(v: &Value) -> String {
+    to_python_json_indented(v, 1)
+}
+
+/// [`to_python_json`] with `indent` spaces a level (`cloud-init status --format json`: 2).
+pub fn to_python_json_indented(v: &Value, indent: usize) -> String {
     let mut out = String::new();
-    py_json(v, 0, &mut out);
+    py_json(v, 0, indent, &mut out);
     out.push('\n');
     out
 }
 
-fn py_json(v: &Value, depth: usize, out: &mut String) {
+fn py_json(v: &Value, depth: usize, indent: usize, out: &mut String) {
     let pad = |d: usize, out: &mut String| {
         out.push('\n');
-        out.push_str(&" ".repeat(d));
+        out.push_str(&" ".repeat(d * indent));
     };
     match v {
         Value::Object(m) if m.is_empty() => out.push_str("{}"),
@@ -31,7 +36,7 @@ fn py_json(v: &Value, depth: usize, out: &mut String) {
                 pad(depth + 1, out);
                 python_json_string(k, out);
                 out.push_str(": ");
-                py_json(&m[k.as_str()], depth + 1, out);
+                py_json(&m[k.as_str()], depth + 1, indent, out);
             }
             pad(depth, out);
             out.push('}');
@@ -43,7 +48,7 @@ fn py_json(v: &Value, depth: usize, out: &mut String) {
                     out.push(',');
                 }
                 pad(depth + 1, out);
-                py_json(item, depth + 1, out);
+                py_json(item, depth + 1, indent, out);
             }
             pad(depth, out);
             out.push(']');

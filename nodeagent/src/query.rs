@@ -46,6 +46,9 @@ pub fn saved_instance_dir(root: &Path) -> Result<(String, PathBuf)> {
 /// Every file is read inside the root (`confine::read`): an absolute symlink planted in the
 /// saved data resolves in R, never to the operator's own files.
 pub fn saved(root: &Path, sensitive: bool) -> Result<Value> {
+    if !sensitive && let Some(tree) = public_copy(root) {
+        return Ok(tree);
+    }
     let (iid, idir) = saved_instance_dir(root)?;
     let file = |name: &str| idir.join(name);
     let rel = |name: &str| {
@@ -96,6 +99,36 @@ pub fn saved(root: &Path, sensitive: bool) -> Result<Value> {
         m.insert("vendordata".into(), vendordata);
     }
     Ok(tree)
+}
+
+/// The redacted instance data the boot left where cloud-init keeps it for everyone
+/// (`/run/cloud-init/instance-data.json`, cloud_init/files.rs), with the placeholders of
+/// `userdata` and `vendordata`: what `query` reads without root (the state directory is root's).
+fn public_copy(root: &Path) -> Option<Value> {
+    let rel = format!(
+        "{}/{}",
+        crate::cloud_init::files::RUN_DIR,
+        crate::cloud_init::files::INSTANCE_DATA
+    );
+    let text = crate::confine::read(root, &rel).ok()?;
+    let mut tree: Value = serde_json::from_slice(&text).ok()?;
+    let iid = tree["v1"]["instance_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let ud = Path::new("/")
+        .join(crate::state::DIR)
+        .join("instances")
+        .join(instance_dir_name(&iid))
+        .join(crate::pipeline::SAVED_USERDATA);
+    if let Value::Object(m) = &mut tree {
+        m.insert(
+            "userdata".into(),
+            Value::String(format!("<{REDACTED}> file:{}", ud.display())),
+        );
+        m.insert("vendordata".into(), Value::String(format!("<{REDACTED}>")));
+    }
+    Some(tree)
 }
 
 /// `--format TEMPLATE`: a jinja template over the instance data (and its aliases), as

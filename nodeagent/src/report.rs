@@ -215,6 +215,18 @@ impl Status {
         format!("{ok},{reason},{message}")
     }
 
+    /// What cloud-init's status files follow of this status (cloud_init/files.rs).
+    pub fn cloud_init_view(&self) -> crate::cloud_init::files::Seen<'_> {
+        crate::cloud_init::files::Seen {
+            phase: self.phase.as_str(),
+            step: self.step.as_deref(),
+            detail: self.detail.as_deref(),
+            error: self.error.as_deref(),
+            warnings: &self.warnings,
+            instance_id: &self.instance_id,
+        }
+    }
+
     /// The value of `guestinfo.nodeagent.ready`.
     pub fn ready(&self) -> &'static str {
         if self.phase == Phase::Done {
@@ -281,6 +293,7 @@ pub struct Carried {
     platform_unreachable: bool,
     published_condition: Option<String>,
     published_ready: Option<&'static str>,
+    cloud_init: crate::cloud_init::files::Tracker,
 }
 
 /// Publishes status at every phase change: `/run/nodeagent/status.json`,
@@ -297,6 +310,8 @@ pub struct Reporter<'t> {
     /// Last values of the VM Operator keys, published again only when they change.
     published_condition: Option<String>,
     published_ready: Option<&'static str>,
+    /// cloud-init's status files, moved on with every status (cloud_init/files.rs).
+    cloud_init: crate::cloud_init::files::Tracker,
 }
 
 impl<'t> Reporter<'t> {
@@ -326,7 +341,35 @@ impl<'t> Reporter<'t> {
             platform_unreachable: false,
             published_condition: None,
             published_ready: None,
+            cloud_init: crate::cloud_init::files::Tracker::new(
+                root,
+                false,
+                cloud_init_datasource(transport, root),
+            ),
         }
+    }
+
+    /// This reporter reports the local stage (cloud-init's `init-local`, which starts the
+    /// boot's cloud-init status afresh).
+    pub fn in_local_stage(mut self) -> Self {
+        self.cloud_init = crate::cloud_init::files::Tracker::new(
+            &self.root,
+            true,
+            cloud_init_datasource(self.transport, &self.root),
+        );
+        self
+    }
+
+    /// A step starts: cloud-init's status moves to the stage whose modules it belongs to (no
+    /// status of nodeagent's own is published for it).
+    pub fn cloud_init_step(&mut self, step: &str) {
+        self.cloud_init.step(step);
+    }
+
+    /// The local stage is over: cloud-init's `init-local` finishes (the main stage goes on
+    /// from it).
+    pub fn end_local_stage(&mut self) {
+        self.cloud_init.end_stage();
     }
 
     /// The local half of `--stage all` hands its reporter's state to the main half, which
@@ -337,6 +380,7 @@ impl<'t> Reporter<'t> {
             platform_unreachable: self.platform_unreachable,
             published_condition: self.published_condition,
             published_ready: self.published_ready,
+            cloud_init: self.cloud_init,
         }
     }
 
@@ -350,6 +394,7 @@ impl<'t> Reporter<'t> {
             platform_unreachable: carried.platform_unreachable,
             published_condition: carried.published_condition,
             published_ready: carried.published_ready,
+            cloud_init: carried.cloud_init.into_main(),
         }
     }
 
@@ -458,6 +503,7 @@ impl<'t> Reporter<'t> {
         if let Err(e) = self.append_event() {
             tracing::warn!("status event not recorded: {e}");
         }
+        self.cloud_init.publish(&self.status.cloud_init_view());
         if let Some(t) = self.transport {
             if self.platform_unreachable && !self.status.phase.is_terminal() {
                 tracing::debug!("guestinfo.{STATUS_KEY} unreachable; progress not sent");
@@ -543,6 +589,21 @@ impl<'t> Reporter<'t> {
         line.push('\n');
         f.write_all(line.as_bytes())
     }
+}
+
+/// `str(datasource)` for cloud-init's status.json: the transport read, in cloud-init's words;
+/// a NoCloud seed named as the node sees it (inside the root).
+fn cloud_init_datasource(transport: Option<&dyn Transport>, root: &Path) -> Option<String> {
+    let t = transport?;
+    let seed = t.nocloud_seed().map(|d| {
+        let p = d.path();
+        let inside = p.strip_prefix(root).unwrap_or(&p);
+        format!("/{}", inside.display().to_string().trim_start_matches('/'))
+    });
+    Some(crate::cloud_init::files::datasource(
+        t.name(),
+        seed.as_deref(),
+    ))
 }
 
 /// A file under `/run` (status, sentinel): create-temp, write, rename, so readers never see
@@ -733,6 +794,8 @@ fn publish_panic(reason: &str) {
     {
         let _ = write_run_file(&path, json.as_bytes(), 0o644);
     }
+    // cloud-init's status ends too: `cloud-init status --wait` returns with the error.
+    crate::cloud_init::files::Tracker::new(root, false, None).publish(&status.cloud_init_view());
     let compact = status.compact_json();
     PANIC_TRANSPORT.with(|c| {
         if let Some(p) = c.get() {

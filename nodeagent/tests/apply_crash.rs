@@ -654,6 +654,12 @@ fn skip(p: &str) -> bool {
         || p.starts_with("var/lib/nodeagent")
         || p.starts_with("run/nodeagent")
         || p.starts_with("var/log/nodeagent")
+        // cloud-init's status files and logs: the run's report in cloud-init's layout (times).
+        || p.starts_with("run/cloud-init")
+        || p.starts_with("var/lib/cloud/data")
+        || p == "var/lib/cloud/instance"
+        || (p.starts_with("var/lib/cloud/instances/") && p.ends_with("/boot-finished"))
+        || p.starts_with("var/log/cloud-init")
         // shadow's backup copies (`passwd-`): the previous state, not the state.
         || (p.starts_with("etc/") && p.ends_with('-'))
 }

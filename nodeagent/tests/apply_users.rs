@@ -127,6 +127,9 @@ fn users_groups_sudo_keys_with_real_tools() {
         p.starts_with("var/lib/nodeagent")
             || p.starts_with("run/nodeagent")
             || p.starts_with("var/log/nodeagent")
+            || p.starts_with("run/cloud-init")
+            || p.starts_with("var/lib/cloud")
+            || p.starts_with("var/log/cloud-init")
             || p.ends_with('-')
             || p.starts_with("etc/.pwd.lock")
     };

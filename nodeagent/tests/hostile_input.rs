@@ -120,11 +120,26 @@ fn snapshot(root: &Path) -> BTreeMap<PathBuf, (Entry, u32, u32, u32)> {
     out
 }
 
+/// The failure report's places: nodeagent's status and events, and cloud-init's status files
+/// and logs (the same report in cloud-init's layout, docs/cloud-init-surface.md).
+const REPORT_PLACES: [&str; 6] = [
+    "run/nodeagent",
+    "var/log/nodeagent",
+    "run/cloud-init",
+    "var/lib/cloud",
+    "var/log/cloud-init.log",
+    "var/log/cloud-init-output.log",
+];
+
 /// The snapshot without the failure report files and the directories holding them.
 fn without_reports(
     mut s: BTreeMap<PathBuf, (Entry, u32, u32, u32)>,
 ) -> BTreeMap<PathBuf, (Entry, u32, u32, u32)> {
-    s.retain(|p, _| !p.starts_with("run/nodeagent") && !p.starts_with("var/log/nodeagent"));
+    s.retain(|p, _| {
+        !REPORT_PLACES.iter().any(|r| {
+            p.starts_with(r) || (p.as_os_str() == "var/lib" && Path::new(r).starts_with(p))
+        })
+    });
     s
 }
 

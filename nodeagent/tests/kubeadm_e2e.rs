@@ -119,6 +119,9 @@ fn node_files(root: &std::path::Path) -> Vec<String> {
     v.retain(|p| {
         !p.starts_with("run/nodeagent/")
             && !p.starts_with("var/log/nodeagent/")
+            && !p.starts_with("run/cloud-init/")
+            && !p.starts_with("var/lib/cloud/")
+            && !p.starts_with("var/log/cloud-init")
             && p != "etc/nodeagent/config.yaml"
             // What the test put in the root for the chrooted kubeadm (Node::chrooted_env).
             && !["usr/bin/kubeadm", "bin/sh", "lib/", "lib64/"]

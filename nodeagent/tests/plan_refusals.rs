@@ -111,7 +111,18 @@ fn snapshot(root: &Path) -> BTreeMap<PathBuf, String> {
             let p = e.unwrap().path();
             let rel = p.strip_prefix(root).unwrap().to_path_buf();
             let report = |r: &str| rel.starts_with(r) || Path::new(r).starts_with(&rel);
-            if report("run/nodeagent") || report("var/log/nodeagent") {
+            // nodeagent's status and events, and the same report in cloud-init's layout.
+            if [
+                "run/nodeagent",
+                "var/log/nodeagent",
+                "run/cloud-init",
+                "var/lib/cloud",
+                "var/log/cloud-init.log",
+                "var/log/cloud-init-output.log",
+            ]
+            .iter()
+            .any(|r| report(r))
+            {
                 continue;
             }
             let m = std::fs::symlink_metadata(&p).unwrap();

@@ -1,7 +1,8 @@
 //! Known secrets (private key PEMs, bootstrap token, certificate key) go through full runs
 //! of `nodeagent run --exec`, with failures, and must not appear in any output: the agent's
 //! log output, status.json, the guestinfo status, events, kubeadm.log, the instance journal,
-//! `nodeagent status`, error messages, or the collect-logs archive. The kubeadm stand-in is
+//! `nodeagent status`, error messages, the collect-logs archive, or cloud-init's files
+//! (cloud-init-output.log, cloud-init.log, status.json, result.json, instance-data.json). The kubeadm stand-in is
 //! asked to print the token and certificate key (as kubeadm at high verbosity can).
 
 // Test code slices output it knows to be ASCII (ids, hashes, base64).
@@ -74,6 +75,25 @@ fn outputs(e: &E2e, stderr: &str) -> Vec<(String, String)> {
             read("var/log/nodeagent/events.jsonl"),
         ),
         ("kubeadm.log".into(), read("var/log/nodeagent/kubeadm.log")),
+        // cloud-init's surface (docs/cloud-init-surface.md): its logs, status, result and the
+        // world-readable instance data.
+        (
+            "cloud-init-output.log".into(),
+            read("var/log/cloud-init-output.log"),
+        ),
+        ("cloud-init.log".into(), read("var/log/cloud-init.log")),
+        (
+            "cloud-init status.json".into(),
+            read("var/lib/cloud/data/status.json"),
+        ),
+        (
+            "cloud-init result.json".into(),
+            read("var/lib/cloud/data/result.json"),
+        ),
+        (
+            "cloud-init instance-data.json".into(),
+            read("run/cloud-init/instance-data.json"),
+        ),
         (
             "guestinfo (all keys set)".into(),
             text_of_dir(e.data(), &["guestinfo.userdata", "guestinfo.metadata"]),

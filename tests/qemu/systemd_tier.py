@@ -76,6 +76,10 @@ while [ "$(up)" -lt "$limit" ]; do
   esac
   sleep 0.2
 done
+# A `cloud-init status --wait` started by the test (opt/test.ci-wait) ends right after the boot.
+if [ -n "$(opt ci-wait)" ]; then
+  while [ ! -e /run/test/ci/finished ] && [ "$(up)" -lt "$limit" ]; do sleep 0.2; done
+fi
 /usr/local/lib/qemu-test/mark "end-$mode"
 mkdir -p /run/test
 ip addr > /run/test/ip-addr.txt
@@ -178,6 +182,47 @@ After=systemd-modules-load.service systemd-udev-trigger.service
 [Service]
 Type=exec
 ExecStart=/usr/local/lib/qemu-test/late-address
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+# Test plumbing for cloud-init's surface (fw_cfg opt/test.ci-wait present): what a Packer or
+# Terraform provisioner and a runbook do on a cloud-init node, started before the main stage:
+# `cloud-init status --wait`, then `status --long` and `--format json`; and what Cluster API's
+# CAPV log collector copies (`cat /var/log/cloud-init.log`, `cat /var/log/cloud-init-output.log`,
+# test/framework/log/collector.go), as root and as a user outside the log group (nobody).
+CI_WAIT_SH = """#!/bin/sh
+[ -e /sys/firmware/qemu_fw_cfg/by_name/opt/test.ci-wait/raw ] || exit 0
+out=/run/test/ci
+mkdir -p "$out"
+phase() { grep -o '"phase": *"[a-z]*"' /run/nodeagent/status.json 2>/dev/null | tail -n 1; }
+echo "start $(cut -d' ' -f1 /proc/uptime) $(phase)" > "$out/times"
+cloud-init status --wait > "$out/wait.out" 2> "$out/wait.err"; echo $? > "$out/wait.rc"
+echo "end $(cut -d' ' -f1 /proc/uptime) $(phase)" >> "$out/times"
+cloud-init status --long > "$out/long.out" 2>&1; echo $? > "$out/long.rc"
+cloud-init status --format json > "$out/json.out" 2>&1; echo $? > "$out/json.rc"
+cloud-init query v1.instance_id > "$out/query.out" 2>&1
+for f in cloud-init.log cloud-init-output.log; do
+  cat "/var/log/$f" > "$out/collected-$f" 2>&1; echo $? > "$out/collected-$f.rc"
+  setpriv --reuid=65534 --regid=65534 --clear-groups cat "/var/log/$f" > /dev/null 2>&1; echo $? > "$out/nobody-$f.rc"
+done
+stat -c '%n %F %a %U %G' /var/log/cloud-init.log /var/log/cloud-init-output.log /run/cloud-init/status.json \
+  /run/cloud-init/result.json /var/lib/cloud/instance/boot-finished /run/cloud-init/instance-data.json \
+  /run/cloud-init/instance-data-sensitive.json > "$out/stat" 2>&1
+readlink /var/lib/cloud/instance > "$out/instance-link"
+touch "$out/finished"
+"""
+
+CI_WAIT_UNIT = """[Unit]
+Description=QEMU test plumbing: cloud-init status --wait while the boot runs (opt/test.ci-wait)
+After=nodeagent-local.service
+Before=nodeagent.service
+
+[Service]
+Type=exec
+ExecStart=/usr/local/lib/qemu-test/ci-wait
 
 [Install]
 WantedBy=multi-user.target
@@ -304,6 +349,9 @@ def add_plumbing(root, kubeadm=None):
     _write(root, "/etc/systemd/system/qemu-test-report.service", REPORT_UNIT)
     _enable(root, "qemu-test-mark.service")
     _enable(root, "qemu-test-report.service")
+    _write(root, "/usr/local/lib/qemu-test/ci-wait", CI_WAIT_SH, 0o755)
+    _write(root, "/etc/systemd/system/qemu-test-ci-wait.service", CI_WAIT_UNIT)
+    _enable(root, "qemu-test-ci-wait.service")
     _write(root, "/usr/local/lib/qemu-test/late-address", LATE_ADDR_SH, 0o755)
     _write(root, "/etc/systemd/system/qemu-test-late-address.service", LATE_ADDR_UNIT)
     _enable(root, "qemu-test-late-address.service")
@@ -784,13 +832,20 @@ CLOUD_INIT_PER_BOOTCMD = (
     'dpkg -S /usr/bin/cloud-init-per > /run/test/parity/owner.txt 2>&1; '
     'dpkg -s cloud-init > /run/test/parity/cloud-init-pkg.txt 2>&1; '
     'cat /var/lib/nodeagent/instance-id > /run/test/parity/iid.txt"\n'
+    '  - "echo surface-bootcmd-output"\n'
 )
 
 
-def sc_systemd_cloud_init_per(s):
-    """systemd tier: a real CABPK/CAPV bundle whose bootCommands call `cloud-init-per` boots to
-    done on an image without the cloud-init package: the commands run through nodeagent's
-    own /usr/bin/cloud-init-per, with cloud-init's semaphore names."""
+def sc_systemd_cloud_init_surface(s):
+    """systemd tier, cloud-init's surface on a nodeagent node (issues 11 and 44), two boots.
+    First, a real CABPK/CAPV bundle whose bootCommands call `cloud-init-per` boots to done on an
+    image without the cloud-init package: the commands run through nodeagent's own
+    /usr/bin/cloud-init-per, with cloud-init's semaphore names. In that boot a
+    `cloud-init status --wait` started before the main stage returns when nodeagent is done
+    (exit 0); `status --long` and `--format json` say done with cloud-init 25.1's keys; the
+    files a CAPV log collector copies are there with cloud-init's modes, holding the commands'
+    output. Then a clone of that disk (new instance-id) whose last runcmd item fails: the
+    waiting `cloud-init status --wait` returns with the failure (exit 1, `status: error`)."""
     c = sc.Checks()
     t = sysd(s)
     # The root the Packer-built image was made from (image-build/base-image's `image` variant).
@@ -801,7 +856,9 @@ def sc_systemd_cloud_init_per(s):
     c.ok("\nruncmd:\n" in userdata, "corpus userdata has no runcmd: to put bootcmd before")
     userdata = userdata.replace("\nruncmd:\n", "\n" + CLOUD_INIT_PER_BOOTCMD + "runcmd:\n", 1)
     fw = q.fwcfg_guestinfo(metadata=sc.capv_metadata("sd-cip-1", "sd-cip-1"), userdata=userdata)
-    vm = t.vm("systemd-cloud-init-per", t.disk("systemd-cloud-init-per", "nodeagent"), fw)
+    fw["test.ci-wait"] = "1"
+    disk = t.disk("systemd-cloud-init-surface", "nodeagent")
+    vm = t.vm("systemd-cloud-init-surface", disk, fw)
     c.ok(s.boot(vm, 240), "guest did not power off")
     files = vm.report_tar()
     sc.check_status_stream(c, vm, "sd-cip-1", "done")
@@ -816,7 +873,90 @@ def sc_systemd_cloud_init_per(s):
     c.eq(iid, "sd-cip-1", "nodeagent's instance-id")
     sem = text(f"cloud/instances/{iid}/sem/bootper.parity_instance.instance")
     c.ok(re.fullmatch(r"0\t\d+\n", sem), f"per-instance semaphore: {sem!r}")
+    _check_cloud_init_surface(c, vm, files, "sd-cip-1", "done", "surface-bootcmd-output")
+    # The clone: same disk, new instance-id, a runcmd whose last item fails.
+    failing = "#cloud-config\nruncmd:\n  - echo surface-before-the-failure\n  - exit 3\n"
+    fw2 = q.fwcfg_guestinfo(metadata=sc.capv_metadata("sd-cip-2", "sd-cip-2"), userdata=failing)
+    fw2["test.ci-wait"] = "1"
+    vm2 = t.vm("systemd-cloud-init-surface-failed", disk, fw2)
+    c.ok(s.boot(vm2, 240), "the failing clone did not power off")
+    files2 = vm2.report_tar()
+    sc.check_status_stream(c, vm2, "sd-cip-2", "failed")
+    _check_cloud_init_surface(c, vm2, files2, "sd-cip-2", "failed", "surface-before-the-failure")
     return c.failures
+
+
+# cloud-init 25.1's `status --long` keys and `--format json` keys (tests/cloud-init-surface
+# compares them with the real one in chroots; here, what the node's command prints).
+CI_LONG_KEYS = ["status", "extended_status", "boot_status_code", "last_update", "detail", "errors",
+                "recoverable_errors"]
+CI_JSON_KEYS = {"boot_status_code", "datasource", "detail", "errors", "extended_status", "init", "init-local",
+                "last_update", "modules-config", "modules-final", "recoverable_errors", "stage", "status"}
+# The modes cloud-init 25.1 leaves on these files (measured by tests/cloud-init-surface).
+CI_MODES = {"/var/log/cloud-init.log": "regular file 640 root adm",
+            "/var/log/cloud-init-output.log": "regular file 640 root adm",
+            "/run/cloud-init/status.json": "symbolic link 777 root root",
+            "/run/cloud-init/result.json": "symbolic link 777 root root",
+            "/var/lib/cloud/instance/boot-finished": "regular file 644 root root",
+            "/run/cloud-init/instance-data.json": "regular file 644 root root",
+            "/run/cloud-init/instance-data-sensitive.json": "regular file 600 root root"}
+
+
+def _check_cloud_init_surface(c, vm, files, iid, final, output_marker):
+    """What the guest's `cloud-init` said while and after the boot (the ci-wait plumbing) and
+    what a CAPV log collector got, for a boot that ended `final` (done or failed)."""
+    read = lambda p: (sc.report_file(files, "/run/test/ci/" + p) or b"").decode(errors="replace")  # noqa: E731
+    c.ok(sc.report_file(files, "/run/test/ci/finished") is not None, f"{vm.name}: the ci-wait plumbing did not finish")
+    want_rc, want_status = ("0", "done") if final == "done" else ("1", "error")
+    times = read("times").splitlines()
+    c.ok(len(times) == 2 and not re.search(r'"(done|failed)"', times[0]),
+         f"{vm.name}: `cloud-init status --wait` did not start before the end of the boot: {times}")
+    c.ok(len(times) == 2 and f'"{"done" if final == "done" else "failed"}"' in times[1],
+         f"{vm.name}: `cloud-init status --wait` returned before nodeagent ended: {times}")
+    c.eq(read("wait.rc").strip(), want_rc, f"{vm.name}: exit status of cloud-init status --wait")
+    c.ok(re.fullmatch(rf"\.*status: {want_status}\n", read("wait.out")),
+         f"{vm.name}: cloud-init status --wait printed {read('wait.out')!r}")
+    long_out = read("long.out")
+    q.log(f"    {vm.name}: cloud-init status --long (exit {read('long.rc').strip()}):\n" +
+          textwrap.indent(long_out, "      "))
+    c.eq(read("long.rc").strip(), want_rc, f"{vm.name}: exit status of cloud-init status --long")
+    keys = [line.split(":")[0] for line in long_out.splitlines() if line and not line.startswith("\t")]
+    c.eq(keys, CI_LONG_KEYS, f"{vm.name}: keys of cloud-init status --long")
+    extended = "done" if final == "done" else "error - done"
+    c.ok(f"status: {want_status}\nextended_status: {extended}\n" in long_out, f"{vm.name}: {long_out!r}")
+    q.log(f"    {vm.name}: cloud-init status --format json (exit {read('json.rc').strip()}):\n" +
+          textwrap.indent(read("json.out"), "      "))
+    try:
+        doc = json.loads(read("json.out"))
+    except ValueError:
+        doc = {}
+    c.eq(set(doc), CI_JSON_KEYS, f"{vm.name}: keys of cloud-init status --format json")
+    c.eq((doc.get("status"), doc.get("extended_status"), bool(doc.get("errors"))),
+         (want_status, extended, final != "done"), f"{vm.name}: status, extended_status, errors")
+    c.eq(read("json.rc").strip(), want_rc, f"{vm.name}: exit status of cloud-init status --format json")
+    if final == "failed":
+        c.ok(any("runcmd[1]" in e for e in doc.get("errors") or []), f"{vm.name}: errors {doc.get('errors')}")
+    c.eq(read("query.out").strip(), iid, f"{vm.name}: cloud-init query v1.instance_id")
+    # What CAPV's collector gets: both logs, as root (its user may not: 0640 root:adm, as
+    # cloud-init 25.1 leaves them), the commands' output in cloud-init-output.log.
+    for f in ("cloud-init.log", "cloud-init-output.log"):
+        c.eq(read(f"collected-{f}.rc").strip(), "0", f"{vm.name}: cat /var/log/{f}")
+        c.eq(read(f"nobody-{f}.rc").strip(), "1", f"{vm.name}: a user outside group adm reads /var/log/{f}")
+    output = read("collected-cloud-init-output.log")
+    c.ok(output_marker in output, f"{vm.name}: the commands' output is not in cloud-init-output.log")
+    c.ok("running 'modules:final'" in output and " finished at " in output,
+         f"{vm.name}: cloud-init's banners are not in cloud-init-output.log")
+    log = read("collected-cloud-init.log")
+    c.ok(re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - nodeagent\[INFO\]: ", log, re.M),
+         f"{vm.name}: cloud-init.log lines are not in cloud-init's format")
+    if final == "failed":
+        c.ok("nodeagent[ERROR]: runcmd[1]" in log, f"{vm.name}: the failure is not in cloud-init.log")
+    modes = {}
+    for line in read("stat").splitlines():
+        path, _, rest = line.partition(" ")
+        modes[path] = rest
+    c.eq(modes, CI_MODES, f"{vm.name}: the files cloud-init's tools read, and their modes")
+    c.eq(read("instance-link").strip(), f"/var/lib/cloud/instances/{iid}", f"{vm.name}: /var/lib/cloud/instance")
 
 
 SCENARIOS = [
@@ -826,7 +966,7 @@ SCENARIOS = [
     ("reboot-clone", sc_systemd_reboot_clone),
     ("wait-on-network", sc_systemd_wait_on_network),
     ("cp-join-retry", sc_systemd_cp_join_retry),
-    ("cloud-init-per", sc_systemd_cloud_init_per),
+    ("cloud-init-surface", sc_systemd_cloud_init_surface),
     ("one-shell-power-cut", sc_systemd_one_shell),
 ]
 

@@ -358,6 +358,10 @@ pub fn apply(
         run_started,
     );
     release();
+    // The local stage is over (the local unit, or the local half of `--stage all`).
+    if opts.stage == RunStage::Local && res.is_ok() {
+        reporter.end_local_stage();
+    }
     res.map(|()| summary)
 }
 
@@ -470,7 +474,7 @@ fn run_steps<'p>(
     let mut queued: HashMap<String, shell::ItemEnd> = HashMap::new();
     while pos < order.len() {
         let step = steps[order[pos]];
-        if already_done(ctx, step, summary) {
+        if !starts(ctx, step, summary, reporter) {
             pos += 1;
             continue;
         }
@@ -550,6 +554,16 @@ fn run_steps<'p>(
     });
     ctx.journal.append(r, opts.ends_run)?;
     Ok(())
+}
+
+/// Whether `step` runs now (the journal does not have it as finished); then cloud-init's
+/// status moves on to the stage whose modules it belongs to.
+fn starts(ctx: &Ctx<'_>, step: &Step, summary: &mut Summary, reporter: &mut Reporter<'_>) -> bool {
+    if already_done(ctx, step, summary) {
+        return false;
+    }
+    reporter.cloud_init_step(&step.id);
+    true
 }
 
 /// Whether the journal has `step` as finished (counted as such in `summary`).

@@ -55,7 +55,7 @@ pub fn run(args: Args) -> i32 {
 }
 
 /// `shutdown -r now`, as `cloud-init clean --reboot` runs it.
-fn reboot(json: bool) -> i32 {
+pub(crate) fn reboot(json: bool) -> i32 {
     let why = match std::process::Command::new("shutdown")
         .args(["-r", "now"])
         .status()

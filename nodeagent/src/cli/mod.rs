@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 pub mod analyze;
 pub mod certs;
 pub mod clean;
+pub mod cloud_init;
 pub mod collect_logs;
 pub mod common;
 pub mod generate;
@@ -83,6 +84,13 @@ pub fn main() -> i32 {
         .is_some_and(|a| a == crate::supervise::ARG_PIPED)
     {
         return crate::supervise::main_piped(&args[2..]);
+    }
+    // The package's /usr/bin/cloud-init links here: cloud-init's command line (cli/cloud_init.rs).
+    if args.first().is_some_and(|a| cloud_init::invoked_as(a)) {
+        crate::report::install_panic_hook();
+        let under_systemd = std::env::var_os("JOURNAL_STREAM").is_some();
+        init_logging(if under_systemd { "info" } else { "warn" }, under_systemd);
+        return cloud_init::main(&args);
     }
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,

@@ -107,7 +107,7 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         })
     };
     let (prepared, kubeadm_warning) =
-        prepared.map_err(|e| report_bad_input(&inputs, &target, e, publish))?;
+        prepared.map_err(|e| report_bad_input(&inputs, &target, e, publish, stage))?;
     let earlier = Earlier {
         ran: 0,
         skipped: 0,
@@ -139,6 +139,9 @@ fn gather(args: &Args, target: &Target) -> Result<pipeline::Inputs> {
         if args.only.is_none() {
             let transport = pipeline::fallback_transport(&args.data.options());
             let mut reporter = Reporter::new(transport.as_deref(), &target.root, "");
+            if args.stage == RunStage::Local {
+                reporter = reporter.in_local_stage();
+            }
             reporter.failed(
                 "read",
                 e.kind(),
@@ -163,17 +166,17 @@ fn run_all(
     // From here a panic on this thread also reaches the platform (report::install_panic_hook).
     let _panic_channel = report::arm_panic_channel(inputs.transport.as_ref());
     let prepared = pipeline::prepare_with(inputs, memo)
-        .map_err(|e| report_bad_input(inputs, &target, e, publish))?;
+        .map_err(|e| report_bad_input(inputs, &target, e, publish, RunStage::All))?;
     let mut kubeadm_warnings: Vec<String> = real_kubeadm(&prepared.plan, inputs, args, &target)
-        .map_err(|e| report_bad_input(inputs, &target, e, publish))?
+        .map_err(|e| report_bad_input(inputs, &target, e, publish, RunStage::All))?
         .into_iter()
         .collect();
     if args.exec && !target.is_host() {
         refuse_without_shell(&prepared.plan, &target.root)
-            .map_err(|e| report_bad_input(inputs, &target, e, publish))?;
+            .map_err(|e| report_bad_input(inputs, &target, e, publish, RunStage::All))?;
     }
     let local = pipeline::prepare_local_with(inputs, memo)
-        .map_err(|e| report_bad_input(inputs, &target, e, publish))?;
+        .map_err(|e| report_bad_input(inputs, &target, e, publish, RunStage::All))?;
     let job = Job {
         args,
         inputs,
@@ -195,10 +198,10 @@ fn run_all(
             prepared
         } else {
             let again = pipeline::prepare_with(inputs, memo)
-                .map_err(|e| report_bad_input(inputs, &target, e, publish))?;
+                .map_err(|e| report_bad_input(inputs, &target, e, publish, RunStage::All))?;
             // The facts feed the templates: a config that changed with them is judged again.
             let warning = real_kubeadm(&again.plan, inputs, args, &target)
-                .map_err(|e| report_bad_input(inputs, &target, e, publish))?;
+                .map_err(|e| report_bad_input(inputs, &target, e, publish, RunStage::All))?;
             earlier.warnings.extend(warning);
             again
         }
@@ -279,12 +282,16 @@ fn report_bad_input(
     target: &Target,
     e: crate::error::Error,
     publish: bool,
+    stage: RunStage,
 ) -> crate::error::Error {
     if !publish {
         return e;
     }
     let iid = pipeline::instance_id(inputs).unwrap_or_default();
     let mut reporter = Reporter::new(Some(inputs.transport.as_ref()), &target.root, &iid);
+    if stage == RunStage::Local {
+        reporter = reporter.in_local_stage();
+    }
     reporter.failed(
         "read",
         e.kind(),
@@ -386,7 +393,7 @@ fn execute_locked(job: &Job, target: Target, mut earlier: Option<Earlier>) -> Re
         None => None,
     };
     let carried = earlier.as_mut().and_then(|e| e.reporter.take());
-    let mut reporter = reporter_for(inputs, &opts.target.root, iid, scratch.as_ref(), carried);
+    let mut reporter = reporter_for(inputs, &opts, iid, scratch.as_ref(), carried);
     // As cloud-init's VMware datasource does once the network is up: vm-operator takes the
     // VM's primary IP from these keys. Only to a platform that keeps them.
     if stage != RunStage::Local
@@ -463,15 +470,17 @@ fn keys_to_blank(job: &Job, redact_userdata: bool) -> Vec<String> {
 /// half of `--stage all` (it goes on applying: no second `reading`); else a new one, `reading`.
 fn reporter_for<'t>(
     inputs: &'t pipeline::Inputs,
-    root: &std::path::Path,
+    opts: &Options,
     iid: &str,
     scratch: Option<&Scratch>,
     carried: Option<report::Carried>,
 ) -> Reporter<'t> {
+    let (root, local) = (&opts.target.root, opts.stage == RunStage::Local);
     let transport = Some(inputs.transport.as_ref());
     let mut reporter = match (scratch, carried) {
         (Some(dir), _) => Reporter::new(None, &dir.0, iid),
         (None, Some(c)) => Reporter::resume(transport, root, c),
+        (None, None) if local => Reporter::new(transport, root, iid).in_local_stage(),
         (None, None) => Reporter::new(transport, root, iid),
     };
     if reporter.status().phase == Phase::Reading {
@@ -541,7 +550,11 @@ fn save_instance(
     } else {
         &[]
     };
-    state.save_all(iid, &keep, durable)
+    state.save_all(iid, &keep, durable)?;
+    // Where cloud-init keeps them, for its tools (`cloud-init query` without root reads the
+    // redacted one).
+    crate::cloud_init::files::write_instance_data(&inputs.root, &sensitive, &redacted);
+    Ok(())
 }
 
 /// A fresh 0700 directory under the temp dir for `single`'s reporter (created, never an

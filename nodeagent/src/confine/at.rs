@@ -209,6 +209,70 @@ impl Dir {
         Ok(nix::unistd::fchownat(&self.fd, name, u, g, flags)?)
     }
 
+    /// The regular file `name` opened for appending, never through a link (ELOOP) and never a
+    /// FIFO or device (refused); made with exactly `mode` and owner when missing. Returns it and
+    /// whether it was made now. For the agent's log files.
+    pub fn open_append(
+        &self,
+        name: &str,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> io::Result<(std::fs::File, bool)> {
+        use nix::fcntl::OFlag;
+        use nix::sys::stat::Mode;
+        let flags = at_flags() | OFlag::O_WRONLY | OFlag::O_APPEND | OFlag::O_NONBLOCK;
+        let (fd, made) = match nix::fcntl::openat(
+            &self.fd,
+            name,
+            flags | OFlag::O_CREAT | OFlag::O_EXCL,
+            Mode::from_bits_truncate(mode & 0o777),
+        ) {
+            Ok(fd) => (fd, true),
+            Err(nix::errno::Errno::EEXIST) => (
+                nix::fcntl::openat(&self.fd, name, flags, Mode::empty())?,
+                false,
+            ),
+            Err(e) => return Err(e.into()),
+        };
+        let file = std::fs::File::from(fd);
+        if made {
+            std::os::unix::fs::fchown(&file, Some(uid), Some(gid))?;
+            nix::sys::stat::fchmod(&file, Mode::from_bits_truncate(mode))?;
+        } else if !file.metadata()?.is_file() {
+            return Err(io::Error::other("not a regular file"));
+        }
+        Ok((file, made))
+    }
+
+    /// Rename the entry `from` to `to` in this directory, replacing what `to` names (a link
+    /// there is replaced, never followed).
+    pub fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        Ok(nix::fcntl::renameat(&self.fd, from, &self.fd, to)?)
+    }
+
+    /// Make `name` a link to `target`, replacing whatever entry had that name (a link is made
+    /// under a temporary name, then renamed over it): readers see the old entry or the new
+    /// link, never none. A directory at `name` is refused (EISDIR), not replaced.
+    pub fn replace_symlink(&self, target: &str, name: &str) -> io::Result<()> {
+        if self.read_link(name).ok().is_some_and(|t| t == target) {
+            return Ok(());
+        }
+        if self
+            .entry(name)?
+            .is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+        {
+            return Err(io::Error::from_raw_os_error(libc::EISDIR));
+        }
+        // fsio.rs's temp mark, so crash tests find a leftover link as they find temp files.
+        let tmp = format!(".{name}.nodeagent-tmp-{}", std::process::id());
+        self.remove_tree(&tmp)?;
+        nix::unistd::symlinkat(target, &self.fd, tmp.as_str())?;
+        self.rename(&tmp, name).inspect_err(|_| {
+            let _ = self.remove_tree(&tmp);
+        })
+    }
+
     /// Move the entry `from` here to `to` in `dest`, unless `to` exists (EEXIST).
     pub fn rename_noreplace(&self, from: &str, dest: &Dir, to: &str) -> io::Result<()> {
         use nix::fcntl::RenameFlags;
