@@ -126,12 +126,13 @@ pub fn decode_userdata(
     } else {
         bytes
     };
+    let what = if verbatim { "value" } else { "decoded value" };
     let text = String::from_utf8(bytes).map_err(|e| {
         Error::new(
             Stage::Decode,
             &place,
             format!(
-                "value is not valid UTF-8 (invalid byte at offset {})",
+                "{what} is not valid UTF-8 (invalid byte at offset {})",
                 e.utf8_error().valid_up_to()
             ),
         )
