@@ -14,7 +14,9 @@
 //! status and log files (root's, 0700/0755) and for readers.
 
 mod at;
+mod reach;
 pub use at::Dir;
+pub use reach::is_untrusted_link;
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read};

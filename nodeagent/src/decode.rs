@@ -71,9 +71,100 @@ pub fn decode_encoded(key: &str, data: &str, encoding: Option<&str>) -> Result<D
     decode_text(&place, &enc_place, data, encoding.filter(|e| !e.is_empty()))
 }
 
+/// A userdata or vendordata value as cloud-init takes it: decoded as [`decode_value`] does
+/// (or, `verbatim`, the bytes of a NoCloud seed file or an OVF property as they are), then,
+/// when the result is gzip data, decompressed, as cloud-init's user-data processing does for
+/// every datasource (`user_data.convert_string`: `util.decomp_gzip`, which leaves data that
+/// does not decompress as it was), bounded by `MAX_GUNZIP_BYTES`; then it must be UTF-8.
+pub fn decode_userdata(
+    key: &str,
+    raw: &[u8],
+    encoding: Option<&[u8]>,
+    verbatim: bool,
+) -> Result<Option<Decoded>> {
+    let place = format!("guestinfo.{key}");
+    let (bytes, warnings) = if verbatim {
+        if raw.len() > MAX_DECODED_BYTES {
+            return Err(Error::too_large(
+                Stage::Decode,
+                &place,
+                format!(
+                    "value is {} bytes, over the limit of {} bytes (MAX_DECODED_BYTES)",
+                    raw.len(),
+                    MAX_DECODED_BYTES
+                ),
+            ));
+        }
+        (raw.to_vec(), Vec::new())
+    } else {
+        let enc_place = format!("guestinfo.{key}.encoding");
+        let text = utf8(raw, &place, "value")?;
+        let value = py_rstrip(text);
+        if is_absent(value) {
+            return Ok(None);
+        }
+        let enc = match encoding {
+            None => None,
+            Some(e) => {
+                let e = py_rstrip(utf8(e, &enc_place, "encoding")?);
+                if is_absent(e) { None } else { Some(e) }
+            }
+        };
+        let mut warnings = Vec::new();
+        let bytes = decode_bytes(&place, &enc_place, value, enc, &mut warnings)?;
+        (bytes, warnings)
+    };
+    let bytes = if bytes.starts_with(&GZIP_MAGIC) {
+        gunzip(&bytes, MAX_GUNZIP_BYTES, true).map_err(|e| {
+            Error::of(
+                e.kind(),
+                Stage::Decode,
+                &place,
+                e.describe("gzip", MAX_GUNZIP_BYTES),
+            )
+        })?
+    } else {
+        bytes
+    };
+    let what = if verbatim { "value" } else { "decoded value" };
+    let text = String::from_utf8(bytes).map_err(|e| {
+        Error::new(
+            Stage::Decode,
+            &place,
+            format!(
+                "{what} is not valid UTF-8 (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })?;
+    Ok(Some(Decoded { text, warnings }))
+}
+
 /// The encoding table (A.5 step 2) applied to an already normalised value.
 fn decode_text(place: &str, enc_place: &str, value: &str, enc: Option<&str>) -> Result<Decoded> {
     let mut warnings = Vec::new();
+    let bytes = decode_bytes(place, enc_place, value, enc, &mut warnings)?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        Error::new(
+            Stage::Decode,
+            place,
+            format!(
+                "decoded value is not valid UTF-8 (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })?;
+    Ok(Decoded { text, warnings })
+}
+
+/// The bytes the encoding table (A.5 step 2) makes of an already normalised value.
+fn decode_bytes(
+    place: &str,
+    enc_place: &str,
+    value: &str,
+    enc: Option<&str>,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<u8>> {
     let bytes: Vec<u8> = match enc {
         Some("gzip+base64") | Some("gz+b64") => {
             let b = b64_step(value.as_bytes(), place)?;
@@ -93,17 +184,7 @@ fn decode_text(place: &str, enc_place: &str, value: &str, enc: Option<&str>) -> 
         }
         None => plain_bounded(value, place)?,
     };
-    let text = String::from_utf8(bytes).map_err(|e| {
-        Error::new(
-            Stage::Decode,
-            place,
-            format!(
-                "decoded value is not valid UTF-8 (invalid byte at offset {})",
-                e.utf8_error().valid_up_to()
-            ),
-        )
-    })?;
-    Ok(Decoded { text, warnings })
+    Ok(bytes)
 }
 
 /// A value read verbatim (NoCloud seed files): UTF-8 checked and bounded, no rstrip, no `---`.
@@ -453,6 +534,36 @@ fn read_capped<R: Read>(
 #[allow(clippy::indexing_slicing, clippy::string_slice)]
 mod tests {
     use super::*;
+
+    /// Userdata that is gzip data is decompressed (cloud-init's `decomp_gzip` on every
+    /// datasource's userdata): a NoCloud file as it is, and after a guestinfo `.encoding`;
+    /// data with the magic that does not decompress is kept, as `decomp_gzip` keeps it.
+    #[test]
+    fn gzip_userdata_is_decompressed_as_cloud_init_does() {
+        use flate2::{Compression, write::GzEncoder};
+        use std::io::Write;
+        let mut e = GzEncoder::new(Vec::new(), Compression::default());
+        e.write_all(b"#cloud-config\nruncmd: [x]\n").unwrap();
+        let gz = e.finish().unwrap();
+        let plain = decode_userdata("userdata", &gz, None, true)
+            .unwrap()
+            .unwrap();
+        assert_eq!(plain.text, "#cloud-config\nruncmd: [x]\n");
+        let b64 = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &gz);
+        let v = decode_userdata("userdata", b64.as_bytes(), Some(b"base64"), false);
+        assert_eq!(v.unwrap().unwrap().text, plain.text);
+        let e = decode_userdata("userdata", b"\x1f\x8b\xffnot gzip", None, true).unwrap_err();
+        assert!(e.message.contains("not valid UTF-8"), "{e}");
+        let kept = decode_userdata("userdata", b"#cloud-config\n", None, true)
+            .unwrap()
+            .unwrap();
+        assert_eq!(kept.text, "#cloud-config\n");
+        assert!(
+            decode_userdata("userdata", b"  \n", None, false)
+                .unwrap()
+                .is_none()
+        );
+    }
 
     #[test]
     fn python_b64_vectors() {

@@ -95,6 +95,8 @@ pub const RUN_DEADLINE_SECS: u64 = 3 * 60 * 60;
 /// Largest existing file a `write_files` entry with `append: true` extends (it is read
 /// whole to write the result atomically).
 pub const MAX_APPEND_BASE_BYTES: usize = 64 * 1024 * 1024;
+/// Most read from a file a `write_files` entry's `source` names (`file://`).
+pub const MAX_WRITE_FILES_SOURCE_BYTES: usize = 64 * 1024 * 1024;
 /// CPU time (`RLIMIT_CPU`) of the child process that renders a template, seconds: fuel counts
 /// instructions, not the work of one filter call on a large string.
 pub const TEMPLATE_CPU_SECS: u64 = 10;

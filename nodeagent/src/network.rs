@@ -667,9 +667,12 @@ fn networkd_files(d: &Device) -> Vec<FileWrite> {
         if let Some(via) = &r.via {
             let _ = writeln!(net, "Gateway={via}");
         }
-        // No `Metric=`: cloud-init 22.4 loses a netplan route's `metric` when it converts
-        // version 2 to its network state (network_state.py `_v2_to_v1_ipcfg` keeps `to` and
-        // `via`), so its networkd files have none and networkd's default applies.
+        // As cloud-init 25.1's networkd renderer (`parse_routes`: `metric` -> `Metric=`);
+        // 22.4 lost a netplan route's `metric` in its version 2 conversion
+        // (network_state.py `_v2_to_v1_ipcfg` kept `to` and `via`), leaving networkd's default.
+        if let Some(m) = r.metric {
+            let _ = writeln!(net, "Metric={m}");
+        }
     }
     files.push(file(format!("{base}.network"), net, 0o644));
     files
@@ -828,7 +831,7 @@ mod tests {
         );
         assert_eq!(
             text(&files[1]),
-            "# Written by nodeagent from network.ethernets.id0\n[Match]\nMACAddress=00:50:56:aa:bb:01\n\n[Link]\nMTUBytes=9000\n\n[Network]\nDHCP=no\nAddress=10.20.30.21/24\nAddress=fd00::5/64\nGateway=10.20.30.1\nDNS=10.20.0.53\nDomains=corp.example\n\n[Route]\nDestination=192.168.5.0/24\nGateway=10.20.30.254\n"
+            "# Written by nodeagent from network.ethernets.id0\n[Match]\nMACAddress=00:50:56:aa:bb:01\n\n[Link]\nMTUBytes=9000\n\n[Network]\nDHCP=no\nAddress=10.20.30.21/24\nAddress=fd00::5/64\nGateway=10.20.30.1\nDNS=10.20.0.53\nDomains=corp.example\n\n[Route]\nDestination=192.168.5.0/24\nGateway=10.20.30.254\nMetric=3\n"
         );
         assert_eq!(files[1].mode, Some(0o644));
     }
@@ -892,8 +895,8 @@ mod tests {
         );
         let files = render(&cfg, "networkd").unwrap();
         let net = text(&files[1]);
-        // cloud-init 22.4's networkd renderer: IPv6AcceptRA only when `accept-ra` is given,
-        // no route metrics (lost in its version 2 conversion), no wake-on-LAN.
+        // cloud-init's networkd renderer: IPv6AcceptRA only when `accept-ra` is given, no
+        // wake-on-LAN; a route's metric as `Metric=` (25.1; 22.4 lost it).
         assert!(
             net.contains("DHCP=yes\n") && !net.contains("IPv6AcceptRA"),
             "{net}"
@@ -903,7 +906,7 @@ mod tests {
             "{net}"
         );
         assert!(
-            net.contains("[Route]\nDestination=0.0.0.0/0\nGateway=192.168.4.1\n"),
+            net.contains("[Route]\nDestination=0.0.0.0/0\nGateway=192.168.4.1\nMetric=222\n"),
             "{net}"
         );
     }

@@ -148,6 +148,22 @@ pub struct FileWrite {
     pub defer: bool,
     /// Heuristic: a private key, token or kubeadm config. Affects logging only.
     pub secret: bool,
+    /// `source:` naming a file in the target (cloud-init 23.1+), read when the step runs;
+    /// `content` is then what is written if it cannot be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<FileSource>,
+}
+
+/// A `write_files` entry's `source.uri` that is a file of the target (`file:///PATH` or
+/// `/PATH`): cloud-init 25.1 reads it in place of `content`, and falls back to `content`
+/// (when given) if it cannot.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FileSource {
+    /// The absolute path in the target.
+    pub path: String,
+    /// Whether `content` was given, as what to write when the file cannot be read; without
+    /// it the entry is skipped with a warning.
+    pub fallback: bool,
 }
 
 impl FileWrite {
@@ -164,6 +180,7 @@ impl FileWrite {
             append: false,
             defer: false,
             secret: false,
+            source: None,
         }
     }
 }
@@ -250,6 +267,10 @@ pub struct HostnameSpec {
     pub prefer_fqdn: bool,
     /// `/etc/hosts` content when `manage_etc_hosts` asks for it (rendered at plan time).
     pub etc_hosts: Option<EtcHosts>,
+    /// `preserve_hostname: true`: the host name is left as it is, only `/etc/hosts` is
+    /// managed (cloud-init's update_etc_hosts does not look at preserve_hostname).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub preserve: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -276,6 +297,12 @@ pub struct NtpSpec {
     pub client: String,
     pub servers: Vec<String>,
     pub pools: Vec<String>,
+    /// chrony `peer` lines (cloud-init 25.1; timesyncd has none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub peers: Vec<String>,
+    /// chrony `allow` lines: networks whose clients may ask this node (cloud-init 25.1).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

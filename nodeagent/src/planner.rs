@@ -14,10 +14,13 @@ use crate::metadata::Metadata;
 use crate::plan::*;
 use serde_json::Value;
 
+mod files;
 pub mod preflight;
 mod storage;
 pub mod target;
 mod users;
+pub use files::{NAME_MAX, PATH_MAX, decode_permissions, normalise_path, parse_owner};
+use files::{check_owners, write_files};
 pub use storage::*;
 use users::*;
 
@@ -95,6 +98,7 @@ pub fn build_local(instance_id: &str, md: &Metadata, facts: &Facts, compat: bool
                 fqdn,
                 prefer_fqdn: false,
                 etc_hosts: None,
+                preserve: false,
             }),
         });
     }
@@ -155,6 +159,8 @@ pub fn steps(input: &PlanInput<'_>) -> Result<Plan> {
             client: ntp.ntp_client.clone().unwrap_or_else(|| "auto".into()),
             servers: ntp.servers.clone(),
             pools: ntp.pools.clone(),
+            peers: ntp.peers.clone(),
+            allow: ntp.allow.clone(),
         };
         b.push(
             "ntp".into(),
@@ -167,6 +173,7 @@ pub fn steps(input: &PlanInput<'_>) -> Result<Plan> {
         b.push(id, RunStage::Main, frequency, Action::WriteFile(file));
     }
     runcmd(&mut b, cfg);
+    scripts_user(&mut b, cfg);
     check_owners(&b)?;
     Ok(Plan {
         version: PLAN_VERSION,
@@ -180,47 +187,6 @@ fn bootcmd(b: &mut Builder<'_>, cfg: &CloudConfig) {
     for (i, item) in cfg.bootcmd.iter().enumerate() {
         command(b, format!("bootcmd[{i}]"), item, Frequency::PerBoot);
     }
-}
-
-/// The write_files steps, in order; the deferred ones (`defer: true`) are returned to go
-/// after users and ntp, as cloud-init's write_files_deferred runs.
-fn write_files(
-    b: &mut Builder<'_>,
-    cfg: &CloudConfig,
-) -> Result<Vec<(String, FileWrite, Frequency)>> {
-    let mut deferred = Vec::new();
-    let mut total = 0usize;
-    for (i, wf) in cfg.write_files.iter().enumerate() {
-        let Some(file) = write_file(b, i, wf)? else {
-            continue;
-        };
-        total += file.content.0.len();
-        if total > crate::limits::MAX_WRITE_FILES_TOTAL_BYTES {
-            return Err(Error::too_large(
-                Stage::Plan,
-                format!("write_files[{i}]"),
-                format!(
-                    "decoded contents so far total {total} bytes; the limit for all files is {}",
-                    crate::limits::MAX_WRITE_FILES_TOTAL_BYTES
-                ),
-            ));
-        }
-        let id = format!("write_files[{i}]:{}", file.path);
-        // /run is tmpfs: a reboot (or power cut) before the instance finished, e.g. during
-        // kubeadm, would leave the journal saying files exist that are gone. Rewrite them
-        // every boot; everything else is written once per instance.
-        let frequency = if is_volatile(&file.path) {
-            Frequency::PerBoot
-        } else {
-            Frequency::PerInstance
-        };
-        if file.defer {
-            deferred.push((id, file, frequency));
-        } else {
-            b.push(id, RunStage::Main, frequency, Action::WriteFile(file));
-        }
-    }
-    Ok(deferred)
 }
 
 /// groups, then users (cc_users_groups), then root's keys (cc_ssh).
@@ -355,6 +321,43 @@ fn runcmd(b: &mut Builder<'_>, cfg: &CloudConfig) {
     }
 }
 
+/// A shell-script userdata (`#!`): written root-only (0700) into the instance's state
+/// directory and run from there, by its own interpreter line, once per instance, after
+/// everything else: cloud-init writes it as `part-001` in the instance's scripts directory
+/// and its final-stage scripts-user runs it (`runparts`: executed, not given to a shell).
+fn scripts_user(b: &mut Builder<'_>, cfg: &CloudConfig) {
+    for (i, script) in cfg.scripts.iter().enumerate() {
+        let name = format!("part-{:03}", i + 1);
+        let path = format!(
+            "/{}/instances/{}/scripts/{name}",
+            crate::state::DIR.trim_matches('/'),
+            crate::state::instance_dir_name(b.input.instance_id)
+        );
+        let file = FileWrite {
+            secret: true,
+            ..FileWrite::root_owned(path.clone(), script.clone().into_bytes(), 0o700)
+        };
+        let id = format!("scripts-user:{name}");
+        b.push(
+            format!("{id}:write"),
+            RunStage::Main,
+            Frequency::PerInstance,
+            Action::WriteFile(file),
+        );
+        let spec = CommandSpec {
+            origin: id.clone(),
+            run: Run::Argv(vec![path]),
+            timeout_secs: b.input.image.command_timeout_secs,
+        };
+        b.push(
+            id,
+            RunStage::Main,
+            Frequency::PerInstance,
+            Action::Command(spec),
+        );
+    }
+}
+
 /// The command step of a bootcmd or runcmd item, its id and origin `origin`; a skipped
 /// (null) item or an empty argv list is no step.
 fn command(b: &mut Builder<'_>, origin: String, item: &CmdItem, frequency: Frequency) {
@@ -388,190 +391,10 @@ fn check_host_name(n: &str, place: &str) -> Result<()> {
     })
 }
 
-/// Make a write_files path absolute and clean. Strict: relative paths and `..` are refused;
-/// compat: resolved as Python's `os.path.abspath` does from `/`.
-pub fn normalise_path(path: &str, compat: bool) -> std::result::Result<String, String> {
-    if path.contains('\0') {
-        return Err("path contains a NUL byte".into());
-    }
-    if !compat {
-        if !path.starts_with('/') {
-            return Err(format!(
-                "path '{path}' is relative; write_files paths must be absolute"
-            ));
-        }
-        if path.split('/').any(|c| c == "..") {
-            return Err(format!("path '{path}' contains '..'"));
-        }
-    }
-    let mut parts: Vec<&str> = Vec::new();
-    for c in path.split('/') {
-        match c {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            c => parts.push(c),
-        }
-    }
-    if parts.is_empty() {
-        return Err(format!(
-            "path '{path}' names the root directory, not a file"
-        ));
-    }
-    Ok(format!("/{}", parts.join("/")))
-}
-
-/// `user:group`, split at the first `:`, each side stripped; empty, `-1` or `none` = unchanged (C.2).
-pub fn parse_owner(owner: Option<&str>) -> Owner {
-    let owner = owner.unwrap_or("root:root");
-    let keep = |s: &str| {
-        let s = s.trim();
-        (!(s.is_empty() || s == "-1" || s.eq_ignore_ascii_case("none"))).then(|| s.to_string())
-    };
-    match owner.split_once(':') {
-        Some((u, g)) => Owner {
-            user: keep(u),
-            group: keep(g),
-        },
-        None => Owner {
-            user: keep(owner),
-            group: None,
-        },
-    }
-}
-
-/// cloud-init's `decode_perms` (C.4): absent = 0o644; an integer is the mode itself; a string is
-/// octal (`'0640'`, `'640'`, `'0o640'`). `Ok(None)` = mode 0: leave the creation mode.
-pub fn decode_permissions(v: Option<&Value>) -> std::result::Result<Option<u32>, String> {
-    let mode = match v {
-        None | Some(Value::Null) => return Ok(Some(0o644)),
-        Some(Value::Number(n)) => match n.as_i64() {
-            Some(m) if (0..=0o7777).contains(&m) => m as u32,
-            _ => return Err(format!("permissions {n} is not a file mode (0 to 07777)")),
-        },
-        Some(Value::String(s)) => {
-            let t = s.trim().replace('_', "");
-            let digits = t
-                .strip_prefix("0o")
-                .or_else(|| t.strip_prefix("0O"))
-                .unwrap_or(&t);
-            match u32::from_str_radix(digits, 8) {
-                Ok(m) if m <= 0o7777 && !digits.is_empty() => m,
-                _ => {
-                    return Err(format!(
-                        "permissions '{s}' is not an octal file mode (0 to 07777)"
-                    ));
-                }
-            }
-        }
-        Some(other) => {
-            return Err(crate::metadata::found(
-                "permissions must be a string or an integer",
-                other,
-            ));
-        }
-    };
-    Ok((mode != 0).then_some(mode))
-}
-
-fn write_file(
-    b: &mut Builder<'_>,
-    i: usize,
-    wf: &crate::cloudconfig::WriteFile,
-) -> Result<Option<FileWrite>> {
-    let compat = b.input.compat;
-    let place = format!("write_files[{i}]");
-    let Some(raw_path) = wf.path.as_deref().filter(|p| !p.is_empty()) else {
-        b.lenient(place, "no path given".into())?;
-        return Ok(None);
-    };
-    let path = normalise_path(raw_path, compat)
-        .and_then(|p| check_path_limits(&p).map(|()| p))
-        .map_err(|m| Error::new(Stage::Plan, format!("{place}.path"), m))?;
-    if wf.source.is_some() {
-        b.lenient(
-            format!("{place}.source"),
-            "fetching file content from a URI is not supported; use content".into(),
-        )?;
-    }
-    // `!!binary` content is bytes already, but `encoding` still applies to it (C.3).
-    let raw: Option<&[u8]> = wf
-        .content_binary
-        .as_deref()
-        .or(wf.content.as_deref().map(str::as_bytes));
-    let content = match raw {
-        Some(bytes) => {
-            let enc = wf
-                .encoding
-                .as_deref()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase();
-            match crate::decode::decode_file_content(bytes, &enc) {
-                Ok(decoded) => decoded,
-                // cloud-init warns and writes the content as text; so does nodeagent.
-                Err(msg) if msg.contains("unknown encoding") => {
-                    b.warnings
-                        .push(format!("{place}.encoding: {msg}; assuming text/plain"));
-                    bytes.to_vec()
-                }
-                Err(msg) => return Err(Error::new(Stage::Plan, format!("{place}.content"), msg)),
-            }
-        }
-        None => Vec::new(),
-    };
-    let mode = match decode_permissions(wf.permissions.as_ref()) {
-        // `permissions: '0000'` asks for no access at all, but cloud-init's chmod helper skips
-        // a falsy mode and the file keeps 0644: a key readable by all. Refused; --compat keeps
-        // cloud-init's result and says so.
-        Ok(None) if compat => {
-            b.warnings.push(format!(
-                "{place}.permissions: mode 0 is ignored as cloud-init does: the file keeps its mode, 0644 (readable by all users) when new"
-            ));
-            None
-        }
-        Ok(None) => {
-            return Err(Error::new(
-                Stage::Plan,
-                format!("{place}.permissions"),
-                "mode 0 (no access at all) is not applied by cloud-init, which leaves the file 0644, readable by all users; give the mode you mean (e.g. '0600'), or run with --compat for cloud-init's result",
-            ));
-        }
-        Ok(m) => m,
-        Err(msg) if compat => {
-            b.warnings
-                .push(format!("{place}.permissions: {msg}; using 0644"));
-            Some(0o644)
-        }
-        Err(msg) => return Err(Error::new(Stage::Plan, format!("{place}.permissions"), msg)),
-    };
-    let secret = looks_secret(&path, &content);
-    Ok(Some(FileWrite {
-        path,
-        content: Content(content),
-        owner: parse_owner(wf.owner.as_deref()),
-        mode,
-        append: wf.append.0,
-        defer: wf.defer.0,
-        secret,
-    }))
-}
-
-/// Private keys, tokens and kubeadm configs: their contents are never logged.
-fn looks_secret(path: &str, content: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(content);
-    path.ends_with(".key")
-        || path.starts_with("/run/kubeadm/")
-        || text.contains("PRIVATE KEY")
-        || text.contains("token:")
-        || text.contains("certificateKey")
-}
-
+/// set_hostname and update_hostname (skipped with `preserve_hostname`), update_etc_hosts
+/// (which does not look at it): one step.
 fn hostname(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
-    if cfg.preserve_hostname.map(|f| f.0).unwrap_or(false) {
-        return Ok(());
-    }
+    let preserve = cfg.preserve_hostname.map(|f| f.0).unwrap_or(false);
     let given = cfg.hostname.is_some()
         || cfg.fqdn.is_some()
         || cfg.manage_etc_hosts.is_some()
@@ -615,6 +438,9 @@ fn hostname(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
         }),
         _ => None,
     };
+    if preserve && etc_hosts.is_none() {
+        return Ok(());
+    }
     let prefer_fqdn = cfg.prefer_fqdn_over_hostname.map(|f| f.0).unwrap_or(false);
     check_host_name(&hostname, "hostname")?;
     check_host_name(&fqdn, "fqdn")?;
@@ -627,6 +453,7 @@ fn hostname(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
             fqdn,
             prefer_fqdn,
             etc_hosts,
+            preserve,
         }),
     );
     Ok(())
@@ -653,90 +480,14 @@ pub fn etc_hosts_template(hostname: &str, fqdn: &str) -> String {
     )
 }
 
-/// cloud-init's default `mount_default_fields` on systemd distros, with its
-/// `x-systemd.requires=cloud-init.service` pointing at our local-stage unit instead: a
-/// requirement on a unit that is absent or masked (cloud-init on a nodeagent image) makes
-/// systemd fail the mount at every later boot.
+/// cloud-init 25.1's default `mount_default_fields` options on systemd distros (24.2+:
+/// `x-systemd.after=cloud-init-network.service`, an ordering, no longer 22.4's
+/// `x-systemd.requires=cloud-init.service`), ordered after our own unit that writes the
+/// network configuration instead: a requirement on a unit that is absent, masked or failed
+/// (cloud-init on a nodeagent image, our local unit failing once) fails the mount at every
+/// later boot; an ordering on it does not.
 pub const MOUNT_DEFAULT_OPTIONS: &str =
-    "defaults,nofail,x-systemd.requires=nodeagent-local.service,_netdev";
-
-/// Every file owner must exist in the target or be created earlier by the plan.
-fn check_owners(b: &Builder<'_>) -> Result<()> {
-    for step in &b.steps {
-        if let Action::WriteFile(f) = &step.action {
-            for n in f.owner.user.iter().chain(f.owner.group.iter()) {
-                check_name(n, format!("{}.owner", step.id))?;
-            }
-        }
-    }
-    let db = b.input.users;
-    // Without a user database only `root` resolves, as in apply (`UserDb::uid`).
-    let (mut users, mut groups): (Vec<&str>, Vec<&str>) = if db.known {
-        (
-            db.users.iter().map(String::as_str).collect(),
-            db.groups.iter().map(String::as_str).collect(),
-        )
-    } else {
-        (vec!["root"], vec!["root"])
-    };
-    for step in &b.steps {
-        match &step.action {
-            Action::User(u) => {
-                users.push(&u.name);
-                if !u.no_user_group {
-                    groups.push(&u.name);
-                }
-            }
-            Action::Group(g) => groups.push(&g.name),
-            Action::WriteFile(f) => {
-                // Owners are names resolved in the target's database, as cloud-init's
-                // chownbyname does: "1000" is a user called 1000, not uid 1000.
-                let owner = [
-                    ("user", &f.owner.user, &users),
-                    ("group", &f.owner.group, &groups),
-                ];
-                for (what, name, known) in owner {
-                    if let Some(n) = name.as_deref().filter(|n| !known.contains(n)) {
-                        return Err(Error::new(
-                            Stage::Plan,
-                            format!("{}.owner", step.id),
-                            format!(
-                                "{what} '{n}' does not exist in the target and is not created before this file"
-                            ),
-                        ));
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-/// Longest file name component and whole path Linux takes (NAME_MAX, PATH_MAX): a longer one
-/// fails `open` at apply, after earlier steps ran.
-pub const NAME_MAX: usize = 255;
-pub const PATH_MAX: usize = 4096;
-
-/// A normalised path within NAME_MAX per component and PATH_MAX in all (the `--root` prefix
-/// is added by the target check).
-fn check_path_limits(path: &str) -> std::result::Result<(), String> {
-    if let Some(c) = path.split('/').find(|c| c.len() > NAME_MAX) {
-        return Err(format!(
-            "a path component of {} bytes; the filesystem limit is {NAME_MAX}",
-            c.len()
-        ));
-    }
-    // Leave room for the temp file's `.` prefix and `.nodeagent-tmp` suffix.
-    if path.len() + 16 > PATH_MAX {
-        return Err(format!(
-            "path of {} bytes; the limit is {}",
-            path.len(),
-            PATH_MAX - 16
-        ));
-    }
-    Ok(())
-}
+    "defaults,nofail,x-systemd.after=nodeagent-local.service,_netdev";
 
 /// NTP sources become `server`/`pool` lines of chrony.conf or one `NTP=` line: a host name
 /// or address, nothing that could start another line or directive.
@@ -749,17 +500,30 @@ fn check_ntp(ntp: &crate::cloudconfig::Ntp) -> Result<()> {
             format!("{client:?} is not supported (chrony, systemd-timesyncd, auto)"),
         ));
     }
-    for (key, list) in [("servers", &ntp.servers), ("pools", &ntp.pools)] {
+    let lists = [
+        ("servers", &ntp.servers, ""),
+        ("pools", &ntp.pools, ""),
+        ("peers", &ntp.peers, ""),
+        // chrony's `allow` takes a network: an address with a `/` prefix length.
+        ("allow", &ntp.allow, "/"),
+    ];
+    for (key, list, more) in lists {
         for (j, s) in list.iter().enumerate() {
             let ok = !s.is_empty()
                 && s.len() <= 253
-                && s.bytes()
-                    .all(|c| c.is_ascii_alphanumeric() || b".-_:[]%".contains(&c));
+                && s.bytes().all(|c| {
+                    c.is_ascii_alphanumeric()
+                        || b".-_:[]%".contains(&c)
+                        || more.as_bytes().contains(&c)
+                });
             if !ok {
                 return Err(Error::new(
                     Stage::Plan,
                     format!("ntp.{key}[{j}]"),
-                    "not a host name or address (letters, digits, '.', '-', '_', ':', '[', ']', '%')",
+                    format!(
+                        "not a host name or address (letters, digits, '.', '-', '_', ':', '[', ']', '%'{})",
+                        if more.is_empty() { "" } else { ", '/'" }
+                    ),
                 ));
             }
         }
@@ -980,5 +744,141 @@ mod tests {
         assert_eq!(normalise_path("/etc/../x", true).unwrap(), "/x");
         assert_eq!(normalise_path("x/y", true).unwrap(), "/x/y");
         assert!(normalise_path("/a\0b", true).is_err());
+    }
+    fn files_of(plan: &Plan) -> Vec<&FileWrite> {
+        plan.steps
+            .iter()
+            .filter_map(|s| match &s.action {
+                Action::WriteFile(f) => Some(f),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `source:` as cloud-init 25.1's read_url_or_decode takes it: file:// and bare paths
+    /// name a file of the target (fallback: whether content was given); a network URI is
+    /// not fetched: with content it is written (a warning), without it is refused.
+    #[test]
+    fn write_files_source_as_25_1() {
+        let doc = "#cloud-config\nwrite_files:\n\
+- path: /etc/a\n  source: {uri: 'file://host/etc/src?x=1'}\n  content: fb\n\
+- path: /etc/b\n  source: {uri: ' /etc/src#frag'}\n\
+- path: /etc/c\n  source: {uri: 'https://example.test/c', headers: {X: y}}\n  content: inline\n\
+- path: /etc/d\n  source: {uri: ''}\n";
+        let plan = plan_of(doc, &["root"]).unwrap();
+        let f = files_of(&plan);
+        let src = |i: usize| f[i].source.as_ref().map(|s| (s.path.as_str(), s.fallback));
+        assert_eq!(src(0), Some(("/etc/src", true)));
+        assert_eq!(f[0].content.0, b"fb");
+        assert_eq!(src(1), Some(("/etc/src", false)));
+        assert_eq!((src(2), f[2].content.0.as_slice()), (None, &b"inline"[..]));
+        assert!(
+            plan.warnings
+                .iter()
+                .any(|w| w.contains("write_files[2].source.uri")),
+            "{:?}",
+            plan.warnings
+        );
+        assert_eq!(src(3), None, "an empty uri is no source");
+        for (bad, place) in [
+            (
+                "source: {uri: 'http://example.test/x'}",
+                "write_files[0].source.uri",
+            ),
+            ("source: 'file:///etc/x'", "write_files[0].source"),
+            (
+                "source: {uri: /etc/x, method: POST}",
+                "write_files[0].source.method",
+            ),
+            ("source: {uri: 'file:../x'}", "write_files[0].source.uri"),
+        ] {
+            let e = plan_of(
+                &format!("#cloud-config\nwrite_files:\n- path: /etc/x\n  {bad}\n"),
+                &["root"],
+            )
+            .unwrap_err();
+            assert_eq!(e.place, place, "{bad}: {e}");
+        }
+    }
+
+    /// A numeric owner is a name to cloud-init: refused, the message says so.
+    #[test]
+    fn numeric_owner_is_refused_as_an_unknown_name() {
+        let e = plan_of(
+            "#cloud-config\nwrite_files:\n- path: /etc/x\n  owner: '65534:65534'\n",
+            &["root"],
+        )
+        .unwrap_err();
+        assert_eq!(e.place, "write_files[0]:/etc/x.owner");
+        assert!(e.message.contains("a number is read as a name"), "{e}");
+    }
+
+    /// `preserve_hostname` keeps the name; /etc/hosts is still managed (update_etc_hosts
+    /// ignores it); without `manage_etc_hosts` there is no step at all.
+    #[test]
+    fn preserve_hostname_still_manages_etc_hosts() {
+        let plan = plan_of(
+            "#cloud-config\npreserve_hostname: true\nhostname: n1\nmanage_etc_hosts: localhost\n",
+            &["root"],
+        )
+        .unwrap();
+        let h = plan.steps.iter().find_map(|s| match &s.action {
+            Action::Hostname(h) => Some(h),
+            _ => None,
+        });
+        let h = h.expect("a hostname step");
+        assert!(h.preserve);
+        assert!(matches!(h.etc_hosts, Some(EtcHosts::Localhost { .. })));
+        let plan = plan_of(
+            "#cloud-config\npreserve_hostname: true\nhostname: n1\n",
+            &["root"],
+        )
+        .unwrap();
+        assert!(
+            !plan
+                .steps
+                .iter()
+                .any(|s| matches!(s.action, Action::Hostname(_)))
+        );
+    }
+
+    /// A `#!` userdata: its file written root-only in the instance's state directory, then
+    /// run by its own interpreter line, after everything else.
+    #[test]
+    fn a_shell_script_userdata_is_written_then_run() {
+        let plan = plan_of("#!/bin/bash\r\necho hi\r\n", &["root"]).unwrap();
+        let ids: Vec<&str> = plan
+            .steps
+            .iter()
+            .map(|s| s.id.as_str())
+            .filter(|i| i.starts_with("scripts"))
+            .collect();
+        assert_eq!(
+            ids,
+            ["scripts-user:part-001:write", "scripts-user:part-001"]
+        );
+        let path = "/var/lib/nodeagent/instances/i-1/scripts/part-001";
+        let f = files_of(&plan)[0];
+        assert_eq!(
+            (f.path.as_str(), f.mode, f.secret),
+            (path, Some(0o700), true)
+        );
+        assert_eq!(
+            f.content.0, b"#!/bin/bash\necho hi\n",
+            "\\r\\n as dos2unix leaves it"
+        );
+        let run = plan.steps.iter().find(|s| s.id == "scripts-user:part-001");
+        assert!(
+            matches!(&run.unwrap().action, Action::Command(c) if c.run == Run::Argv(vec![path.into()]))
+        );
+    }
+
+    #[test]
+    fn ntp_peers_and_allow_are_checked() {
+        let ok = "#cloud-config\nntp:\n  peers: [p1.example]\n  allow: [10.0.0.0/8]\n";
+        let plan = plan_of(ok, &["root"]).unwrap();
+        assert!(plan.steps.iter().any(|s| matches!(&s.action, Action::Ntp(n) if n.peers == ["p1.example"] && n.allow == ["10.0.0.0/8"])));
+        let e = plan_of("#cloud-config\nntp:\n  peers: ['a/8']\n", &["root"]).unwrap_err();
+        assert_eq!(e.place, "ntp.peers[0]");
     }
 }

@@ -1,14 +1,13 @@
 //! Reads of the target the plan checks need (`planner::target`), done on the read side of a run
 //! (`pipeline`), never by the plan itself: which tools and NTP clients the image has, and what
-//! is at each path and device the plan names. Paths are looked up through apply's resolver
-//! (`apply::Target::path`), so a symlink under `--root` is followed inside the root, exactly
-//! as apply will follow it. Nothing here writes.
+//! is at each path and device the plan names. A written path's directory is reached as apply
+//! reaches it (`confine::Dir::reach`), so a symlink is followed inside the root where apply
+//! follows it, and refused where apply would refuse it. Nothing here writes.
 
 use crate::apply::Target;
 use crate::planner::target::{Observed, PathState, TARGET_TOOLS, TargetView, Wanted};
 use std::collections::HashMap;
-use std::os::unix::fs::FileTypeExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Directories of the target searched for its tools, as root's PATH would.
 const BIN_DIRS: &[&str] = &[
@@ -56,74 +55,66 @@ pub fn view(root: &Path) -> TargetView {
 }
 
 /// The state of one in-target path: its last component unresolved (apply replaces a symlink
-/// there, never follows it), its parents resolved inside the root.
+/// there, never follows it), its parents reached as apply reaches them
+/// (`confine::Dir::reach`: the image's own links followed inside the root, a link a user
+/// other than root controls not followed).
 pub fn path_state(t: &Target, abs: &str) -> PathState {
     path_state_seen(t, abs, &mut HashMap::new())
 }
 
-/// What an ancestor directory was found to be, kept for the next path under it: the files
-/// of one directory (a PKI, say) share their ancestors, looked up once per plan.
-#[derive(Clone, Copy)]
-enum Ancestor {
-    Dir,
-    NotDir,
-    Absent,
+/// What a parent directory was found to be, when it is not there to look in: kept for the
+/// next path in it (the files of one new directory share it). A directory that is there is
+/// reached again for each path (a few `openat`s): holding one descriptor per directory
+/// would run out of them on a plan of thousands of files.
+#[derive(Clone)]
+enum Parent {
+    Missing,
+    Blocked(String),
 }
 
-fn path_state_seen(t: &Target, abs: &str, seen: &mut HashMap<PathBuf, Ancestor>) -> PathState {
-    let host = match t.path(abs) {
-        Ok(p) => p,
-        Err(e) => return PathState::Blocked(e.detail()),
+fn path_state_seen(t: &Target, abs: &str, seen: &mut HashMap<String, Parent>) -> PathState {
+    if let Err(e) = Target::check(abs) {
+        return PathState::Blocked(e.detail());
+    }
+    let Some((parent, name)) = abs.rsplit_once('/').filter(|(_, n)| !n.is_empty()) else {
+        return PathState::Blocked("no file name".into());
     };
-    match std::fs::symlink_metadata(&host) {
-        Ok(m) => {
-            let ft = m.file_type();
-            return if ft.is_file() {
-                PathState::File
-            } else if ft.is_dir() {
-                PathState::Dir
-            } else if ft.is_symlink() {
-                PathState::Symlink
-            } else if ft.is_fifo() {
-                PathState::Special("FIFO")
-            } else if ft.is_socket() {
-                PathState::Special("socket")
-            } else {
-                PathState::Special("device node")
-            };
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {}
-        Err(e) if e.raw_os_error() == Some(libc::ENAMETOOLONG) => {
-            return PathState::Blocked("the path is longer than the filesystem takes".into());
-        }
-        Err(e) => return PathState::Blocked(e.to_string()),
-    }
-    // Missing: the first ancestor that exists must be a directory apply can create under.
-    let mut dir = host.parent();
-    while let Some(d) = dir {
-        let found =
-            *seen
-                .entry(d.to_path_buf())
-                .or_insert_with(|| match std::fs::symlink_metadata(d) {
-                    Ok(m) if m.is_dir() => Ancestor::Dir,
-                    Ok(_) => Ancestor::NotDir,
-                    Err(_) => Ancestor::Absent,
-                });
-        match found {
-            Ancestor::Dir => return PathState::Missing,
-            Ancestor::NotDir => {
-                let shown = d
-                    .strip_prefix(&t.root)
-                    .map(|r| format!("/{}", r.display()))
-                    .unwrap_or_else(|_| d.display().to_string());
-                return PathState::Blocked(format!("{shown} is not a directory in the target"));
+    let known = seen.get(parent).cloned();
+    let dir = match known {
+        Some(Parent::Missing) => return PathState::Missing,
+        Some(Parent::Blocked(why)) => return PathState::Blocked(why),
+        None => match crate::confine::Dir::reach(&t.root, parent) {
+            Ok((d, missing)) if missing.is_empty() => d,
+            Ok(_) => {
+                seen.insert(parent.to_string(), Parent::Missing);
+                return PathState::Missing;
             }
-            Ancestor::Absent if d == t.root => return PathState::Missing,
-            Ancestor::Absent => dir = d.parent(),
+            Err(e) => {
+                let why = if e.raw_os_error() == Some(libc::ENAMETOOLONG) {
+                    "the path is longer than the filesystem takes".to_string()
+                } else {
+                    e.to_string()
+                };
+                seen.insert(parent.to_string(), Parent::Blocked(why.clone()));
+                return PathState::Blocked(why);
+            }
+        },
+    };
+    match dir.entry(name) {
+        Ok(None) => PathState::Missing,
+        Ok(Some(st)) => match st.st_mode & libc::S_IFMT {
+            libc::S_IFREG => PathState::File,
+            libc::S_IFDIR => PathState::Dir,
+            libc::S_IFLNK => PathState::Symlink,
+            libc::S_IFIFO => PathState::Special("FIFO"),
+            libc::S_IFSOCK => PathState::Special("socket"),
+            _ => PathState::Special("device node"),
+        },
+        Err(e) if e.raw_os_error() == Some(libc::ENAMETOOLONG) => {
+            PathState::Blocked("the path is longer than the filesystem takes".into())
         }
+        Err(e) => PathState::Blocked(e.to_string()),
     }
-    PathState::Missing
 }
 
 /// Look up what `planner::target::check` needs.

@@ -99,6 +99,7 @@ fn crash_plan(v: Variant) -> Plan {
                 fqdn: "node1.example".into(),
                 prefer_fqdn: false,
                 etc_hosts: Some(EtcHosts::Localhost { address: "127.0.1.1".into() }),
+                preserve: false,
             }),
         ),
         step(

@@ -47,6 +47,7 @@ fn full_plan() -> Plan {
                     etc_hosts: Some(EtcHosts::Template(
                         "127.0.1.1 node1.example node1\n127.0.0.1 localhost\n".into(),
                     )),
+                    preserve: false,
                 }),
             ),
             step(

@@ -54,7 +54,7 @@ fn fstab_as_cc_mounts_writes_it() {
     // Exit 2: the cancelled ephemeral0 entry is reported.
     assert_eq!(code, 2, "{err}");
     let opts =
-        "defaults,nofail,x-systemd.requires=nodeagent-local.service,_netdev,comment=cloudconfig";
+        "defaults,nofail,x-systemd.after=nodeagent-local.service,_netdev,comment=cloudconfig";
     assert_eq!(
         std::fs::read_to_string(Path::new(&root).join("etc/fstab")).unwrap(),
         format!(

@@ -1,7 +1,8 @@
-//! `ntp` as cloud-init 22.4's cc_ntp leaves it on Debian: the client's file is exactly
-//! cloud-init's template output (goldens in `ntp_data/`, rendered from Debian's
-//! cloud-init 22.4 `chrony.conf.debian.tmpl` and `timesyncd.conf.tmpl` with jinja2 as
-//! cloud-init's templater renders them), and the image's file is kept as `<file>.dist`.
+//! `ntp` as cloud-init 25.1's cc_ntp leaves it on Debian: the client's file is exactly
+//! cloud-init's template output (goldens in `ntp_data/`, rendered by Debian 13's cloud-init
+//! 25.1 templater from its `chrony.conf.debian.tmpl` and `timesyncd.conf.tmpl`; 22.4's chrony
+//! template differs in one comment word and has no `peer`/`allow` lines), and the image's
+//! file is kept as `<file>.dist`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -106,6 +107,36 @@ fn chrony_defaults_and_both_lists() {
     assert_eq!(
         std::fs::read_to_string(r.join("etc/chrony/chrony.conf.dist")).unwrap(),
         golden("chrony-default.conf")
+    );
+}
+
+/// `peers` and `allow` (cloud-init 25.1's schema; 22.4 had neither): chrony's `peer` and
+/// `allow` lines after the servers; a value that could start another directive is refused.
+#[test]
+fn chrony_peers_and_allow_as_25_1() {
+    let t = tempfile::tempdir().unwrap();
+    let r = image(t.path(), "chrony");
+    let ntp =
+        "  servers: [s1]\n  peers: [peer1.example, 10.0.0.2]\n  allow: [10.0.0.0/8, 'fd00::/8']\n";
+    let (code, err) = run(t.path(), &r, ntp, "i-1");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        std::fs::read_to_string(r.join("etc/chrony/chrony.conf")).unwrap(),
+        golden("chrony-peers-allow.conf")
+    );
+    let r2 = image(&t.path().join("2"), "chrony");
+    let (code, err) = run(
+        &t.path().join("2"),
+        &r2,
+        "  allow: ['10.0.0.0/8 cmdallow all']\n",
+        "i-1",
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("ntp.allow[0]"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(r2.join("etc/chrony/chrony.conf")).unwrap(),
+        "pool 2.debian.pool.ntp.org iburst\nsourcedir /run/chrony-dhcp\n",
+        "nothing written"
     );
 }
 

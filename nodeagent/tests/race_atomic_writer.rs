@@ -25,6 +25,7 @@ fn entry(path: &str, n: u64) -> FileWrite {
         append: false,
         defer: false,
         secret: false,
+        source: None,
     }
 }
 

@@ -1,13 +1,19 @@
 #!/usr/bin/env python3
 """Differential conformance test: Debian's cloud-init and nodeagent on the same NoCloud seed.
 
-Started by tests/conformance/run (root, inside a private mount namespace). For every case
-directory under tests/conformance/cases/ it boots three fresh overlays of the cached cloud-init
-root: cloud-init's four stages in one, nodeagent `--stage local` + `--stage main` in another,
-nodeagent `--stage all` in a third; each chrooted in private UTS and network namespaces. Then
-it compares each nodeagent end state with cloud-init's, independently of nodeagent's code:
+Started by tests/conformance/run (root, inside a private mount namespace) with one or more
+oracles: a cloud-init root each, `NAME=ROOTFS` (22.4: Debian 12's cloud-init, driven as its
+four units run it; 25.1: Debian 13's, one `cloud-init --all-stages` process that each stage
+unit starts in turn, as cloud-init-main.service does). For every case directory under
+tests/conformance/cases/ and every oracle it boots fresh overlays of that oracle's root:
+cloud-init in one, nodeagent `--stage local` + `--stage main` in another, nodeagent
+`--stage all` in a third (on every oracle but the first, `--stage all` only: the two modes
+differ in nodeagent's own code, not in the image, so one image shows them); each chrooted in
+private UTS and network namespaces. Then it compares each nodeagent end state with that
+cloud-init's, independently of nodeagent's code:
 
-* every file, directory and symlink under etc, run, home, root, var/lib, var/spool: type,
+* every file, directory and symlink under etc, run, home, root, var/lib, var/spool,
+  usr/lib/modules-load.d, usr/lib/sysctl.d: type,
   mode, owner, group, sha256 (files) or target (symlinks), minus IGNORED below;
 * the records of passwd, group, shadow, gshadow, field by field (the shadow last-change day is
   normalised when the two runs straddle midnight, nothing else);
@@ -22,12 +28,20 @@ it compares each nodeagent end state with cloud-init's, independently of nodeage
 Case directory: `meta-data`, and `user-data` or `corpus` (a document of ../shared/corpus,
 see corpus_userdata), optionally `vendor-data`, `network-config` (NoCloud's; network
 configuration stays off for cloud-init without it), `nics` (`NAME MAC` lines: the node's
-NICs), `disks`, `root/` (files present in the image before the boot) and `expect`: `identical` (default), `refused: <substring of nodeagent's error>`
-or `known-difference: <issue-11 item>`.
+NICs), `disks`, `root/` (files present in the image before the boot), `gzip-user-data` (the
+seed's user-data is gzip-compressed) and `expect`: a first
+line `identical` (default), `refused: <substring of nodeagent's error>` or
+`known-difference: <issue-11 item>` (also as a second line after `refused:`), then any
+number of per-oracle lines `on VERSION: differs in WHAT[, WHAT...] (WHY)`: against that
+oracle, every difference must be about one of the WHATs (a path such as `/etc/fstab`, or
+`actions`, `hostname`, `network eth0`, `outcome`...), and there must be one; the case then
+counts as `follows 25.1` for that oracle (nodeagent follows the newer cloud-init where the two
+disagree, docs/parity-25.md).
 """
 
 import concurrent.futures
 import difflib
+import gzip
 import hashlib
 import json
 import os
@@ -44,7 +58,9 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 SHARED = os.path.join(REPO, "..", "shared")
 
 # The trees compared, relative to the root.
-TREES = ["etc", "run", "home", "root", "var/lib", "var/spool"]
+TREES = ["etc", "run", "home", "root", "var/lib", "var/spool",
+         # Reached through the image's /lib -> usr/lib link (wf-image-symlinked-dirs).
+         "usr/lib/modules-load.d", "usr/lib/sysctl.d"]
 
 # Each agent's own bookkeeping, not the node's end state. Patterns match a path relative to
 # the root and everything below it.
@@ -77,12 +93,15 @@ IGNORED = [
 ]
 IGNORED_RE = [(re.compile(p + r"\Z"), why) for p, why in IGNORED]
 
-# Text that names the agent itself, taken as equal (in files, before hashing): cloud-init's
-# default mount options require `cloud-init.service`, a unit a nodeagent image does not have
-# (systemd fails a mount whose required unit is missing); nodeagent requires its own
-# local-stage unit there instead.
+# Text that names the agent itself, taken as equal (in files, before hashing), per oracle:
+# cloud-init 25.1's default mount options order a mount after its network-stage unit
+# (`x-systemd.after=cloud-init-network.service`, cc_mounts.py); nodeagent orders it after its
+# own local-stage unit, the one that writes the network configuration (a unit a nodeagent
+# image has, where cloud-init's is absent). 22.4's `x-systemd.requires=cloud-init.service` is
+# a requirement, not an ordering: nodeagent follows 25.1 there (the mounts cases say so).
 EQUIVALENT_TEXT = {
-    "etc/fstab": [(b"x-systemd.requires=nodeagent-local.service", b"x-systemd.requires=cloud-init.service")],
+    "25.1": {"etc/fstab": [(b"x-systemd.after=nodeagent-local.service",
+                            b"x-systemd.after=cloud-init-network.service")]},
 }
 
 # Lines equal up to what names the agent and the time it wrote them: the header of an
@@ -253,13 +272,25 @@ class Case:
         if os.path.exists(os.path.join(d, "expect")):
             expect = open(os.path.join(d, "expect")).read().strip()
         self.expect = expect.replace("\n", "; ")
-        lines = expect.splitlines()
+        # `on VERSION: differs in WHAT[, WHAT...] (WHY)`: where that oracle's cloud-init and
+        # the newer one disagree, and nodeagent follows the newer one.
+        self.differs = {}
+        lines = []
+        for line in expect.splitlines():
+            m = re.match(r"on (\S+): differs in (.+?) \((.+)\)\Z", line.strip())
+            if m:
+                self.differs[m.group(1)] = ([w.strip() for w in m.group(2).split(",")], m.group(3))
+            elif line.startswith("on "):
+                raise SystemExit(f"conformance: {d}/expect: `{line}`: write `on VERSION: differs in WHAT, ... (WHY)`")
+            else:
+                lines.append(line)
+        lines = lines or ["identical"]
         self.refused = lines[0].startswith("refused:") and lines[0][len("refused:"):].strip()
         known = [l for l in lines if l.startswith("known-difference:")]
         self.known = known and known[0][len("known-difference:"):].strip()
-        if not (expect == "identical" or self.refused or self.known) or len(lines) > 1 + bool(self.refused):
+        if not (lines == ["identical"] or self.refused or self.known) or len(lines) > 1 + bool(self.refused):
             raise SystemExit(f"conformance: {d}/expect: `identical`, `refused: TEXT` (and optionally a second line "
-                             "`known-difference: ITEM`) or `known-difference: ITEM`")
+                             "`known-difference: ITEM`) or `known-difference: ITEM`, then `on VERSION: ...` lines")
         # `disks`: lines `NAME MIB`: a sparse file of that size behind a loop device, seen
         # in the root as /dev/NAME (see Root).
         self.disks = []
@@ -275,6 +306,10 @@ class Case:
         else:
             self.userdata = open(os.path.join(d, "user-data"), "rb").read()
         self.passwords = plain_passwords(self.userdata.decode("utf-8", "replace"), yaml)
+        # `gzip-user-data`: the seed's user-data is the case's, gzip-compressed (as a
+        # platform may deliver it, not base64-wrapped).
+        if os.path.exists(os.path.join(d, "gzip-user-data")):
+            self.userdata = gzip.compress(self.userdata, mtime=0)
 
     def make_layer(self, layer):
         """The case's layer of the root: the seed, and the case's own pre-boot files."""
@@ -451,10 +486,10 @@ def ignored(rel):
 UNORDERED_RE = re.compile(r"(root|home/[^/]+)/\.ssh/authorized_keys\Z")
 
 
-def file_sha(p, rel=""):
+def file_sha(p, rel="", equiv=None):
     with open(p, "rb") as f:
         data = f.read()
-    for ours, theirs in EQUIVALENT_TEXT.get(rel, []):
+    for ours, theirs in (equiv or {}).get(rel, []):
         data = data.replace(ours, theirs)
     for pattern, same in EQUIVALENT_RE.get(rel, []):
         data = pattern.sub(same, data)
@@ -463,8 +498,9 @@ def file_sha(p, rel=""):
     return hashlib.sha256(data).hexdigest()
 
 
-def snapshot(root):
-    """{relative path: (type, mode, uid, gid, sha256|target|'')} of the compared trees."""
+def snapshot(root, equiv=None):
+    """{relative path: (type, mode, uid, gid, sha256|target|'')} of the compared trees;
+    `equiv`: an oracle's EQUIVALENT_TEXT."""
     out = {}
     for t in TREES:
         top = os.path.join(root, t)
@@ -480,7 +516,7 @@ def snapshot(root):
                 if stat.S_ISLNK(st.st_mode):
                     kind, data = "symlink", os.readlink(p)
                 elif stat.S_ISREG(st.st_mode):
-                    kind, data = "file", file_sha(p, rel)
+                    kind, data = "file", file_sha(p, rel, equiv)
                 elif stat.S_ISDIR(st.st_mode):
                     kind, data = "dir", ""
                 else:
@@ -773,10 +809,10 @@ def plain_passwords(text, yaml):
     return out
 
 
-def end_state(r):
+def end_state(r, equiv=None):
     return {
         "root": r.m,
-        "tree": snapshot(r.m),
+        "tree": snapshot(r.m, equiv),
         "sudo": sudo_rules(r.m),
         "hostname": r.out("hostname").strip(),
         "actions": [a for a in r.out("actions").splitlines() if not QUERY_RE.match(a)],
@@ -790,20 +826,40 @@ def end_state(r):
 
 # --- cases -------------------------------------------------------------------------------
 
-def run_case(case, work, common, rootfs, detail):
-    """-> (verdict, [summary lines]); verdict: identical | refused | different | failed."""
-    layer = os.path.join(work, "layer-" + case.name)
-    case.make_layer(layer)
-    lowers = [layer, common, rootfs]
+class Oracle:
+    """One cloud-init root: its version (`22.4`, from the package), how its units run it
+    (`cloud-init-main.service` with `--all-stages` where the root has it, else the four stage
+    commands), what is taken as equal against it, and which nodeagent modes boot on it."""
+
+    def __init__(self, name, rootfs, primary):
+        self.name, self.rootfs, self.primary = name, rootfs, primary
+        q = subprocess.run(["chroot", rootfs, "dpkg-query", "-W", "-f", "${Version}", "cloud-init"],
+                           capture_output=True, text=True, check=True)
+        self.version = q.stdout
+        got = ".".join(self.version.split(".")[:2])
+        if got != name:
+            raise SystemExit(f"conformance: oracle {name} at {rootfs} has cloud-init {self.version}")
+        rel = read_text(rootfs, "etc/os-release") or ""
+        m = re.search(r"^VERSION_CODENAME=(\S+)", rel, re.M)
+        self.suite = m.group(1) if m else "?"
+        main_unit = any(os.path.exists(os.path.join(rootfs, d, "cloud-init-main.service"))
+                        for d in ("usr/lib/systemd/system", "lib/systemd/system"))
+        self.driver = "cloud-init-main" if main_unit else "cloud-init"
+        self.equiv = EQUIVALENT_TEXT.get(name, {})
+        # Both of nodeagent's modes on the oracle it follows; `--stage all` alone elsewhere.
+        self.modes = ["nodeagent-split", "nodeagent-all"] if primary else ["nodeagent-all"]
+
+
+def run_case(case, oracle, work, lowers, report_dir, detail):
+    """-> (verdict, [summary lines]); verdict: identical | different | failed."""
     roots = []
+    tag = f"{case.name}-{oracle.name}"
     try:
-        if case.refused:
-            return refused_case(case, work, lowers, detail)
-        ci = Root(work, case.name + "-ci", lowers, disks=case.disks, nics=case.nics)
+        ci = Root(work, tag + "-ci", lowers, disks=case.disks, nics=case.nics)
         roots.append(ci)
-        if not ci.drive("cloud-init"):
+        if not ci.drive(oracle.driver):
             return "failed", ["cloud-init did not finish within its timeout"]
-        ci_state = end_state(ci)
+        ci_state = end_state(ci, oracle.equiv)
         ci_state["passwords"] = case.passwords
         detail.append("cloud-init stages: " + " ".join(ci_state["stages"]).strip())
         if ci_state["disks"]:
@@ -812,17 +868,16 @@ def run_case(case, work, common, rootfs, detail):
             l for l in (read_text(ci.m, "var/log/cloud-init.log") or "").splitlines()
             if "WARNING" in l or "Traceback" in l))
         # cloud-init's whole log, next to the case's report (for the tracebacks).
-        report_dir = os.path.join(os.path.dirname(work), "report")
-        with open(os.path.join(report_dir, case.name + ".cloud-init.log"), "w") as f:
+        with open(os.path.join(report_dir, f"{case.name}.{oracle.name}.cloud-init.log"), "w") as f:
             f.write(read_text(ci.m, "var/log/cloud-init.log") or "")
-        ci_result = read_text(ci.m, "run/cloud-init/result.json") or "{}"
+        ci_errors = json.loads(read_text(ci.m, "run/cloud-init/result.json") or "{}").get("v1", {}).get("errors")
         results = {}
-        for agent in ["nodeagent-split", "nodeagent-all"]:
-            na = Root(work, f"{case.name}-{agent}", lowers, without_cloud_init=True, disks=case.disks,
+        for agent in oracle.modes:
+            na = Root(work, f"{tag}-{agent}", lowers, without_cloud_init=True, disks=case.disks,
                       nics=case.nics)
             roots.append(na)
             ok = na.drive(agent)
-            st = end_state(na)
+            st = end_state(na, oracle.equiv)
             detail.append(f"{agent} stages: " + " ".join(st["stages"]).strip())
             if st["disks"]:
                 detail.append(f"{agent} disks: {st['disks']}")
@@ -833,27 +888,30 @@ def run_case(case, work, common, rootfs, detail):
             failed = [s for s in st["stages"] if s and not s.endswith((" 0", " 2"))]
             # Both failing (cloud-init's result lists errors, nodeagent exit 1) is the same
             # outcome: what each left behind is compared as always.
-            if failed and not json.loads(ci_result).get("v1", {}).get("errors"):
+            if failed and not ci_errors:
                 last = [l for l in st["log"].splitlines() if l.startswith("nodeagent run:")][-1:]
-                diffs.insert(0, f"outcome: nodeagent {', '.join(failed)} (exit 1 = failed; cloud-init: {json.loads(ci_result).get('v1', {}).get('errors', [])}) {' '.join(last)}")
+                diffs.insert(0, f"outcome: nodeagent {', '.join(failed)} (exit 1 = failed; cloud-init: {ci_errors or []}) {' '.join(last)}")
             results[agent] = diffs
             na.drop()
     finally:
         for r in roots:  # also after a timeout or an error: no mount or loop device is left
             r.drop()
-        shutil.rmtree(layer, ignore_errors=True)
     lines = []
-    sp, al = results["nodeagent-split"], results["nodeagent-all"]
-    for d in sp:
-        lines.append(("[split+all] " if d in al else "[split] ") + d)
-    lines += ["[all] " + d for d in al if d not in sp]
+    if len(results) == 2:
+        sp, al = results["nodeagent-split"], results["nodeagent-all"]
+        for d in sp:
+            lines.append(("[split+all] " if d in al else "[split] ") + d)
+        lines += ["[all] " + d for d in al if d not in sp]
+    else:
+        lines = [f"[{a.split('-')[1]}] {d}" for a, ds in results.items() for d in ds]
     return ("identical" if not lines else "different"), lines
 
 
 def refused_case(case, work, lowers, detail):
     """nodeagent must refuse in `plan` and in `run --stage all`, name the place, and leave the
     root as it was; booted as the two units (`--stage local`, then `--stage main`), the root
-    must be left as it was too (a change there is a difference, not a failed refusal)."""
+    must be left as it was too (a change there is a difference, not a failed refusal).
+    cloud-init is not run: the verdict holds for every oracle."""
     pristine = Root(work, case.name + "-pristine", lowers, without_cloud_init=True)
     before = snapshot(pristine.m)
     pristine.drop()
@@ -901,33 +959,67 @@ def refused_case(case, work, lowers, detail):
     return "refused", err
 
 
-def report(case, name, verdict, lines, detail, secs, counts, known, unexpected, report_dir):
+def judge(case, oracle, verdict, lines):
+    """A difference the case expects against this oracle (`on VERSION: differs in ...`):
+    -> ("follows", lines) when every difference is about one of its WHATs."""
+    if verdict != "different" or oracle.name not in case.differs:
+        return verdict, lines
+    whats, _why = case.differs[oracle.name]
+    about = lambda l: l.split("] ", 1)[-1]
+    if all(any(about(l).startswith(w) for w in whats) for l in lines):
+        return "follows", lines
+    return verdict, lines
+
+
+def report(case, oracle, verdict, lines, detail, secs, counts, report_dir):
+    """One line (and its differences) per case and oracle; counts it; writes the details."""
+    name, label = case.name, f"[{oracle.name}] {case.name}"
+    expected = case.differs.get(oracle.name)
     if verdict == "identical":
         counts["identical"] += 1
         note = f"  (expect says known-difference: {case.known}; update it)" if case.known else ""
-        print(f"{name}: identical{note}  [{secs:.1f}s]", flush=True)
+        if expected:
+            note += f"  (expect says `on {oracle.name}: differs in ...`; update it)"
+        print(f"{label}: identical{note}  [{secs:.1f}s]", flush=True)
     elif verdict == "refused":
         counts["refused"] += 1
-        print(f"{name}: refused  [{secs:.1f}s] {' '.join(lines)}", flush=True)
+        print(f"{label}: refused  [{secs:.1f}s] {' '.join(lines)}", flush=True)
+    elif verdict == "follows":
+        counts["follows"] += 1
+        print(f"{label}: follows 25.1 ({expected[1]}): {len(lines)} difference(s)  [{secs:.1f}s]", flush=True)
+        for l in lines:
+            print(f"    {l}", flush=True)
     else:
         counts["different"] += 1
         tag = "DIFFERENT" if verdict == "different" else "FAILED"
         if case.known and verdict == "different":
-            known.append(name)
+            counts["known"].append(name)
             tag += f" (known: {case.known})"
         else:
-            unexpected.append(name)
-        print(f"{name}: {tag}: {len(lines)} difference(s)  [{secs:.1f}s]", flush=True)
+            counts["unexpected"].append(name)
+        print(f"{label}: {tag}: {len(lines)} difference(s)  [{secs:.1f}s]", flush=True)
         for l in lines:
             print(f"    {l}", flush=True)
-    with open(os.path.join(report_dir, name + ".txt"), "w") as f:
+    with open(os.path.join(report_dir, f"{name}.{oracle.name}.txt"), "w") as f:
         f.write("\n".join(detail + ["", "summary:"] + lines) + "\n")
 
 
 def main():
-    rootfs, nodeagent, work = sys.argv[1:4]
-    filters = sys.argv[4:]
-    yaml = load_yaml_module(rootfs)
+    nodeagent, work = sys.argv[1:3]
+    oracles, filters = [], []
+    for a in sys.argv[3:]:
+        if "=" in a and not filters:
+            name, rootfs = a.split("=", 1)
+            oracles.append((name, rootfs))
+        else:
+            filters.append(a)
+    if not oracles:
+        raise SystemExit("usage: conformance.py NODEAGENT WORK VERSION=ROOTFS... [CASE-SUBSTRING...]")
+    # The newest is the one nodeagent follows where two disagree: both of its modes boot there.
+    newest = max(oracles, key=lambda o: tuple(int(x) for x in o[0].split(".")))[0]
+    oracles = [Oracle(n, r, n == newest) for n, r in oracles]
+    primary = next(o for o in oracles if o.primary)
+    yaml = load_yaml_module(primary.rootfs)
     cases_dir = os.path.join(HERE, "cases")
     names = sorted(n for n in os.listdir(cases_dir) if os.path.isdir(os.path.join(cases_dir, n)))
     if filters:
@@ -939,35 +1031,60 @@ def main():
     os.makedirs(report_dir)
     common = os.path.join(work, "common")
     make_common_layer(common, nodeagent)
-    version = subprocess.run(["chroot", rootfs, "dpkg-query", "-W", "-f", "${Version}", "cloud-init"],
-                             capture_output=True, text=True, check=True).stdout
-    print(f"cloud-init {version} (Debian bookworm) vs {subprocess.run([nodeagent, '--version'], capture_output=True, text=True).stdout.strip()}; details: {report_dir}/", flush=True)
-    counts = {"identical": 0, "refused": 0, "different": 0}
-    known, unexpected = [], []
+    na_version = subprocess.run([nodeagent, '--version'], capture_output=True, text=True).stdout.strip()
+    for o in oracles:
+        print(f"cloud-init {o.version} (Debian {o.suite}, {o.driver}) vs {na_version}", flush=True)
+    print(f"details: {report_dir}/", flush=True)
+    counts = {o.name: {"identical": 0, "refused": 0, "follows": 0, "different": 0, "known": [], "unexpected": []}
+              for o in oracles}
     t0 = time.monotonic()
     cases = [Case(os.path.join(cases_dir, name), yaml) for name in names]
+    for c in cases:
+        bad = set(c.differs) - {o.name for o in oracles}
+        if bad and len(oracles) > 1:
+            raise SystemExit(f"conformance: {c.dir}/expect names an oracle this run does not have: {bad}")
+    # The case's layer (seed and pre-boot files) is made once and shared by every oracle's
+    # roots; a refused case is booted once (nodeagent only, on the newest oracle's image).
+    layers = {}
+    for c in cases:
+        layers[c.name] = os.path.join(work, "layer-" + c.name)
+        c.make_layer(layers[c.name])
+    tasks = [(c, o) for c in cases for o in ([primary] if c.refused else oracles)]
 
-    def one(case):
-        detail = [f"case {case.name}, expect: {case.expect}"]
+    def one(task):
+        case, oracle = task
+        detail = [f"case {case.name}, oracle cloud-init {oracle.version}, expect: {case.expect}"]
         t = time.monotonic()
-        verdict, lines = run_case(case, work, common, rootfs, detail)
+        lowers = [layers[case.name], common, oracle.rootfs]
+        if case.refused:
+            verdict, lines = refused_case(case, work, lowers, detail)
+        else:
+            verdict, lines = run_case(case, oracle, work, lowers, report_dir, detail)
+        verdict, lines = judge(case, oracle, verdict, lines)
         return verdict, lines, detail, time.monotonic() - t
-    # CONFORMANCE_JOBS cases at a time (default: 1 per 2 CPUs; every case is independent).
+    # CONFORMANCE_JOBS boots at a time (default: 1 per 2 CPUs; every case and oracle is
+    # independent).
     jobs = int(os.environ.get("CONFORMANCE_JOBS", max(1, (os.cpu_count() or 2) // 2)))
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        done = pool.map(one, cases)
-        for case, (verdict, lines, detail, secs) in zip(cases, done):
-            name = case.name
-            report(case, name, verdict, lines, detail, secs, counts, known, unexpected, report_dir)
-    n = len(names)
-    print(f"{n} cases, {counts['identical']} identical, {counts['refused']} refused on purpose, {counts['different']} different")
-    if known:
-        print(f"known differences (issue 11, tests/conformance/FINDINGS.md): {', '.join(known)}")
-    if unexpected:
-        print(f"unexpected: {', '.join(unexpected)}")
+        for (case, oracle), (verdict, lines, detail, secs) in zip(tasks, pool.map(one, tasks)):
+            for o in ([oracle] if not case.refused else oracles):
+                report(case, o, verdict, lines, detail, secs, counts[o.name], report_dir)
+    for layer in layers.values():
+        shutil.rmtree(layer, ignore_errors=True)
+    failed = False
+    for o in oracles:
+        c = counts[o.name]
+        follows = f", {c['follows']} follow 25.1" if not o.primary else ""
+        print(f"cloud-init {o.name} (Debian {o.suite}): {len(names)} cases, {c['identical']} identical, "
+              f"{c['refused']} refused on purpose{follows}, {c['different']} different")
+        if c["known"]:
+            print(f"  known differences ({o.name}, tests/conformance/FINDINGS.md): {', '.join(c['known'])}")
+        if c["unexpected"]:
+            print(f"  unexpected ({o.name}): {', '.join(c['unexpected'])}")
+            failed = True
     say(f"conformance: {time.monotonic() - t0:.0f} s")
     shutil.rmtree(work, ignore_errors=True)
-    return 1 if unexpected else 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -4,10 +4,15 @@
 //! Each file goes through the project's one atomic writer (fsio.rs: temp file created with its
 //! final owner and mode, write, `fsync`, `rename` over the final path, which replaces a
 //! symlink there and never follows it, `fsync` of the directory).
-//! Missing parents are created as cloud-init does (0755, chowned to the entry's owner), but
-//! as one unit: built under a temp name and renamed into place, so a crash never leaves a
-//! half-owned directory chain. `append` reads the current file without following a symlink
-//! and replaces it with old + new bytes the same way (exactly-once via the journal, mod.rs).
+//! Every entry's directory is found by the one resolver for paths a user other than root may
+//! control part of (`confine::Dir::reach`): the image's own links (`/lib -> usr/lib`,
+//! `/var/run -> /run`) are followed inside the root, a link in a directory such a user can
+//! change (their home, `~/.ssh`) never is, at any instant. Missing parents are created as
+//! cloud-init 23.1+ does (0755, owned by the entry's owner), but as one unit: built under a
+//! temp name and renamed into place, so a crash never leaves a half-owned directory chain.
+//! `append` reads the current file without following a symlink (and, where such a user could
+//! have put it, only a regular file with one link) and replaces it with old + new bytes the
+//! same way (exactly-once via the journal, mod.rs).
 
 use super::{Target, UserDb};
 use crate::confine::Dir;
@@ -26,8 +31,10 @@ pub fn sha256_hex(b: &[u8]) -> String {
 /// The content of the regular file `name` in `dir` (at most `max` bytes), `None` if it does
 /// not exist. Opened relative to the directory, without following a symlink and
 /// non-blocking, then checked with fstat: a FIFO (whose open or read would block forever) or
-/// a character device (endless data) is refused, not read.
-fn read_regular(dir: &Dir, name: &str, place: &str, max: u64) -> Result<Option<Vec<u8>>> {
+/// a character device (endless data) is refused, not read; so is a file with more than one
+/// link in a directory a user other than root can change (a hard link that user made to a
+/// file they cannot read would be copied into a file they can).
+pub fn read_regular(dir: &Dir, name: &str, place: &str, max: u64) -> Result<Option<Vec<u8>>> {
     match dir.open_file(name) {
         Ok(f) => {
             let meta = f
@@ -39,6 +46,14 @@ fn read_regular(dir: &Dir, name: &str, place: &str, max: u64) -> Result<Option<V
                     Stage::Apply,
                     place,
                     "is not a regular file (a FIFO, device, socket or directory); refused",
+                ));
+            }
+            if dir.user_writable() && std::os::unix::fs::MetadataExt::nlink(&meta) != 1 {
+                return Err(Error::of(
+                    ErrorKind::Unsupported,
+                    Stage::Apply,
+                    place,
+                    "has more than one link in a directory a user other than root can change; not read",
                 ));
             }
             if meta.len() > max {
@@ -65,38 +80,81 @@ fn read_regular(dir: &Dir, name: &str, place: &str, max: u64) -> Result<Option<V
     }
 }
 
-/// The in-target directory of `abs` and its file name: the directory open inside the root
-/// (confine.rs), `None` while it does not exist.
-fn locate<'a>(t: &Target, abs: &'a str) -> Result<(Option<Dir>, &'a str)> {
+/// The in-target directory of `abs` and its file name: the directory open inside the root,
+/// reached by `confine::Dir::reach`; `None` while it does not exist.
+pub fn locate<'a>(t: &Target, abs: &'a str) -> Result<(Option<Dir>, &'a str)> {
     Target::check(abs)?;
     let (parent, name) = abs
         .rsplit_once('/')
         .filter(|(_, n)| !n.is_empty() && *n != ".")
         .ok_or_else(|| Error::new(Stage::Apply, abs, "no file name"))?;
-    match Dir::open(&t.root, parent) {
-        Ok(d) => Ok((Some(d), name)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((None, name)),
-        Err(e) => Err(Error::io(Stage::Apply, abs, "", e)),
+    match Dir::reach(&t.root, parent) {
+        Ok((d, missing)) if missing.is_empty() => Ok((Some(d), name)),
+        Ok(_) => Ok((None, name)),
+        Err(e) => Err(reach_error(abs, e)),
     }
 }
 
-/// SHA-256 of the file at `abs`, `None` if it does not exist.
-pub fn current_hash(t: &Target, abs: &str) -> Result<Option<String>> {
+/// A walk's error at `place`: a link not followed says so, others are I/O errors.
+fn reach_error(place: &str, e: std::io::Error) -> Error {
+    if crate::confine::is_untrusted_link(&e) {
+        Error::new(Stage::Apply, place, e.to_string())
+    } else {
+        Error::io(Stage::Apply, place, "", e)
+    }
+}
+
+/// SHA-256 of the file at `abs`, `None` if it does not exist or is longer than `max` bytes
+/// (then it cannot be what the caller looks for).
+pub fn current_hash(t: &Target, abs: &str, max: u64) -> Result<Option<String>> {
     let (Some(dir), name) = locate(t, abs)? else {
         return Ok(None);
     };
-    Ok(read_regular(&dir, name, abs, u64::MAX)?.map(|b| sha256_hex(&b)))
+    match read_regular(&dir, name, abs, max) {
+        Err(e) if e.kind() == ErrorKind::Unsupported => Ok(None),
+        r => Ok(r?.map(|b| sha256_hex(&b))),
+    }
 }
 
-/// Current content + the entry's content: what the file holds after the append.
-pub fn appended(t: &Target, f: &FileWrite) -> Result<Vec<u8>> {
+/// Current content + `content` (the entry's): what the file holds after the append.
+pub fn appended(t: &Target, f: &FileWrite, content: &[u8]) -> Result<Vec<u8>> {
     let max = crate::limits::MAX_APPEND_BASE_BYTES as u64;
     let mut old = match locate(t, &f.path)? {
         (Some(dir), name) => read_regular(&dir, name, &f.path, max)?.unwrap_or_default(),
         (None, _) => Vec::new(),
     };
-    old.extend_from_slice(&f.content.0);
+    old.extend_from_slice(content);
     Ok(old)
+}
+
+/// What the entry writes now: its content, or with a `source` the bytes of the file it names
+/// (reached as every written path is, read as a regular file within
+/// `MAX_WRITE_FILES_SOURCE_BYTES`), as cloud-init 25.1's `read_url_or_decode` takes them.
+/// When that file cannot be read, a warning, and the content if the entry gave one, else
+/// `None`: the entry is skipped (cloud-init: "No content could be loaded ...; skipping").
+pub fn content_now(t: &Target, f: &FileWrite) -> (Option<Vec<u8>>, Option<String>) {
+    let Some(src) = &f.source else {
+        return (Some(f.content.0.clone()), None);
+    };
+    let max = crate::limits::MAX_WRITE_FILES_SOURCE_BYTES as u64;
+    let read = match locate(t, &src.path) {
+        Ok((Some(dir), name)) => read_regular(&dir, name, &src.path, max),
+        Ok((None, _)) => Ok(None),
+        Err(e) => Err(e),
+    };
+    let why = match read {
+        Ok(Some(bytes)) => return (Some(bytes), None),
+        Ok(None) => "no such file".to_string(),
+        Err(e) => e.message.clone(),
+    };
+    let place = format!("{}: source {}", f.path, src.path);
+    if src.fallback {
+        let w = format!("{place}: {why}; the entry's content is written instead");
+        (Some(f.content.0.clone()), Some(w))
+    } else {
+        let w = format!("{place}: {why}; no content given, the entry is skipped");
+        (None, Some(w))
+    }
 }
 
 /// uid/gid for an entry: named ones from the target's database, else the existing file's,
@@ -160,20 +218,26 @@ impl Dirs {
         Ok((dir, name))
     }
 
-    /// The directory `parent`, its missing part made as cloud-init's write_file makes it
-    /// (ensure_dir, then chown of the file only: root's, 0755, whoever owns the file), and
-    /// the directory that got the new chain.
+    /// The directory `parent`, its missing part made as cloud-init 23.1+'s write_file makes
+    /// it (`ensure_dir(..., user, group)`: 0755, every new directory chowned to the entry's
+    /// owner), and the directory that got the new chain.
     fn make(
         &mut self,
         t: &Target,
         parent: &str,
         place: &str,
+        (uid, gid): (u32, u32),
     ) -> Result<(Arc<Dir>, Option<Arc<Dir>>)> {
         if let Some(d) = self.get(parent) {
             return Ok((d, None));
         }
-        let (dir, holder) = Dir::make(&t.root, parent, 0o755, 0, 0)
-            .map_err(|e| Error::new(Stage::Apply, place, format!("mkdir {parent}: {e}")))?;
+        let (dir, holder) = Dir::reach_or_make(&t.root, parent, 0o755, uid, gid).map_err(|e| {
+            if crate::confine::is_untrusted_link(&e) {
+                Error::new(Stage::Apply, place, e.to_string())
+            } else {
+                Error::new(Stage::Apply, place, format!("mkdir {parent}: {e}"))
+            }
+        })?;
         let dir = Arc::new(dir);
         self.0.push((parent.to_string(), dir.clone()));
         Ok((dir, holder.map(Arc::new)))
@@ -188,6 +252,9 @@ struct Prepared<'a> {
     uid: u32,
     gid: u32,
     mode: u32,
+    /// Owner of the directories made for it: the named user and group, the agent's own
+    /// where a side is not named (cloud-init's `chownbyname` leaves that side as created).
+    dir_owner: (u32, u32),
 }
 
 fn prepare<'a>(t: &Target, f: &'a FileWrite, db: &UserDb, dirs: &mut Dirs) -> Result<Prepared<'a>> {
@@ -209,12 +276,18 @@ fn prepare<'a>(t: &Target, f: &'a FileWrite, db: &UserDb, dirs: &mut Dirs) -> Re
         Some(m) if m != 0 => m & 0o7777,
         _ => regular.map(|st| st.st_mode & 0o7777).unwrap_or(0o644),
     };
+    let me = (
+        nix::unistd::geteuid().as_raw(),
+        nix::unistd::getegid().as_raw(),
+    );
+    let dir_owner = owner_ids(f, db, Some(me))?;
     Ok(Prepared {
         dir,
         name,
         uid,
         gid,
         mode,
+        dir_owner,
     })
 }
 
@@ -244,7 +317,7 @@ fn stage_prepared(
         Some(d) => (d, None),
         None => {
             let parent = place.rsplit_once('/').map_or("", |(parent, _)| parent);
-            dirs.make(t, parent, place)?
+            dirs.make(t, parent, place, p.dir_owner)?
         }
     };
     // Under `/run`: atomic but not synced. tmpfs on a node, gone after any reboot, so a
@@ -349,6 +422,7 @@ mod tests {
             append: false,
             defer: false,
             secret: false,
+            source: None,
         }
     }
 
@@ -385,7 +459,12 @@ mod tests {
         std::fs::create_dir(d.path().join("etc")).unwrap();
         std::os::unix::fs::symlink(&victim, d.path().join("etc/link")).unwrap();
         let f = appending("/etc/link", b"new", Some(0o644));
-        assert!(appended(&t, &f).unwrap_err().message.contains("symlink"));
+        assert!(
+            appended(&t, &f, b"new")
+                .unwrap_err()
+                .message
+                .contains("symlink")
+        );
         write_bytes(&t, &f, b"new", &UserDb::default()).unwrap();
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "orig");
         let m = std::fs::symlink_metadata(d.path().join("etc/link")).unwrap();
@@ -415,14 +494,14 @@ mod tests {
         .unwrap();
         let f = appending("/etc/fifo", b"x", None);
         let start = std::time::Instant::now();
-        let e = appended(&t, &f).unwrap_err();
+        let e = appended(&t, &f, b"x").unwrap_err();
         assert!(e.message.contains("not a regular file"), "{e}");
         assert_eq!(e.place, "/etc/fifo");
         assert!(start.elapsed() < std::time::Duration::from_secs(5));
         let dev = Target::new(Path::new("/"));
         let z = appending("/dev/zero", b"x", None);
         assert!(
-            appended(&dev, &z)
+            appended(&dev, &z, b"x")
                 .unwrap_err()
                 .message
                 .contains("not a regular file")
@@ -436,12 +515,12 @@ mod tests {
         let p = file_in(d.path(), "f", "a\n");
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
         let f = appending("/f", b"b\n", None);
-        let full = appended(&t, &f).unwrap();
+        let full = appended(&t, &f, b"b\n").unwrap();
         write_bytes(&t, &f, &full, &UserDb::default()).unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "a\nb\n");
         assert_eq!(std::fs::metadata(&p).unwrap().mode() & 0o7777, 0o640);
         assert_eq!(
-            current_hash(&t, "/f").unwrap().unwrap(),
+            current_hash(&t, "/f", 1024).unwrap().unwrap(),
             sha256_hex(b"a\nb\n")
         );
     }

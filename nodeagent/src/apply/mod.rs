@@ -387,7 +387,7 @@ fn record_done(
 
 /// A plain (not append) file write the journal has not finished: can join a batch.
 fn batchable(ctx: &Ctx<'_>, s: &Step) -> bool {
-    matches!(&s.action, Action::WriteFile(f) if !f.append)
+    matches!(&s.action, Action::WriteFile(f) if !f.append && f.source.is_none())
         && !ctx
             .journal
             .is_done(&s.id, s.frequency == Frequency::PerBoot)
@@ -740,7 +740,14 @@ fn run_step(step: &Step, ctx: &mut Ctx<'_>, reporter: &mut Reporter<'_>) -> Resu
         Action::WriteFile(f) => begun(ctx, step, |ctx| {
             let t = ctx.target().clone();
             let db = ctx.db()?.clone();
-            files::write_bytes(&t, f, &f.content.0, &db)?;
+            let (content, warning) = files::content_now(&t, f);
+            if let Some(w) = warning {
+                ctx.warn(format!("{}: {w}", step.id));
+            }
+            let Some(content) = content else {
+                return Ok(Outcome::Skipped);
+            };
+            files::write_bytes(&t, f, &content, &db)?;
             Ok(Outcome::Ok)
         }),
         Action::Network(n) => begun(ctx, step, |ctx| {
@@ -791,10 +798,23 @@ fn append_file(ctx: &mut Ctx<'_>, step: &Step, f: &FileWrite) -> Result<Outcome>
         .last_begin(&step.id)
         .filter(|r| step.frequency == Frequency::PerInstance || r.boot == boot)
         .and_then(|r| r.event.expect().map(str::to_string));
-    if prior.is_some() && files::current_hash(&t, &f.path)? == prior {
+    // What an append of ours leaves is at most the base's limit plus the entry.
+    let max = crate::limits::MAX_APPEND_BASE_BYTES as u64
+        + f.content
+            .0
+            .len()
+            .max(crate::limits::MAX_WRITE_FILES_SOURCE_BYTES) as u64;
+    if prior.is_some() && files::current_hash(&t, &f.path, max)? == prior {
         return Ok(Outcome::Adopted);
     }
-    let full = files::appended(&t, f)?;
+    let (content, warning) = files::content_now(&t, f);
+    if let Some(w) = warning {
+        ctx.warn(format!("{}: {w}", step.id));
+    }
+    let Some(content) = content else {
+        return Ok(Outcome::Skipped);
+    };
+    let full = files::appended(&t, f, &content)?;
     let expect = files::sha256_hex(&full);
     begin(ctx, step, Some(expect))?;
     let db = ctx.db()?.clone();
@@ -918,6 +938,7 @@ mod tests {
             append: false,
             defer,
             secret: false,
+            source: None,
         })
     }
 

@@ -1,10 +1,12 @@
 //! ntp: chrony or systemd-timesyncd configuration, whichever the image has.
 //!
-//! As cloud-init 22.4's cc_ntp on Debian: `auto` picks chrony when `chronyd` is installed,
-//! else systemd-timesyncd (else chrony, which cloud-init would install). The file is the
-//! output of cloud-init's template (`/etc/chrony/chrony.conf`,
-//! `/etc/systemd/timesyncd.conf.d/cloud-init.conf`), the previous one kept as `.dist`. The
-//! service is reloaded only with `--exec` on a real node (never under `--root`).
+//! As cloud-init's cc_ntp on Debian (22.4 and 25.1 alike): `auto` picks chrony when
+//! `chronyd` is installed, else systemd-timesyncd (else chrony, which cloud-init would
+//! install). The file is the output of cloud-init 25.1's template (`/etc/chrony/chrony.conf`
+//! with its `peer` and `allow` lines, which 22.4 lacks, and its comment spelled `usable`,
+//! 22.4's `usuable`; `/etc/systemd/timesyncd.conf.d/cloud-init.conf`), the previous one kept
+//! as `.dist`. The service is reloaded only with `--exec` on a real node (never under
+//! `--root`).
 
 use super::{Ctx, Outcome, Target, commands, files};
 use crate::error::{Error, Result, Stage};
@@ -110,7 +112,7 @@ fn sources(n: &NtpSpec) -> (Vec<String>, Vec<String>) {
     }
 }
 
-/// `templates/chrony.conf.debian.tmpl` of cloud-init 22.4 after the source lists: only the
+/// `templates/chrony.conf.debian.tmpl` of cloud-init 25.1 after the source lists: only the
 /// servers and pools given (no `sourcedir`, so DHCP-offered servers do not win over them).
 const CHRONY_TAIL: &str = "\n\
 # This directive specify the location of the file containing ID/key pairs for\n\
@@ -147,7 +149,7 @@ pub fn render(client: Client, n: &NtpSpec) -> (&'static str, String) {
         Client::Chrony => {
             let mut s = String::from(
                 "# Welcome to the chrony configuration file. See chrony.conf(5) for more\n\
-                 # information about usuable directives.\n",
+                 # information about usable directives.\n",
             );
             if !pools.is_empty() {
                 s.push_str("# pools\n");
@@ -160,6 +162,12 @@ pub fn render(client: Client, n: &NtpSpec) -> (&'static str, String) {
             }
             for p in &servers {
                 s.push_str(&format!("server {p} iburst\n"));
+            }
+            for p in &n.peers {
+                s.push_str(&format!("peer {p}\n"));
+            }
+            for a in &n.allow {
+                s.push_str(&format!("allow {a}\n"));
             }
             s.push_str(CHRONY_TAIL);
             (config_path(client), s)
@@ -260,10 +268,13 @@ mod tests {
             client: "auto".into(),
             servers: vec!["10.0.0.1".into()],
             pools: vec!["pool.example".into()],
+            peers: vec!["peer.example".into()],
+            allow: vec!["10.0.0.0/8".into()],
         };
         let (_, c) = render(Client::Chrony, &n);
+        // As cloud-init 25.1's templater renders the template for the same lists.
         assert!(
-            c.contains("pool pool.example iburst\n# servers\nserver 10.0.0.1 iburst\n"),
+            c.contains("# information about usable directives.\n# pools\npool pool.example iburst\n# servers\nserver 10.0.0.1 iburst\npeer peer.example\nallow 10.0.0.0/8\n\n# This directive"),
             "{c}"
         );
         let (p, t) = render(Client::Timesyncd, &n);

@@ -57,6 +57,8 @@ pub fn list_of(a: &Action) -> Option<&'static str> {
     match a {
         Action::Command(c) if c.origin.starts_with("bootcmd") => Some("bootcmd"),
         Action::Command(c) if c.origin.starts_with("runcmd") => Some("runcmd"),
+        // A shell-script userdata: its own one-item list (planner::scripts_user).
+        Action::Command(c) if c.origin.starts_with("scripts-user") => Some("scripts-user"),
         Action::Kubeadm(_) => Some("runcmd"),
         _ => None,
     }

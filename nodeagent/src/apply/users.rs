@@ -577,6 +577,7 @@ fn file(path: &str, content: &[u8], mode: u32, owner: Option<&str>) -> FileWrite
         append: false,
         defer: false,
         secret: false,
+        source: None,
     }
 }
 

@@ -175,9 +175,19 @@ const UNSUPPORTED: &[&str] = &[
 pub fn parse(text: &str, source: &str, compat: bool) -> Result<Parsed> {
     match payload_kind(text) {
         PayloadKind::CloudConfig => {}
+        // cloud-init's ShellScriptPartHandler writes it, `\r\n` made `\n`, to the instance's
+        // scripts directory (0700); scripts-user runs it in the final stage.
+        PayloadKind::ShellScript => {
+            return Ok(Parsed {
+                config: CloudConfig {
+                    scripts: vec![text.replace("\r\n", "\n")],
+                    ..CloudConfig::default()
+                },
+                warnings: Vec::new(),
+            });
+        }
         other => {
             let what = match other {
-                PayloadKind::ShellScript => "a shell script (#!)",
                 PayloadKind::Include => "an #include list",
                 PayloadKind::CloudConfigArchive => "a #cloud-config-archive",
                 PayloadKind::Boothook => "a #cloud-boothook",

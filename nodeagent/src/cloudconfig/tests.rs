@@ -201,3 +201,44 @@ fn payload_kind_cuts_the_head_on_a_char_boundary() {
     let mime = format!("{}\nMIME-Version: 1.0\n", "\u{e9}".repeat(1000));
     assert_eq!(payload_kind(&mime), PayloadKind::Mime);
 }
+
+/// `manage_etc_hosts` as cc_update_etc_hosts reads any value: `str()` of it, exactly
+/// `localhost`, else `translate_bool` with `template`.
+#[test]
+fn manage_etc_hosts_any_value_as_cloud_init() {
+    let read = |v: &str| {
+        parse(
+            &format!("#cloud-config\nmanage_etc_hosts: {v}\n"),
+            "userdata",
+            false,
+        )
+        .unwrap()
+        .config
+        .manage_etc_hosts
+    };
+    for v in [
+        "true",
+        "'true'",
+        "'Yes'",
+        "' on '",
+        "1",
+        "'1'",
+        "template",
+        "'TEMPLATE'",
+    ] {
+        assert_eq!(read(v), Some(ManageEtcHosts::Template), "{v}");
+    }
+    assert_eq!(read("localhost"), Some(ManageEtcHosts::Localhost));
+    for v in [
+        "false",
+        "'no'",
+        "'Localhost'",
+        "' localhost'",
+        "0",
+        "2",
+        "[a]",
+        "'other'",
+    ] {
+        assert_eq!(read(v), Some(ManageEtcHosts::Off), "{v}");
+    }
+}

@@ -34,6 +34,9 @@ pub struct CloudConfig {
     pub growpart: Option<Growpart>,
     pub resize_rootfs: Option<ResizeRootfs>,
     pub vendor_data: Option<VendorData>,
+    /// A shell-script userdata (`#!`), as cloud-init's shell-script handler keeps it
+    /// (`dos2unix`): run by scripts-user in the final stage. Not a cloud-config key.
+    pub scripts: Vec<String>,
 }
 
 /// The error for a value of the wrong kind: `{expected}, found a list`.
@@ -415,6 +418,11 @@ pub struct Ntp {
     pub servers: Vec<String>,
     #[serde(default, deserialize_with = "null_as_empty")]
     pub pools: Vec<String>,
+    /// cloud-init 25.1's chrony `peer` and `allow` lines (22.4's schema lacks them).
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub peers: Vec<String>,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub allow: Vec<String>,
 }
 
 fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
@@ -467,16 +475,26 @@ pub enum ManageEtcHosts {
     Off,
 }
 
+/// As cc_update_etc_hosts reads it (22.4 and 25.1 alike): the value as `str()`
+/// (`get_cfg_option_str`), `localhost` exactly; else rendered from the template when
+/// `translate_bool` with the `template` addon says true (`true`, `1`, `on`, `yes`,
+/// `template`, any case, stripped; a YAML true, the number 1); anything else leaves
+/// /etc/hosts alone (`false`, `"no"`, null, `0`, other strings).
 impl<'de> Deserialize<'de> for ManageEtcHosts {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match Value::deserialize(d)? {
-            Value::Bool(true) => Ok(ManageEtcHosts::Template),
-            Value::Bool(false) | Value::Null => Ok(ManageEtcHosts::Off),
-            Value::String(s) if s == "template" => Ok(ManageEtcHosts::Template),
-            Value::String(s) if s == "localhost" => Ok(ManageEtcHosts::Localhost),
-            other => Err(de::Error::custom(format!(
-                "expected true, false, 'localhost' or 'template', found {other}"
-            ))),
+        let text = match Value::deserialize(d)? {
+            Value::Bool(b) => return Ok(if b { Self::Template } else { Self::Off }),
+            Value::String(s) => s,
+            Value::Number(n) => n.to_string(),
+            _ => return Ok(Self::Off),
+        };
+        let lower = text.trim().to_lowercase();
+        if matches!(lower.as_str(), "true" | "1" | "on" | "yes" | "template") {
+            Ok(Self::Template)
+        } else if text == "localhost" {
+            Ok(Self::Localhost)
+        } else {
+            Ok(Self::Off)
         }
     }
 }

@@ -17,7 +17,11 @@ use std::path::{Path, PathBuf};
 pub struct Dir {
     pub(super) fd: std::os::fd::OwnedFd,
     /// The host path it was reached by: for messages only, never acted on.
-    path: PathBuf,
+    pub(super) path: PathBuf,
+    /// Reached through a directory a user other than root can change (only [`Dir::reach`]
+    /// finds out; the other constructors are for directories root controls): what is read
+    /// in it is what that user may have put there (super::reach).
+    pub(super) user_writable: bool,
 }
 
 impl std::os::fd::AsFd for Dir {
@@ -35,6 +39,7 @@ impl Dir {
         Ok(Dir {
             fd,
             path: path.to_path_buf(),
+            user_writable: false,
         })
     }
 
@@ -54,6 +59,7 @@ impl Dir {
         Ok(Dir {
             fd,
             path: root.join(rel.trim_start_matches('/')),
+            user_writable: false,
         })
     }
 
@@ -77,7 +83,7 @@ impl Dir {
         let (at, missing) = walk_at(&top.fd, rel)?;
         let path = root.join(rel.trim_start_matches('/'));
         let Some(first) = missing.first() else {
-            return Ok((Dir { fd: at, path }, None));
+            return Ok((Dir::at(at, path), None));
         };
         if missing.iter().any(|c| c == "..") {
             return Err(io::Error::other(
@@ -98,15 +104,29 @@ impl Dir {
             first.as_str(),
             RenameFlags::RENAME_NOREPLACE,
         )?;
-        let holder = Dir {
-            fd: at,
-            path: path
-                .ancestors()
+        let holder = Dir::at(
+            at,
+            path.ancestors()
                 .nth(missing.len())
                 .unwrap_or(root)
                 .to_path_buf(),
-        };
-        Ok((Dir { fd: cur, path }, Some(holder)))
+        );
+        Ok((Dir::at(cur, path), Some(holder)))
+    }
+
+    /// A directory root controls, opened as `fd`, reached by `path`.
+    pub(super) fn at(fd: std::os::fd::OwnedFd, path: PathBuf) -> Dir {
+        Dir {
+            fd,
+            path,
+            user_writable: false,
+        }
+    }
+
+    /// Whether a user other than root can change names in this directory or in one it was
+    /// reached through ([`Dir::reach`]): a file read here may be a hard link that user made.
+    pub fn user_writable(&self) -> bool {
+        self.user_writable
     }
 
     /// The host path this directory was reached by (for messages).
@@ -150,6 +170,7 @@ impl Dir {
         Ok(Dir {
             fd,
             path: self.path.join(name),
+            user_writable: self.user_writable || uid != 0,
         })
     }
 
@@ -158,9 +179,11 @@ impl Dir {
         use nix::fcntl::OFlag;
         let flags = at_flags() | OFlag::O_RDONLY | OFlag::O_DIRECTORY;
         let fd = nix::fcntl::openat(&self.fd, name, flags, nix::sys::stat::Mode::empty())?;
+        let user_writable = self.user_writable || super::reach::user_can_change(&fd)?;
         Ok(Dir {
             fd,
             path: self.path.join(name),
+            user_writable,
         })
     }
 
@@ -287,7 +310,7 @@ impl Dir {
 }
 
 /// How every directory is opened: read-only (to `fsync` and list it), no exec leak.
-fn dir_flags() -> nix::fcntl::OFlag {
+pub(super) fn dir_flags() -> nix::fcntl::OFlag {
     use nix::fcntl::OFlag;
     OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC
 }
@@ -375,7 +398,7 @@ fn walk_at(
 
 /// The new directory `name` in `parent` with exactly `mode` and owner, set through its own
 /// descriptor (the chown before the chmod, which it would clear set-id bits of).
-fn make_one(
+pub(super) fn make_one(
     parent: &impl std::os::fd::AsFd,
     name: &str,
     mode: u32,
@@ -390,10 +413,28 @@ fn make_one(
     Ok(fd)
 }
 
+/// Deepest tree [`remove_tree`] removes: what it removes is a leftover of the agent's own
+/// (a temp chain), a few levels deep; a deeper one was made by someone else (in a home, its
+/// owner), and is refused rather than walked with a descriptor per level.
+const MAX_REMOVE_DEPTH: usize = 64;
+
 /// Remove `name` in `dir` and, if it is a directory, all it holds, every name relative to its
 /// directory's descriptor and none followed; a missing `name` is fine.
-fn remove_tree(dir: &impl std::os::fd::AsFd, name: &std::ffi::OsStr) -> io::Result<()> {
+pub(super) fn remove_tree(dir: &impl std::os::fd::AsFd, name: &std::ffi::OsStr) -> io::Result<()> {
+    remove_tree_at(dir, name, 0)
+}
+
+fn remove_tree_at(
+    dir: &impl std::os::fd::AsFd,
+    name: &std::ffi::OsStr,
+    depth: usize,
+) -> io::Result<()> {
     use nix::errno::Errno;
+    if depth > MAX_REMOVE_DEPTH {
+        return Err(io::Error::other(format!(
+            "a directory tree more than {MAX_REMOVE_DEPTH} levels deep is in the way; not removed"
+        )));
+    }
     use nix::unistd::{UnlinkatFlags, unlinkat};
     use std::os::unix::ffi::OsStrExt;
     match unlinkat(dir, name, UnlinkatFlags::NoRemoveDir) {
@@ -414,8 +455,9 @@ fn remove_tree(dir: &impl std::os::fd::AsFd, name: &std::ffi::OsStr) -> io::Resu
         .map(|e| std::ffi::OsStr::from_bytes(e.file_name().to_bytes()).to_os_string())
         .filter(|n| n != "." && n != "..")
         .collect();
+    drop(list);
     for n in names {
-        remove_tree(&fd, &n)?;
+        remove_tree_at(&fd, &n, depth + 1)?;
     }
     Ok(unlinkat(dir, name, UnlinkatFlags::RemoveDir)?)
 }

@@ -104,6 +104,7 @@ mod tests {
                 append,
                 defer: false,
                 secret: true,
+                source: None,
             }),
         }
     }

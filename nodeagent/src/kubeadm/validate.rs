@@ -246,7 +246,9 @@ fn config_bytes(plan: &Plan, index: usize, root: &Path, path: &str) -> Option<Ve
         .iter()
         .rev()
         .find_map(|s| match &s.action {
-            Action::WriteFile(f) if f.path == path && !f.append => Some(f.content.0.clone()),
+            Action::WriteFile(f) if f.path == path && !f.append && f.source.is_none() => {
+                Some(f.content.0.clone())
+            }
             _ => None,
         });
     written.or_else(|| crate::confine::read(root, path).ok())

@@ -120,18 +120,39 @@ impl Source<'_> {
 }
 
 /// The content a path will have when the kubeadm step runs: the plan's last write of
-/// it before step `before`, else what is on disk.
+/// it before step `before`, else what is on disk. A write from a `source` file has what that
+/// file has then (its `content` where the file is missing and the entry gives one).
 fn file_at<'a>(plan: &'a Plan, before: usize, disk: &View<'_>, path: &str) -> Source<'a> {
-    let written = plan.steps[..before]
-        .iter()
-        .rev()
-        .find_map(|s| match &s.action {
-            Action::WriteFile(f) if f.path == path && !f.append => Some(f.content.0.as_slice()),
-            _ => None,
-        });
-    if let Some(b) = written {
-        return Source::Plan(b);
+    let (mut before, mut path, mut fallback) = (before, path.to_string(), None);
+    loop {
+        let written = plan.steps[..before]
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(i, s)| match &s.action {
+                Action::WriteFile(f) if f.path == path && !f.append => Some((i, f)),
+                _ => None,
+            });
+        match written {
+            Some((i, f)) => match &f.source {
+                None => return Source::Plan(f.content.0.as_slice()),
+                Some(src) => {
+                    fallback = src.fallback.then_some(f.content.0.as_slice());
+                    (before, path) = (i, src.path.clone());
+                }
+            },
+            None => break,
+        }
     }
+    let found = file_on_disk(disk, &path);
+    match (found, fallback) {
+        (Source::Missing, Some(b)) => Source::Plan(b),
+        (found, _) => found,
+    }
+}
+
+/// What is on disk at `path`, as pre-flight read it (a path not read yet is asked for).
+fn file_on_disk<'a>(disk: &View<'_>, path: &str) -> Source<'a> {
     match disk.disk.files.get(path) {
         Some(Some(b)) => Source::Disk(b.clone()),
         Some(None) => Source::Missing,

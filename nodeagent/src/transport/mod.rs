@@ -130,19 +130,30 @@ pub fn read_all(t: &dyn Transport) -> Result<RawData> {
 }
 
 /// One value of `read_all`: the value, then its `.encoding` only if the value was present.
+/// Userdata and vendordata that are gzip data once decoded are decompressed, as cloud-init's
+/// user-data processing does whatever the datasource (`decode::decode_userdata`).
 pub fn read_value(t: &dyn Transport, key: &str) -> Result<Option<Decoded>> {
     let Some(raw) = t.get(key)? else {
         return Ok(None);
     };
     // NoCloud seed files and OVF properties (decoded by the ovf transport itself) are
     // taken verbatim: neither cloud-init datasource rstrips them.
-    if matches!(t.name(), "nocloud" | "ovf") {
+    let verbatim = matches!(t.name(), "nocloud" | "ovf");
+    let payload = matches!(key, "userdata" | "vendordata");
+    if verbatim && !payload {
         return decode::decode_plain(key, &raw).map(Some);
     }
-    if !decode::is_present(&raw) {
+    if !verbatim && !decode::is_present(&raw) {
         return Ok(None);
     }
-    let enc = t.get(&format!("{key}.encoding"))?;
+    let enc = if verbatim {
+        None
+    } else {
+        t.get(&format!("{key}.encoding"))?
+    };
+    if payload {
+        return decode::decode_userdata(key, &raw, enc.as_deref(), verbatim);
+    }
     decode::decode_value(key, &raw, enc.as_deref())
 }
 

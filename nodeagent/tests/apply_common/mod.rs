@@ -31,6 +31,7 @@ pub fn file(path: &str, content: &str, own: &str, mode: u32) -> FileWrite {
         append: false,
         defer: false,
         secret: path.ends_with(".key"),
+        source: None,
     }
 }
 

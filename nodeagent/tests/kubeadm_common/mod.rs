@@ -61,6 +61,7 @@ pub fn write(path: &str, content: &[u8]) -> Action {
         append: false,
         defer: false,
         secret: true,
+        source: None,
     })
 }
 

@@ -14,6 +14,7 @@ mod check;
 mod commands;
 mod crash;
 mod harness;
+mod homes;
 mod redaction;
 mod seeds;
 mod state;
