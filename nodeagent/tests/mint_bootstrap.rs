@@ -778,7 +778,10 @@ fn cluster_options_reach_the_userdata() {
         .unwrap();
     assert_eq!((owner.as_str(), perm.as_str()), ("root:root", "0644"));
     let docs = kubeadm_docs(content(&ud, "/run/kubeadm/kubeadm.yaml"));
-    let init = docs.iter().find(|d| d["kind"] == "InitConfiguration").unwrap();
+    let init = docs
+        .iter()
+        .find(|d| d["kind"] == "InitConfiguration")
+        .unwrap();
     assert_eq!(
         init["skipPhases"],
         serde_norway::from_str::<Value>("[addon/kube-proxy, addon/coredns]").unwrap()
@@ -791,7 +794,10 @@ fn cluster_options_reach_the_userdata() {
         )
         .unwrap()
     );
-    let cluster = docs.iter().find(|d| d["kind"] == "ClusterConfiguration").unwrap();
+    let cluster = docs
+        .iter()
+        .find(|d| d["kind"] == "ClusterConfiguration")
+        .unwrap();
     assert!(cluster["controllerManager"]["extraArgs"].is_null());
     let runcmd: Vec<&str> = ud["runcmd"]
         .as_sequence()
@@ -804,9 +810,13 @@ fn cluster_options_reach_the_userdata() {
 
     // The default stays CAPV's: a cloud controller manager sets the Nodes' addresses.
     c.bootstrap("init", "cp-1", "v1.34.4", &[]);
-    let ud: Value = serde_norway::from_str(&key(&c.root.join("out").join("cp-1"), "userdata")).unwrap();
+    let ud: Value =
+        serde_norway::from_str(&key(&c.root.join("out").join("cp-1"), "userdata")).unwrap();
     let docs = kubeadm_docs(content(&ud, "/run/kubeadm/kubeadm.yaml"));
-    let init = docs.iter().find(|d| d["kind"] == "InitConfiguration").unwrap();
+    let init = docs
+        .iter()
+        .find(|d| d["kind"] == "InitConfiguration")
+        .unwrap();
     assert!(init["skipPhases"].is_null() && init["timeouts"].is_null());
     // kubeadm's `timeouts` are v1beta4's: a v1beta3 bundle refuses them.
     let out = nodeagent(&[

@@ -732,7 +732,10 @@ mod tests {
     #[test]
     fn own_waits_add_up_the_timeouts_the_config_sets() {
         let init = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\ntimeouts:\n  controlPlaneComponentHealthCheck: 20m\n  kubeletHealthCheck: 10m\n";
-        assert_eq!(super::parse(init, "t").unwrap().own_waits_secs(), Some(1800));
+        assert_eq!(
+            super::parse(init, "t").unwrap().own_waits_secs(),
+            Some(1800)
+        );
         let join = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\ndiscovery:\n  bootstrapToken:\n    apiServerEndpoint: 10.0.0.1:6443\n    token: abcdef.0123456789abcdef\n    unsafeSkipCAVerification: true\ntimeouts:\n  discovery: 2m\n";
         assert_eq!(super::parse(join, "t").unwrap().own_waits_secs(), Some(120));
         let none = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\n";

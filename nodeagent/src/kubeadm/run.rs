@@ -219,7 +219,11 @@ const KUBEADM_WORK_MARGIN_SECS: u64 = 120;
 /// own waits plus a margin, where the config's v1beta4 `timeouts` make them longer: a user
 /// who gives kubeadm 20 minutes for the control plane to come up must not see the agent stop
 /// kubeadm after 10. An unreadable config changes nothing (kubeadm then says what is wrong).
-fn widened_to_kubeadm(settings: &KubeadmSettings, root: &Path, config_path: &str) -> KubeadmSettings {
+fn widened_to_kubeadm(
+    settings: &KubeadmSettings,
+    root: &Path,
+    config_path: &str,
+) -> KubeadmSettings {
     let mut out = settings.clone();
     let waits = crate::confine::open_read(root, config_path)
         .ok()

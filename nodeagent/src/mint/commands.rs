@@ -408,11 +408,16 @@ fn extra_file(arg: &str) -> Result<(String, String)> {
     if !plain {
         return Err(usage(
             "--file",
-            format!("{dest:?} is not an absolute path without '..', '.', spaces or control characters"),
+            format!(
+                "{dest:?} is not an absolute path without '..', '.', spaces or control characters"
+            ),
         ));
     }
-    let text = String::from_utf8(read_bounded(Path::new(local), crate::limits::MAX_DECODED_BYTES as u64)?)
-        .map_err(|_| usage("--file", format!("{local}: not UTF-8 text")))?;
+    let text = String::from_utf8(read_bounded(
+        Path::new(local),
+        crate::limits::MAX_DECODED_BYTES as u64,
+    )?)
+    .map_err(|_| usage("--file", format!("{local}: not UTF-8 text")))?;
     Ok((dest.to_string(), text))
 }
 
@@ -499,6 +504,49 @@ fn check_output(
     Ok(())
 }
 
+/// The options a whole cluster's bundles share beyond CABPK's defaults: the cloud provider,
+/// kubeadm phases skipped and its v1beta4 timeouts, extra files and commands.
+fn cluster_options(
+    a: &BootstrapArgs,
+    api: crate::mint::bootstrap::KubeadmApi,
+    spec: &mut crate::mint::bootstrap::Spec,
+) -> Result<()> {
+    use crate::mint::bootstrap::KubeadmApi;
+    if a.cloud_provider == "none" {
+        spec.kubelet_extra_args
+            .retain(|(k, _)| k != "cloud-provider");
+        spec.controller_manager_extra_args
+            .retain(|(k, _)| k != "cloud-provider");
+    }
+    spec.skip_phases = a
+        .skip_phases
+        .iter()
+        .map(|p| validate::kubeadm_phase("--skip-phases", p))
+        .collect::<Result<_>>()?;
+    spec.pre_commands = a.pre_commands.clone();
+    if !a.kubeadm_timeouts.is_empty() && api != KubeadmApi::V1beta4 {
+        return Err(usage(
+            "--kubeadm-timeout",
+            "kubeadm's `timeouts` exist in v1beta4 only (Kubernetes 1.31 and later)",
+        ));
+    }
+    for t in &a.kubeadm_timeouts {
+        let (name, value) = t
+            .split_once('=')
+            .ok_or_else(|| usage("--kubeadm-timeout", format!("{t:?} is not NAME=DURATION")))?;
+        spec.timeouts.push((
+            validate::kubeadm_timeout_name("--kubeadm-timeout", name)?,
+            validate::go_duration("--kubeadm-timeout", value)?,
+        ));
+    }
+    spec.files = a
+        .files
+        .iter()
+        .map(|f| extra_file(f))
+        .collect::<Result<_>>()?;
+    Ok(())
+}
+
 /// `mint bootstrap`: per-node bundles written to --out (or printed), with the bootstrap-token
 /// Secrets beside them.
 pub fn run_bootstrap(a: &BootstrapArgs) -> Result<Output> {
@@ -549,37 +597,7 @@ pub fn run_bootstrap(a: &BootstrapArgs) -> Result<Output> {
     spec.pki = if role.ships_pki() { pki } else { None };
     spec.ca_cert_hashes = hashes;
     spec.verbosity = a.verbosity;
-    if a.cloud_provider == "none" {
-        spec.kubelet_extra_args.retain(|(k, _)| k != "cloud-provider");
-        spec.controller_manager_extra_args
-            .retain(|(k, _)| k != "cloud-provider");
-    }
-    spec.skip_phases = a
-        .skip_phases
-        .iter()
-        .map(|p| validate::kubeadm_phase("--skip-phases", p))
-        .collect::<Result<_>>()?;
-    spec.pre_commands = a.pre_commands.clone();
-    if !a.kubeadm_timeouts.is_empty() && api != KubeadmApi::V1beta4 {
-        return Err(usage(
-            "--kubeadm-timeout",
-            "kubeadm's `timeouts` exist in v1beta4 only (Kubernetes 1.31 and later)",
-        ));
-    }
-    for t in &a.kubeadm_timeouts {
-        let (name, value) = t
-            .split_once('=')
-            .ok_or_else(|| usage("--kubeadm-timeout", format!("{t:?} is not NAME=DURATION")))?;
-        spec.timeouts.push((
-            validate::kubeadm_timeout_name("--kubeadm-timeout", name)?,
-            validate::go_duration("--kubeadm-timeout", value)?,
-        ));
-    }
-    spec.files = a
-        .files
-        .iter()
-        .map(|f| extra_file(f))
-        .collect::<Result<_>>()?;
+    cluster_options(a, api, &mut spec)?;
     if let Some(k) = &a.ssh_key {
         spec.users.push(User {
             name: "capv".into(),

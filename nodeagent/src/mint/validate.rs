@@ -170,6 +170,88 @@ pub fn duration(
         .ok_or_else(bad)
 }
 
+/// A kubeadm phase name as `skipPhases` takes it (`addon/kube-proxy`, `preflight`): lower-case
+/// words joined by `-` and `/`. kubeadm itself refuses a phase it does not know.
+pub fn kubeadm_phase(flag: &str, v: &str) -> Result<String> {
+    let ok = !v.is_empty()
+        && v.len() <= 64
+        && v.split('/').all(|w| {
+            !w.is_empty()
+                && w.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        });
+    if ok {
+        Ok(v.to_string())
+    } else {
+        Err(Error::new(
+            Stage::Usage,
+            flag,
+            format!("{v:?} is not a kubeadm phase name (e.g. addon/kube-proxy)"),
+        ))
+    }
+}
+
+/// The names of kubeadm v1beta4's `timeouts` fields.
+pub const KUBEADM_TIMEOUTS: [&str; 7] = [
+    "controlPlaneComponentHealthCheck",
+    "kubeletHealthCheck",
+    "kubernetesAPICall",
+    "etcdAPICall",
+    "tlsBootstrap",
+    "discovery",
+    "upgradeManifests",
+];
+
+pub fn kubeadm_timeout_name(flag: &str, v: &str) -> Result<String> {
+    if KUBEADM_TIMEOUTS.contains(&v) {
+        Ok(v.to_string())
+    } else {
+        Err(Error::new(
+            Stage::Usage,
+            flag,
+            format!(
+                "{v:?} is not a kubeadm timeout (one of {})",
+                KUBEADM_TIMEOUTS.join(", ")
+            ),
+        ))
+    }
+}
+
+/// A duration as Go's `time.ParseDuration` reads kubeadm's: digits and a unit, one or more
+/// (`90s`, `15m`, `1h30m`), positive.
+pub fn go_duration(flag: &str, v: &str) -> Result<String> {
+    let mut rest = v;
+    let mut parts = 0;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let Some((num, tail)) = rest.split_at_checked(digits) else {
+            break;
+        };
+        let unit = ["ms", "h", "m", "s"]
+            .into_iter()
+            .find(|u| tail.starts_with(u));
+        match (num.is_empty(), unit) {
+            (false, Some(u)) => {
+                rest = tail.strip_prefix(u).unwrap_or_default();
+                parts += 1;
+            }
+            _ => {
+                parts = 0;
+                break;
+            }
+        }
+    }
+    if parts > 0 && v.bytes().any(|b| (b'1'..=b'9').contains(&b)) {
+        Ok(v.to_string())
+    } else {
+        Err(Error::new(
+            Stage::Usage,
+            flag,
+            format!("{v:?} is not a duration such as 90s, 15m or 1h30m"),
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -262,85 +344,5 @@ mod tests {
         ] {
             assert!(cidr("--network", b).is_err(), "{b}");
         }
-    }
-}
-
-/// A kubeadm phase name as `skipPhases` takes it (`addon/kube-proxy`, `preflight`): lower-case
-/// words joined by `-` and `/`. kubeadm itself refuses a phase it does not know.
-pub fn kubeadm_phase(flag: &str, v: &str) -> Result<String> {
-    let ok = !v.is_empty()
-        && v.len() <= 64
-        && v.split('/').all(|w| {
-            !w.is_empty()
-                && w.bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        });
-    if ok {
-        Ok(v.to_string())
-    } else {
-        Err(Error::new(
-            Stage::Usage,
-            flag,
-            format!("{v:?} is not a kubeadm phase name (e.g. addon/kube-proxy)"),
-        ))
-    }
-}
-
-/// The names of kubeadm v1beta4's `timeouts` fields.
-pub const KUBEADM_TIMEOUTS: [&str; 7] = [
-    "controlPlaneComponentHealthCheck",
-    "kubeletHealthCheck",
-    "kubernetesAPICall",
-    "etcdAPICall",
-    "tlsBootstrap",
-    "discovery",
-    "upgradeManifests",
-];
-
-pub fn kubeadm_timeout_name(flag: &str, v: &str) -> Result<String> {
-    if KUBEADM_TIMEOUTS.contains(&v) {
-        Ok(v.to_string())
-    } else {
-        Err(Error::new(
-            Stage::Usage,
-            flag,
-            format!(
-                "{v:?} is not a kubeadm timeout (one of {})",
-                KUBEADM_TIMEOUTS.join(", ")
-            ),
-        ))
-    }
-}
-
-/// A duration as Go's `time.ParseDuration` reads kubeadm's: digits and a unit, one or more
-/// (`90s`, `15m`, `1h30m`), positive.
-pub fn go_duration(flag: &str, v: &str) -> Result<String> {
-    let mut rest = v;
-    let mut parts = 0;
-    while !rest.is_empty() {
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        let Some((num, tail)) = rest.split_at_checked(digits) else {
-            break;
-        };
-        let unit = ["ms", "h", "m", "s"].into_iter().find(|u| tail.starts_with(u));
-        match (num.is_empty(), unit) {
-            (false, Some(u)) => {
-                rest = tail.strip_prefix(u).unwrap_or_default();
-                parts += 1;
-            }
-            _ => {
-                parts = 0;
-                break;
-            }
-        }
-    }
-    if parts > 0 && v.bytes().any(|b| (b'1'..=b'9').contains(&b)) {
-        Ok(v.to_string())
-    } else {
-        Err(Error::new(
-            Stage::Usage,
-            flag,
-            format!("{v:?} is not a duration such as 90s, 15m or 1h30m"),
-        ))
     }
 }
