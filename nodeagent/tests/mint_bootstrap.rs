@@ -559,6 +559,12 @@ fn bad_input_names_the_flag_and_writes_nothing() {
         ("--kubeadm-timeout", "discovery=5", "--kubeadm-timeout"),
         ("--kubeadm-timeout", "discovery=0s", "--kubeadm-timeout"),
         ("--kubeadm-timeout", "discovery=5m3", "--kubeadm-timeout"),
+        (
+            "--kubeadm-patches",
+            "etc/kubernetes/patches",
+            "--kubeadm-patches",
+        ),
+        ("--kubeadm-patches", "/etc/../patches", "--kubeadm-patches"),
     ];
     for (flag, value, named) in cases {
         let mut args = vec![
@@ -760,6 +766,8 @@ fn cluster_options_reach_the_userdata() {
             "controlPlaneComponentHealthCheck=20m",
             "--kubeadm-timeout",
             "kubernetesAPICall=1h30m",
+            "--kubeadm-patches",
+            "/etc/kubernetes/patches",
         ],
     );
     let dir = c.root.join("out").join("cp-0");
@@ -787,6 +795,7 @@ fn cluster_options_reach_the_userdata() {
         serde_norway::from_str::<Value>("[addon/kube-proxy, addon/coredns]").unwrap()
     );
     assert!(init["nodeRegistration"]["kubeletExtraArgs"].is_null());
+    assert_eq!(init["patches"]["directory"], "/etc/kubernetes/patches");
     assert_eq!(
         init["timeouts"],
         serde_norway::from_str::<Value>(

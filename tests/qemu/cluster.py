@@ -56,6 +56,30 @@ TIMEOUTS = {
 # The joining nodes boot with cp-0 and wait for its endpoint (nodeagent's bounded wait): on a
 # loaded 2-core host that can take longer than the image default of 600 s.
 JOIN_NODE_CONFIG = "kubeadm:\n  endpoint_wait_secs: 1500\n  backoff_initial_secs: 1.0\n"
+# kubeadm's probes give a static pod about 4 minutes to start (startupProbe 24 x 10 s) and kill
+# it after 8 failed liveness checks: under TCG on a busy 2-core host kube-apiserver and etcd can
+# need longer, and a restart starts them over. kubeadm's own answer for slow machines: patches
+# (`patches.directory`, written by the bootstrap data's `files:`, as a CABPK user would), here
+# widening only the probes each manifest already has.
+PATCHES_DIR = "/etc/kubernetes/patches"
+PROBES = {
+    "etcd": ("livenessProbe", "readinessProbe", "startupProbe"),
+    "kube-apiserver": ("livenessProbe", "readinessProbe", "startupProbe"),
+    "kube-controller-manager": ("livenessProbe", "startupProbe"),
+    "kube-scheduler": ("livenessProbe", "startupProbe"),
+}
+PROBE_WIDTH = {"livenessProbe": "{failureThreshold: 40, periodSeconds: 30, timeoutSeconds: 60}",
+               "readinessProbe": "{failureThreshold: 40, periodSeconds: 30, timeoutSeconds: 60}",
+               "startupProbe": "{failureThreshold: 120, periodSeconds: 15, timeoutSeconds: 60}"}
+
+
+def probe_patch(component):
+    """kubeadm's strategic-merge patch for one static pod: its probes widened (PROBES)."""
+    lines = ["spec:", "  containers:", f"  - name: {component}"]
+    lines += [f"    {p}: {PROBE_WIDTH[p]}" for p in PROBES[component]]
+    return "\n".join(lines) + "\n"
+
+
 POD_SUBNET = "192.168.0.0/16"  # mint's (CAPV's) ClusterConfiguration podSubnet; each node a /24 of it
 TEST_IMAGE = "nodeagent.test/busybox:1"
 STATIC_PODS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
@@ -207,6 +231,13 @@ class Cluster:
                      "--cloud-provider", "none", "--file", f"/etc/cni/net.d/10-nodeagent.conflist={cni}"]
             if role == "init":
                 extra += ["--skip-phases", SKIP_PHASES]
+            if role != "worker":
+                extra += ["--kubeadm-patches", PATCHES_DIR]
+                for comp in PROBES:
+                    local = os.path.join(self.work, f"{node}-{comp}+strategic.yaml")
+                    with open(local, "w") as f:
+                        f.write(probe_patch(comp))
+                    extra += ["--file", f"{PATCHES_DIR}/{comp}+strategic.yaml={local}"]
             for t in TIMEOUTS[role]:
                 extra += ["--kubeadm-timeout", t]
             for c in self.pre_commands.get(node, []):

@@ -650,10 +650,19 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tier", default="fast", choices=["fast", "systemd", "kube", "cluster", "all"])
     ap.add_argument("--workdir", default=os.path.join(q.REPO, "target", "qemu-runs", time.strftime("%Y%m%d-%H%M%S")))
+    ap.add_argument("--except", dest="excluded", action="append", default=[], metavar="NAME=WHY",
+                    help="leave scenario NAME out, printing why (repeatable)")
     ap.add_argument("names", nargs="*")
     args = ap.parse_args(argv)
     s = Session(args.workdir)
-    chosen = [(n, f) for n, f in scenario_list(args.tier) if not args.names or any(x in n for x in args.names)]
+    excluded = dict(e.split("=", 1) if "=" in e else (e, "") for e in args.excluded)
+    known = {n for n, _ in scenario_list("all")}
+    for name, why in excluded.items():
+        if name not in known:
+            raise SystemExit(f"--except {name}: no such scenario")
+        print(f"NOT RUN {name}: {why}", flush=True)
+    chosen = [(n, f) for n, f in scenario_list(args.tier)
+              if (not args.names or any(x in n for x in args.names)) and n not in excluded]
     t0 = time.monotonic()
     passed = failed = 0
     for name, fn in chosen:

@@ -126,6 +126,8 @@ pub struct Spec {
     pub kcp_feature_gates: bool,
     /// `skipPhases` of the Init/JoinConfiguration.
     pub skip_phases: Vec<String>,
+    /// `patches.directory` of the Init/JoinConfiguration.
+    pub patches_dir: Option<String>,
     /// v1beta4 `timeouts` of the Init/JoinConfiguration: (field name, Go duration).
     pub timeouts: Vec<(String, String)>,
     /// Extra `files:` (path, text), root:root 0644, after the PKI as CABPK orders them.
@@ -169,6 +171,7 @@ impl Spec {
             encryption_algorithm: None,
             kcp_feature_gates: true,
             skip_phases: vec![],
+            patches_dir: None,
             timeouts: vec![],
             files: vec![],
             pre_commands: vec![],
@@ -278,6 +281,9 @@ pub fn init_configuration(spec: &Spec) -> Result<String> {
         node_registration: Some(node_registration(spec, None)?),
         skip_phases: skip_phases(spec),
         timeouts: timeouts(spec),
+        patches: spec.patches_dir.as_ref().map(|d| kapi::Patches {
+            directory: Some(d.clone()),
+        }),
         ..Default::default()
     };
     dump(&doc, "InitConfiguration")
@@ -315,6 +321,9 @@ pub fn join_configuration(spec: &Spec) -> Result<String> {
         node_registration: Some(node_registration(spec, taints)?),
         skip_phases: skip_phases(spec),
         timeouts: timeouts(spec),
+        patches: spec.patches_dir.as_ref().map(|d| kapi::Patches {
+            directory: Some(d.clone()),
+        }),
         control_plane: (spec.role == Role::ControlPlane).then(|| kapi::JoinControlPlane {
             local_api_endpoint: Some(Default::default()),
             certificate_key: None,

@@ -159,6 +159,10 @@ pub struct BootstrapArgs {
     /// e.g. controlPlaneComponentHealthCheck=15m for a slow (emulated) machine. Repeatable.
     #[arg(long = "kubeadm-timeout", value_name = "NAME=DURATION")]
     pub kubeadm_timeouts: Vec<String>,
+    /// kubeadm's patches directory on the node (`patches.directory` of the Init/Join
+    /// configuration), e.g. /etc/kubernetes/patches with its files given by --file.
+    #[arg(long = "kubeadm-patches", value_name = "DIR")]
+    pub kubeadm_patches: Option<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -400,6 +404,17 @@ fn extra_file(arg: &str) -> Result<(String, String)> {
     let (dest, local) = arg
         .split_once('=')
         .ok_or_else(|| usage("--file", format!("{arg:?} is not DEST=LOCAL")))?;
+    let dest = node_path("--file", dest)?;
+    let text = String::from_utf8(read_bounded(
+        Path::new(local),
+        crate::limits::MAX_DECODED_BYTES as u64,
+    )?)
+    .map_err(|_| usage("--file", format!("{local}: not UTF-8 text")))?;
+    Ok((dest.to_string(), text))
+}
+
+/// A path on the node: absolute, without `..`, `.`, a trailing `/`, spaces or control characters.
+fn node_path<'a>(flag: &str, dest: &'a str) -> Result<&'a str> {
     let plain = dest.starts_with('/')
         && dest.len() > 1
         && !dest.ends_with('/')
@@ -407,18 +422,13 @@ fn extra_file(arg: &str) -> Result<(String, String)> {
         && !dest.chars().any(|c| c.is_control() || c.is_whitespace());
     if !plain {
         return Err(usage(
-            "--file",
+            flag,
             format!(
                 "{dest:?} is not an absolute path without '..', '.', spaces or control characters"
             ),
         ));
     }
-    let text = String::from_utf8(read_bounded(
-        Path::new(local),
-        crate::limits::MAX_DECODED_BYTES as u64,
-    )?)
-    .map_err(|_| usage("--file", format!("{local}: not UTF-8 text")))?;
-    Ok((dest.to_string(), text))
+    Ok(dest)
 }
 
 fn ssh_key_line(path: &Path) -> Result<String> {
@@ -538,6 +548,9 @@ fn cluster_options(
             validate::kubeadm_timeout_name("--kubeadm-timeout", name)?,
             validate::go_duration("--kubeadm-timeout", value)?,
         ));
+    }
+    if let Some(dir) = &a.kubeadm_patches {
+        spec.patches_dir = Some(node_path("--kubeadm-patches", dir)?.to_string());
     }
     spec.files = a
         .files
