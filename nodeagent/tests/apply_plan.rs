@@ -127,14 +127,14 @@ fn full_plan_contents_owners_modes_and_journal() {
     assert_eq!(mode(&key), 0o600);
     assert_eq!(ids(&key), (0, 0));
     assert_eq!(mode(&r.join("etc/kubernetes/pki/ca.crt")), 0o644);
-    // New parents are root's (0755), as cloud-init's write_file makes them: only the file
-    // gets the entry's owner.
+    // New parents (0755) get the entry's owner, as cloud-init 23.1+'s `ensure_dir` makes
+    // them (25.1 followed: docs/parity-25.md; 22.4 left them root's).
     let tok = r.join("home/capv/.config/app/token");
     assert_eq!((mode(&tok), ids(&tok)), (0o600, (1000, 1000)));
     for dir in ["home/capv", "home/capv/.config", "home/capv/.config/app"] {
         assert_eq!(
             (mode(&r.join(dir)), ids(&r.join(dir))),
-            (0o755, (0, 0)),
+            (0o755, (1000, 1000)),
             "{dir}"
         );
     }

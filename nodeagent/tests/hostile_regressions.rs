@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 
 const FACTS: &str = "hostname: node1\nlocal-ipv4: 10.0.0.5\nnetwork-renderer: networkd\n";
 const MEMORY_KIB: u64 = 1024 * 1024;
-const KILL_AFTER: Duration = Duration::from_secs(120);
+/// The CPU bound (`ulimit -t`) judges a runaway; the wall-clock kill is only a safety net, wide
+/// enough that a loaded 2-core machine does not turn a slow clean refusal into a failure.
+const CPU_SECS: u64 = 60;
+const KILL_AFTER: Duration = Duration::from_secs(600);
 
 struct Out {
     /// -1: killed by a signal (an allocation failure aborts).
@@ -59,7 +62,9 @@ fn capped(args: &[&std::ffi::OsStr]) -> Out {
     agent
         .command
         .arg("-c")
-        .arg(format!("ulimit -v {MEMORY_KIB} && exec \"$0\" \"$@\""))
+        .arg(format!(
+            "ulimit -v {MEMORY_KIB} && ulimit -t {CPU_SECS} && exec \"$0\" \"$@\""
+        ))
         .arg(env!("CARGO_BIN_EXE_nodeagent"))
         .args(args)
         .env("NODEAGENT_LOG", "warn")
