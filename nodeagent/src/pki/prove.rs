@@ -97,7 +97,7 @@ fn rsa_proves(pkcs1: &[u8], public: &SubjectPublicKeyInfoRef) -> Result<bool, Ba
     let (p, q) = (int(k.prime1), int(k.prime2));
     let (dp, dq, qinv) = (int(k.exponent1), int(k.exponent2), int(k.coefficient));
     let one = BigUint::from(1u32);
-    let e_ok = &e >= &BigUint::from(65537u32) && e.bits() <= 33 && &e % 2u32 == one;
+    let e_ok = e >= BigUint::from(65537u32) && e.bits() <= 33 && &e % 2u32 == one;
     if !RSA_BITS.contains(&n.bits()) || !e_ok {
         let m = format!(
             "RSA key of {} bits, exponent of {} bits",
