@@ -20,8 +20,9 @@ pub use reach::is_untrusted_link;
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Most symlinks followed in one path (Linux's own limit).
 pub(crate) const MAX_HOPS: usize = 40;
@@ -32,6 +33,68 @@ pub(crate) const MAX_HOPS: usize = 40;
 /// a child starts and again when it has ended. Saves a `statx` per component of every path
 /// after the first (a CABPK apply resolved some 200 components, mostly `/etc` again).
 static RESOLVED: Mutex<Option<HashMap<(PathBuf, String), PathBuf>>> = Mutex::new(None);
+
+/// The roots held open for a run ([`hold`]): path and descriptor. Every [`Dir`] and every
+/// in-root read starts from the root's descriptor; a run opened it afresh for each (some
+/// hundred `open` + `close` pairs in a CABPK apply).
+static HELD: Mutex<Vec<(PathBuf, Arc<OwnedFd>)>> = Mutex::new(Vec::new());
+
+/// A root held open by [`hold`] until this is dropped.
+pub struct Held(Arc<OwnedFd>);
+
+/// Open `root` once for the life of the returned guard: every path resolved inside it
+/// meanwhile starts from this descriptor, not from the path opened again. The run acts on the
+/// directory it opened at its start; a process renaming the root's path meanwhile cannot
+/// redirect it. Links inside the root are resolved as before, at each use.
+pub fn hold(root: &Path) -> io::Result<Held> {
+    let fd = Arc::new(nix::fcntl::open(
+        root,
+        at::dir_flags(),
+        nix::sys::stat::Mode::empty(),
+    )?);
+    if let Ok(mut held) = HELD.lock() {
+        held.push((root.to_path_buf(), fd.clone()));
+    }
+    Ok(Held(fd))
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Ok(mut held) = HELD.lock() {
+            held.retain(|(_, fd)| !Arc::ptr_eq(fd, &self.0));
+        }
+    }
+}
+
+/// The open directory `root`: the held descriptor, or one opened now.
+pub(crate) enum RootFd {
+    Held(Arc<OwnedFd>),
+    Opened(OwnedFd),
+}
+
+impl AsFd for RootFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            RootFd::Held(fd) => fd.as_fd(),
+            RootFd::Opened(fd) => fd.as_fd(),
+        }
+    }
+}
+
+pub(crate) fn root_fd(root: &Path) -> io::Result<RootFd> {
+    let held = HELD
+        .lock()
+        .ok()
+        .and_then(|h| h.iter().find(|(p, _)| p == root).map(|(_, fd)| fd.clone()));
+    match held {
+        Some(fd) => Ok(RootFd::Held(fd)),
+        None => Ok(RootFd::Opened(nix::fcntl::open(
+            root,
+            at::dir_flags(),
+            nix::sys::stat::Mode::empty(),
+        )?)),
+    }
+}
 
 /// Forget [`RESOLVED`] now and again when dropped: held across the life of a child process,
 /// which may make or swap links inside a root.
@@ -424,7 +487,7 @@ fn open_in_root(
     rel: &str,
     flags: nix::fcntl::OFlag,
 ) -> io::Result<Option<std::os::fd::OwnedFd>> {
-    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+    use nix::fcntl::{OpenHow, ResolveFlag};
     let rel = rel.trim_start_matches('/');
     let none = nix::sys::stat::Mode::empty();
     if root == Path::new("/") {
@@ -434,11 +497,7 @@ fn open_in_root(
             none,
         )?));
     }
-    let dirfd = nix::fcntl::open(
-        root,
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        none,
-    )?;
+    let dirfd = root_fd(root)?;
     let how = OpenHow::new()
         .flags(flags)
         .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
@@ -691,6 +750,43 @@ mod tests {
                 .is_file()
         );
         assert!(!dir.create_new("mine", b"x", me.0, me.1, 0o600).unwrap());
+    }
+
+    /// A held root is the directory opened when it was held: its path renamed and made again
+    /// meanwhile, reads and directories still come from the one opened; released, the path
+    /// is opened again.
+    #[test]
+    fn a_held_root_is_the_directory_opened_at_its_start() {
+        let d = tempfile::tempdir().unwrap();
+        let (root, old) = (d.path().join("r"), d.path().join("old"));
+        std::fs::create_dir_all(root.join("etc")).unwrap();
+        let held = hold(&root).unwrap();
+        std::fs::rename(&root, &old).unwrap();
+        std::fs::create_dir_all(root.join("etc")).unwrap();
+        std::fs::write(old.join("etc/f"), "opened").unwrap();
+        assert_eq!(read(&root, "etc/f").unwrap(), b"opened");
+        let id = |p: &Path| {
+            let m = std::fs::metadata(p).unwrap();
+            (
+                std::os::unix::fs::MetadataExt::dev(&m),
+                std::os::unix::fs::MetadataExt::ino(&m),
+            )
+        };
+        assert_eq!(
+            Dir::open(&root, "/etc").unwrap().id().unwrap(),
+            id(&old.join("etc"))
+        );
+        let (made, _) = Dir::reach_or_make(&root, "/etc/new", 0o755, 0, 0).unwrap();
+        assert_eq!(made.id().unwrap(), id(&old.join("etc/new")));
+        drop(held);
+        assert!(
+            read(&root, "etc/f").is_err(),
+            "released: the path is opened again"
+        );
+        assert_eq!(
+            Dir::open(&root, "/etc").unwrap().id().unwrap(),
+            id(&root.join("etc"))
+        );
     }
 
     #[test]

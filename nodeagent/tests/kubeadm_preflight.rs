@@ -410,8 +410,8 @@ fn file_discovery_needs_its_kubeconfig() {
 
 /// A CA key whose private scalar is damaged but whose stored public key is intact (what
 /// `openssl ec -check` calls invalid and `certs` an unusable private key) passed pre-flight,
-/// which compared the stored public key; `run` wrote it and exited 0. Pre-flight now proves
-/// the key by signing, as `certs` does.
+/// which compared the stored public key; `run` wrote it and exited 0. Pre-flight proves the
+/// key as `certs` does: the scalar must give the certificate's point.
 #[test]
 fn ca_key_with_a_damaged_private_scalar_is_refused() {
     if !prereq::corpus_present() {
@@ -452,5 +452,42 @@ fn ca_key_with_a_damaged_private_scalar_is_refused() {
             "{e}"
         );
         assert!(e.message.contains(want), "{want}: {e}");
+    }
+}
+
+/// The real CABPK cluster CA key (RSA-2048, PKCS#1) with one private part damaged, its
+/// modulus and exponent still the certificate's: refused as unusable, not proved by its
+/// public half. dP and qInv are what a CRT signer uses (a signature made with them no longer
+/// verified), d what Go's `rsa.Validate` (kubeadm's) checks; p also breaks p·q = n.
+#[test]
+fn rsa_ca_key_with_a_damaged_private_part_is_refused() {
+    use pkcs1::der::Decode;
+    if !prereq::corpus_present() {
+        return;
+    }
+    let pem = file(&corpus_files(), "/etc/kubernetes/pki/ca.key").to_vec();
+    let (label, der) = nodeagent::pki::inspect::pem_blocks(&pem).unwrap().remove(0);
+    assert_eq!(label, "RSA PRIVATE KEY");
+    let key = pkcs1::RsaPrivateKey::from_der(&der).unwrap();
+    for part in [
+        key.private_exponent,
+        key.prime1,
+        key.exponent1,
+        key.coefficient,
+    ] {
+        let bytes = part.as_bytes();
+        let at = bytes.as_ptr() as usize - der.as_ptr() as usize + bytes.len() / 2;
+        let mut damaged = der.clone();
+        damaged[at] ^= 0x10;
+        let mut f = corpus_files();
+        let damaged_pem = nodeagent::mint::pki::pem_encode("RSA PRIVATE KEY", &damaged);
+        replace_file(
+            &mut f,
+            "/etc/kubernetes/pki/ca.key",
+            damaged_pem.into_bytes(),
+        );
+        let e = fails(&f, &init_line());
+        assert_eq!(e.place, "step kubeadm: /etc/kubernetes/pki/ca.key", "{e}");
+        assert!(e.message.contains("unusable private key"), "{e}");
     }
 }

@@ -299,9 +299,20 @@ pub struct Staged {
 
 /// Create the temp file with its final owner and mode, then write the bytes (no fsync yet).
 pub fn stage(t: &Target, f: &FileWrite, bytes: &[u8], db: &UserDb) -> Result<Staged> {
-    let mut dirs = Dirs::default();
-    let p = prepare(t, f, db, &mut dirs)?;
-    stage_prepared(t, f, p, bytes, &mut dirs)
+    stage_in(t, f, bytes, db, &mut Dirs::default())
+}
+
+/// [`stage`] with the directories a batch has already opened: the files of one directory
+/// share its descriptor instead of each walking from the root again.
+pub fn stage_in(
+    t: &Target,
+    f: &FileWrite,
+    bytes: &[u8],
+    db: &UserDb,
+    dirs: &mut Dirs,
+) -> Result<Staged> {
+    let p = prepare(t, f, db, dirs)?;
+    stage_prepared(t, f, p, bytes, dirs)
 }
 
 /// Stage `bytes` as the prepared entry, making its missing parents first.

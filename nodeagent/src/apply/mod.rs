@@ -406,6 +406,9 @@ fn file_batch(ctx: &mut Ctx<'_>, batch: &[&Step]) -> (usize, Option<Error>) {
     };
     let mut staged = Vec::new();
     let mut failure = None;
+    // One set of directories for the batch: nothing but the batch's own writes runs in
+    // between, and they make only directories and files, never links.
+    let mut dirs = files::Dirs::default();
     for step in batch {
         let Action::WriteFile(f) = &step.action else {
             unreachable!("batchable")
@@ -415,7 +418,7 @@ fn file_batch(ctx: &mut Ctx<'_>, batch: &[&Step]) -> (usize, Option<Error>) {
             break;
         }
         tracing::info!(step = %step.id, phase = "applying", "step start");
-        match files::stage(&t, f, &f.content.0, &db) {
+        match files::stage_in(&t, f, &f.content.0, &db, &mut dirs) {
             Ok(s) => staged.push(s),
             Err(e) => {
                 failure = Some(e);

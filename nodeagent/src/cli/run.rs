@@ -65,6 +65,12 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     if stage == RunStage::Local && publish && target.is_host() {
         crate::writeguard::confine_local_stage(args.data.transport.as_deref());
     }
+    // The root and the host's `/` (transport directories) opened once for the run, not for
+    // each path (crate::confine::hold); without them each path opens its root again.
+    let mut _held = vec![crate::confine::hold(&target.root).ok()];
+    if !target.is_host() {
+        _held.push(crate::confine::hold(std::path::Path::new("/")).ok());
+    }
     let mut inputs = gather(args, &target)?;
     // The run's plans share what did not change between them (pipeline::Memo).
     let memo = pipeline::Memo::default();

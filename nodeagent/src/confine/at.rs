@@ -6,6 +6,7 @@
 use super::{MAX_HOPS, at_flags};
 use std::collections::VecDeque;
 use std::io;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 /// An open directory inside the root, reached without a link leading out of it. What is made,
@@ -48,10 +49,10 @@ impl Dir {
     /// `openat2(RESOLVE_IN_ROOT)`, or on kernels before 5.6 a walk of `openat(O_NOFOLLOW)`
     /// from the root's descriptor that reads each link itself ([`walk_at`]).
     pub fn open(root: &Path, rel: &str) -> io::Result<Dir> {
-        let top = Dir::host(root)?;
+        let top = super::root_fd(root)?;
         let fd = match openat2_dir(&top, rel) {
             Some(r) => r?,
-            None => match walk_at(&top.fd, rel)? {
+            None => match walk_at(top.as_fd(), rel)? {
                 (fd, missing) if missing.is_empty() => fd,
                 _ => return Err(io::Error::from(io::ErrorKind::NotFound)),
             },
@@ -79,8 +80,8 @@ impl Dir {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             r => return r.map(|d| (d, None)),
         }
-        let top = Dir::host(root)?;
-        let (at, missing) = walk_at(&top.fd, rel)?;
+        let top = super::root_fd(root)?;
+        let (at, missing) = walk_at(top.as_fd(), rel)?;
         let path = root.join(rel.trim_start_matches('/'));
         let Some(first) = missing.first() else {
             return Ok((Dir::at(at, path), None));
@@ -245,17 +246,21 @@ impl Dir {
         use nix::fcntl::OFlag;
         use nix::sys::stat::Mode;
         let flags = at_flags() | OFlag::O_WRONLY | OFlag::O_APPEND | OFlag::O_NONBLOCK;
-        let (fd, made) = match nix::fcntl::openat(
-            &self.fd,
-            name,
-            flags | OFlag::O_CREAT | OFlag::O_EXCL,
-            Mode::from_bits_truncate(mode & 0o777),
-        ) {
-            Ok(fd) => (fd, true),
-            Err(nix::errno::Errno::EEXIST) => (
-                nix::fcntl::openat(&self.fd, name, flags, Mode::empty())?,
-                false,
-            ),
+        // The file that is there is opened first (a log gets many lines, made once); only a
+        // missing one is made, `O_EXCL`, and one made meanwhile by another is opened.
+        let existing = || nix::fcntl::openat(&self.fd, name, flags, Mode::empty());
+        let (fd, made) = match existing() {
+            Ok(fd) => (fd, false),
+            Err(nix::errno::Errno::ENOENT) => match nix::fcntl::openat(
+                &self.fd,
+                name,
+                flags | OFlag::O_CREAT | OFlag::O_EXCL,
+                Mode::from_bits_truncate(mode & 0o777),
+            ) {
+                Ok(fd) => (fd, true),
+                Err(nix::errno::Errno::EEXIST) => (existing()?, false),
+                Err(e) => return Err(e.into()),
+            },
             Err(e) => return Err(e.into()),
         };
         let file = std::fs::File::from(fd);
@@ -318,7 +323,7 @@ pub(super) fn dir_flags() -> nix::fcntl::OFlag {
 /// `rel` opened as a directory below `root`'s descriptor by the kernel, resolved inside it;
 /// `None` where `openat2` is missing (ENOSYS). EAGAIN (a rename elsewhere raced a `..`) is
 /// retried a few times, then left to the walk.
-fn openat2_dir(root: &Dir, rel: &str) -> Option<io::Result<std::os::fd::OwnedFd>> {
+fn openat2_dir(root: &impl AsFd, rel: &str) -> Option<io::Result<std::os::fd::OwnedFd>> {
     use nix::fcntl::{OpenHow, ResolveFlag};
     let rel = match rel.trim_start_matches('/') {
         "" => ".",
@@ -328,7 +333,7 @@ fn openat2_dir(root: &Dir, rel: &str) -> Option<io::Result<std::os::fd::OwnedFd>
         let how = OpenHow::new()
             .flags(dir_flags())
             .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-        match nix::fcntl::openat2(&root.fd, rel, how) {
+        match nix::fcntl::openat2(root, rel, how) {
             Err(nix::errno::Errno::ENOSYS) => return None,
             Err(nix::errno::Errno::EAGAIN) => continue,
             r => return Some(r.map_err(io::Error::from)),
@@ -344,12 +349,12 @@ fn openat2_dir(root: &Dir, rel: &str) -> Option<io::Result<std::os::fd::OwnedFd>
 /// root whatever is swapped meanwhile. Returns the deepest directory reached, opened
 /// read-only, and the components left when one was missing (none: `rel` is that directory).
 fn walk_at(
-    root: &std::os::fd::OwnedFd,
+    root: std::os::fd::BorrowedFd<'_>,
     rel: &str,
 ) -> io::Result<(std::os::fd::OwnedFd, Vec<String>)> {
     use nix::fcntl::OFlag;
     let none = nix::sys::stat::Mode::empty();
-    let mut stack = vec![root.try_clone()?];
+    let mut stack = vec![root.try_clone_to_owned()?];
     let mut todo: VecDeque<String> = rel.split('/').map(str::to_string).collect();
     let mut hops = 0;
     while let Some(c) = todo.pop_front() {
@@ -492,7 +497,7 @@ mod tests {
                 id(&r.join("real/x")),
                 "{rel}"
             );
-            let (fd, missing) = walk_at(&Dir::host(r).unwrap().fd, rel).unwrap();
+            let (fd, missing) = walk_at(Dir::host(r).unwrap().fd.as_fd(), rel).unwrap();
             let st = nix::sys::stat::fstat(&fd).unwrap();
             assert_eq!((st.st_dev, st.st_ino), id(&r.join("real/x")), "{rel}");
             assert!(missing.is_empty());
@@ -500,7 +505,7 @@ mod tests {
         let e = Dir::open(r, "real/file/x").unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ENOTDIR));
         assert!(Dir::open(r, "dangling").is_err());
-        let (fd, missing) = walk_at(&Dir::host(r).unwrap().fd, "dangling/more").unwrap();
+        let (fd, missing) = walk_at(Dir::host(r).unwrap().fd.as_fd(), "dangling/more").unwrap();
         let st = nix::sys::stat::fstat(&fd).unwrap();
         assert_eq!((st.st_dev, st.st_ino), id(r));
         assert_eq!(missing, ["nowhere", "deep", "more"]);
@@ -572,7 +577,7 @@ mod tests {
             let fd = if i % 2 == 0 {
                 Dir::open(&root, "a/sub").map(|d| d.fd)
             } else {
-                walk_at(&top.fd, "a/sub").and_then(|(fd, m)| {
+                walk_at(top.fd.as_fd(), "a/sub").and_then(|(fd, m)| {
                     if m.is_empty() {
                         Ok(fd)
                     } else {

@@ -87,13 +87,13 @@ fn shown(stack: &[Step], last: Option<&str>) -> String {
 }
 
 /// The walk of `rel` from the root's descriptor `top` (see the module doc).
-fn walk(top: &Dir, rel: &str) -> io::Result<Walked> {
+fn walk(top: &impl AsFd, rel: &str) -> io::Result<Walked> {
     use nix::fcntl::OFlag;
     let none = nix::sys::stat::Mode::empty();
     let mut stack = vec![Step {
-        fd: top.fd.try_clone()?,
+        fd: top.as_fd().try_clone_to_owned()?,
         name: String::new(),
-        user_writable: user_can_change(&top.fd)?,
+        user_writable: user_can_change(top)?,
     }];
     let mut todo: VecDeque<String> = rel.split('/').map(str::to_string).collect();
     let mut hops = 0;
@@ -176,7 +176,7 @@ impl Dir {
     /// below it; links followed only where root controls them (the module doc). An
     /// [`is_untrusted_link`] error names a link that was not followed.
     pub fn reach(root: &Path, rel: &str) -> io::Result<(Dir, Vec<String>)> {
-        let top = Dir::host(root)?;
+        let top = super::root_fd(root)?;
         let w = walk(&top, rel)?;
         let path = root.join(w.shown.trim_start_matches('/'));
         Ok((

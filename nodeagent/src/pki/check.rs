@@ -74,9 +74,10 @@ pub fn check_validity(place: &str, cert: &CertInfo, now: i64) -> Result<()> {
 }
 
 /// The private key in `key_pem` is the one of `spki_der` (a DER SubjectPublicKeyInfo),
-/// proved as `certs` proves it (`prove::proves`: sign a random challenge, verify it):
-/// comparing public halves trusts the key file's stored public key, so a damaged private
-/// scalar passed and kubeadm failed after the files were written.
+/// proved as `certs` proves it (`prove::proves`: its public half is the certificate's and its
+/// private parts are consistent with it): comparing public halves alone trusted the key
+/// file's stored public key, so a damaged private scalar passed and kubeadm failed after the
+/// files were written.
 pub fn check_key_matches(
     key_path: &str,
     key_pem: &[u8],
