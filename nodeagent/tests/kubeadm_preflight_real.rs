@@ -454,3 +454,36 @@ fn the_main_unit_takes_the_local_units_verdict() {
     assert_eq!(kept.lines().count(), 1, "{kept}");
     assert_eq!(e2e.node.cmds(), ["init:0"]);
 }
+
+/// `kubeadm.preflight_validate: false` in the image config: pre-flight does not ask kubeadm
+/// (the refusing fake is never called with `config validate`), the plan is written and the
+/// kubeadm step runs kubeadm init, which this fake accepts.
+#[test]
+fn the_image_config_turns_real_kubeadm_in_preflight_off() {
+    if !prereq::corpus_present() {
+        return;
+    }
+    let (files, runcmd) = corpus_parts(CORPUS_INIT);
+    let line = runcmd.iter().find(|l| l.contains("kubeadm init")).unwrap();
+    let e2e = E2e::new(
+        &userdata(&files, line),
+        &image_config("  preflight_validate: false\n"),
+        &[("PATH", "/usr/local/bin:/usr/bin:/bin")],
+    );
+    let root = e2e.node.root().to_path_buf();
+    let local_bin = root.join("usr/local/bin");
+    std::fs::create_dir_all(&local_bin).unwrap();
+    fake_kubeadm(
+        &local_bin,
+        "echo \"$@\" >> /kubeadm-calls\n[ \"$1\" = config ] || exit 0\necho 'error: refused' >&2\nexit 1",
+    );
+    let Some((code, stderr)) = e2e.run() else {
+        return;
+    };
+    assert_eq!(code, 0, "{stderr}");
+    let calls = std::fs::read_to_string(root.join("kubeadm-calls")).unwrap();
+    assert!(!calls.contains("config validate"), "{calls}");
+    assert!(calls.contains("init --config"), "{calls}");
+    assert!(root.join("run/kubeadm/kubeadm.yaml").exists());
+    assert!(!root.join("run/nodeagent/kubeadm-accepted").exists());
+}
