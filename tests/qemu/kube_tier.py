@@ -622,6 +622,8 @@ def report(boots, variants, rounds, loads):
         ("joined → kubelet registered", "kubeadm joined", "kubelet registered"),
         ("floor unit start → kubeadm's first line", "floor start", "kubeadm first line"),
         ("boot → network-online", None, "network-online"),
+        ("boot → kubeadm's first line", None, "kubeadm first line"),
+        ("boot → kubeadm joined", None, "kubeadm joined"),
     ]
     print("\nFrom the guests' journals (seconds, guest clock), median (min–max):\n")
     print("| span | " + " | ".join(v[0] for v in variants) + " |")
