@@ -403,23 +403,32 @@ def nocloud_seed(fw, name):
 
 
 class NodeWatch:
-    """`kubectl get nodes --watch`: the host's monotonic time each Node name was first seen."""
+    """`kubectl get nodes --watch`: the host's monotonic time each Node name was first seen.
+    The API server ends a watch after 30-60 min (--min-request-timeout): a new one is started
+    then (it lists the Nodes again, which are already seen)."""
 
     def __init__(self, cp):
         import threading
 
         self.seen = {}
-        self.proc = subprocess.Popen([cp.bin("kubectl"), "--kubeconfig", cp.kubeconfig(), "get", "nodes", "--watch",
-                                      "-o", "name"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.cmd = [cp.bin("kubectl"), "--kubeconfig", cp.kubeconfig(), "get", "nodes", "--watch", "-o", "name"]
+        self.stopped = False
+        self.proc = None
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
-        for line in self.proc.stdout:
-            self.seen.setdefault(line.strip().removeprefix("node/"), time.monotonic())
+        while not self.stopped:
+            self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            for line in self.proc.stdout:
+                self.seen.setdefault(line.strip().removeprefix("node/"), time.monotonic())
+            self.proc.wait()
+            time.sleep(0.5)
 
     def stop(self):
-        self.proc.kill()
-        self.proc.wait()
+        self.stopped = True
+        if self.proc:
+            self.proc.kill()
+            self.proc.wait()
 
 
 # The time-to-Node benchmark's images: (variant, label, staged tree, extra files on its disk).
@@ -524,7 +533,7 @@ def bench(workdir, rounds=5, only=()):
     rotates every round), one control plane for all boots, a fresh disk for every boot,
     nodeagent's image from the release .deb (what ships). Each guest's journal is kept and
     split (breakdown)."""
-    os.environ["QEMU_RELEASE"] = "1"
+    os.environ.setdefault("QEMU_RELEASE", "1")  # the host's nodeagent only mints: QEMU_RELEASE=0 with NODEAGENT_DEB
     deb = release_deb()
     variants = [v for v in BENCH_VARIANTS if v[0] in (only or [v[0] for v in BENCH_VARIANTS])]
     s = sc.Session(workdir)
@@ -646,14 +655,18 @@ SCENARIOS = [
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["bench-report"]:
-        # bench-report DIR: the tables again from a run's boots.json and the guests' reports
-        # (also for a run stopped early).
-        d = sys.argv[2]
-        boots = json.load(open(os.path.join(d, "boots.json")))
-        for b in boots:
-            vm = q.VM(b["name"], d, None, None, None)
-            vm.report = bytearray(open(os.path.join(vm.dir, "report.tar"), "rb").read())
-            b["breakdown"] = breakdown(vm.report_tar())
+        # bench-report DIR ...: the tables again from the runs' boots.json and the guests'
+        # reports (also for a run stopped early); the rounds of several runs follow each other.
+        boots = []
+        for d in sys.argv[2:]:
+            offset = max((b["round"] for b in boots), default=0)
+            for b in json.load(open(os.path.join(d, "boots.json"))):
+                vm = q.VM(b["name"], d, None, None, None)
+                if os.path.exists(os.path.join(vm.dir, "report.tar")):  # none from a guest killed early
+                    vm.report = bytearray(open(os.path.join(vm.dir, "report.tar"), "rb").read())
+                    b["breakdown"] = breakdown(vm.report_tar())
+                b["round"] += offset
+                boots.append(b)
         seen = {b["variant"] for b in boots}
         loads = [x for b in boots for x in b["load"]]
         report(boots, [v for v in BENCH_VARIANTS if v[0] in seen], max(b["round"] for b in boots), loads)
