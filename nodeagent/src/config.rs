@@ -68,6 +68,10 @@ pub struct KubeadmSettings {
     /// First retry delay; doubled each attempt, with jitter, seconds.
     pub backoff_initial_secs: f64,
     pub backoff_max_secs: f64,
+    /// Ask the node's own kubeadm (`kubeadm config validate`) about the kubeadm config in
+    /// pre-flight, before the first write (kubeadm::validate). Off: only nodeagent's reader
+    /// judges it before the writes, and a config kubeadm refuses fails at `kubeadm init|join`.
+    pub preflight_validate: bool,
 }
 
 impl Default for ImageConfig {
@@ -99,6 +103,7 @@ impl Default for KubeadmSettings {
             join_deadline_secs: 1800,
             backoff_initial_secs: 1.0,
             backoff_max_secs: 30.0,
+            preflight_validate: true,
         }
     }
 }

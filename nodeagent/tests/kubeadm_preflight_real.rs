@@ -454,3 +454,154 @@ fn the_main_unit_takes_the_local_units_verdict() {
     assert_eq!(kept.lines().count(), 1, "{kept}");
     assert_eq!(e2e.node.cmds(), ["init:0"]);
 }
+
+/// `kubeadm.preflight_validate: false` in the image config: pre-flight does not ask kubeadm
+/// (the refusing fake is never called with `config validate`), the plan is written and the
+/// kubeadm step runs kubeadm init, which this fake accepts.
+#[test]
+fn the_image_config_turns_real_kubeadm_in_preflight_off() {
+    if !prereq::corpus_present() {
+        return;
+    }
+    let (files, runcmd) = corpus_parts(CORPUS_INIT);
+    let line = runcmd.iter().find(|l| l.contains("kubeadm init")).unwrap();
+    let e2e = E2e::new(
+        &userdata(&files, line),
+        &image_config("  preflight_validate: false\n"),
+        &[("PATH", "/usr/local/bin:/usr/bin:/bin")],
+    );
+    let root = e2e.node.root().to_path_buf();
+    let local_bin = root.join("usr/local/bin");
+    std::fs::create_dir_all(&local_bin).unwrap();
+    fake_kubeadm(
+        &local_bin,
+        "echo \"$@\" >> /kubeadm-calls\n[ \"$1\" = config ] || exit 0\necho 'error: refused' >&2\nexit 1",
+    );
+    let Some((code, stderr)) = e2e.run() else {
+        return;
+    };
+    assert_eq!(code, 0, "{stderr}");
+    let calls = std::fs::read_to_string(root.join("kubeadm-calls")).unwrap();
+    assert!(!calls.contains("config validate"), "{calls}");
+    assert!(calls.contains("init --config"), "{calls}");
+    assert!(root.join("run/kubeadm/kubeadm.yaml").exists());
+    assert!(!root.join("run/nodeagent/kubeadm-accepted").exists());
+}
+
+/// A worker's join config is not judged in pre-flight (`kubeadm join` validates it first
+/// thing, before it changes the node); a control-plane join's still is.
+#[test]
+fn a_workers_join_config_is_left_to_kubeadm_join() {
+    let t = tempfile::tempdir().unwrap();
+    fake_kubeadm(
+        t.path(),
+        &format!(
+            "echo \"$@\" >> {}/calls\ncat >/dev/null",
+            t.path().display()
+        ),
+    );
+    let path = path_of(t.path());
+    let worker = worker_join_config("10.0.0.10:6443", &[]);
+    let plan = plan_of(
+        &[(JOIN_PATH.to_string(), worker.clone().into_bytes())],
+        JOIN_LINE,
+    );
+    assert_eq!(
+        validate::check(
+            &plan,
+            Path::new("/"),
+            true,
+            Some(&path),
+            false,
+            &nothing_finished
+        )
+        .unwrap(),
+        Checked::Accepted(0)
+    );
+    assert!(!t.path().join("calls").exists(), "kubeadm was asked");
+    let control_plane = format!(
+        "{worker}controlPlane:\n  localAPIEndpoint:\n    advertiseAddress: 10.0.0.11\n    bindPort: 6443\n"
+    );
+    let plan = plan_of(
+        &[(JOIN_PATH.to_string(), control_plane.into_bytes())],
+        JOIN_LINE,
+    );
+    assert_eq!(
+        validate::check(
+            &plan,
+            Path::new("/"),
+            true,
+            Some(&path),
+            false,
+            &nothing_finished
+        )
+        .unwrap(),
+        Checked::Accepted(1)
+    );
+    let calls = std::fs::read_to_string(t.path().join("calls")).unwrap();
+    assert_eq!(calls, "config validate --config /proc/self/fd/0\n");
+}
+
+/// A worker whose join config the node's kubeadm refuses: pre-flight did not ask, so the plan
+/// is written and `kubeadm join` runs once; its failure is then put to `config validate`,
+/// which refuses, and the step stops at once, the refusal named, with no reset and no retry.
+#[test]
+fn a_refused_workers_join_stops_after_its_first_attempt() {
+    let port = free_port();
+    listen_now(port);
+    let cfg = worker_join_config(&format!("127.0.0.1:{port}"), &[]);
+    let e2e = E2e::new(
+        &userdata(&[(JOIN_PATH.to_string(), cfg.into_bytes())], JOIN_LINE),
+        &image_config(""),
+        &[("PATH", "/usr/local/bin:/usr/bin:/bin")],
+    );
+    let root = e2e.node.root().to_path_buf();
+    let local_bin = root.join("usr/local/bin");
+    std::fs::create_dir_all(&local_bin).unwrap();
+    fake_kubeadm(
+        &local_bin,
+        "echo \"$1 $2\" >> /kubeadm-calls\necho 'error: no kind \"JoinConfiguration\" is registered for version \"kubeadm.k8s.io/v1beta4\"' >&2\nexit 1",
+    );
+    let Some((code, stderr)) = e2e.run() else {
+        return;
+    };
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("real kubeadm refused it"), "{stderr}");
+    assert!(stderr.contains("is registered for version"), "{stderr}");
+    let calls = std::fs::read_to_string(root.join("kubeadm-calls")).unwrap();
+    assert_eq!(calls, "join --config\nconfig validate\n");
+    assert!(root.join("run/kubeadm/kubeadm-join-config.yaml").exists());
+    assert!(
+        !root
+            .join("run/cluster-api/bootstrap-success.complete")
+            .exists()
+    );
+}
+
+/// The same worker with a kubeadm that accepts: `config validate` is never run, on the way
+/// to a joined node.
+#[test]
+fn an_accepted_workers_join_never_runs_config_validate() {
+    let port = free_port();
+    listen_now(port);
+    let cfg = worker_join_config(&format!("127.0.0.1:{port}"), &[]);
+    let e2e = E2e::new(
+        &userdata(&[(JOIN_PATH.to_string(), cfg.into_bytes())], JOIN_LINE),
+        &image_config(""),
+        &[("PATH", "/usr/local/bin:/usr/bin:/bin")],
+    );
+    let root = e2e.node.root().to_path_buf();
+    let local_bin = root.join("usr/local/bin");
+    std::fs::create_dir_all(&local_bin).unwrap();
+    fake_kubeadm(&local_bin, "echo \"$1 $2\" >> /kubeadm-calls");
+    let Some((code, stderr)) = e2e.run() else {
+        return;
+    };
+    assert_eq!(code, 0, "{stderr}");
+    let calls = std::fs::read_to_string(root.join("kubeadm-calls")).unwrap();
+    assert_eq!(calls, "join --config\n");
+    assert!(
+        root.join("run/cluster-api/bootstrap-success.complete")
+            .exists()
+    );
+}

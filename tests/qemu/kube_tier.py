@@ -5,13 +5,16 @@ host's 127.0.0.1. The guest reaches it at 10.0.2.100:6443 through an explicit `g
 on a `-netdev user,restrict=on` NIC: each guest connection starts `socat` to
 127.0.0.1:PORT, so no guest packet can reach another address.
 
-Also the time-to-Node benchmark (`python3 tests/qemu/kube_tier.py bench [--rounds N]`):
-power-on to the Node object in the API server, nodeagent against the same image with
-Debian's cloud-init (NoCloud seed of the same bundle), interleaved.
+Also the time-to-Node benchmark (`python3 tests/qemu/kube_tier.py bench [--rounds N] [VARIANT ...]`):
+power-on to the Node object in the API server for the floor (the same image with no bootstrap
+agent: the join config written into it, one oneshot unit running `kubeadm join`), nodeagent,
+nodeagent without real kubeadm in pre-flight, and Debian's cloud-init (NoCloud seed of the same
+bundle), interleaved, with the guests' journals split into where the time went.
 """
 
 import base64
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -76,6 +79,58 @@ CONTAINERD_CONFIG = """version = 2
 """
 
 
+# The time-to-Node floor: what a node image does with no bootstrap agent at all. Its join
+# config (the bundle's, rendered), hostname and network file are written into the disk
+# (floor_files); this unit runs `kubeadm join` once the network is up and writes the sentinel
+# as CABPK's runcmd line does. No CA certificate or kubelet kubeconfig is written: a
+# bootstrap-token join fetches the CA (pinned by caCertHashes) and writes the kubelet's
+# bootstrap kubeconfig itself, and its pre-flight refuses an existing /etc/kubernetes/pki/ca.crt.
+FLOOR_CONFIG = "/etc/kubeadm-floor/kubeadm-join-config.yaml"
+FLOOR_UNIT = f"""[Unit]
+Description=time-to-Node floor: kubeadm join with a config written into the image
+Wants=network-online.target containerd.service
+After=network-online.target containerd.service
+ConditionPathExists=!/run/cluster-api/bootstrap-success.complete
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStartPre=-/lib/systemd/systemd-networkd-wait-online --ipv4 --timeout=300
+ExecStart=/bin/sh -c 'kubeadm join --config {FLOOR_CONFIG} && mkdir -p /run/cluster-api && echo success > /run/cluster-api/bootstrap-success.complete'
+StandardOutput=journal+console
+StandardError=journal+console
+
+[Install]
+WantedBy=multi-user.target
+"""
+FLOOR_NETWORK = """[Match]
+MACAddress={mac}
+
+[Network]
+DHCP=ipv4
+LinkLocalAddressing=no
+IPv6AcceptRA=no
+"""
+JOIN_RUNCMD = "kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml  && echo success > /run/cluster-api/bootstrap-success.complete"
+
+
+def floor_files(fw, name, mac):
+    """The floor's per-node files from the same minted worker bundle: the kubeadm join config
+    of its write_files with `{{ local_hostname }}` rendered, the hostname, a DHCP network file
+    for its MAC (the metadata's netplan). Refuses a bundle that is not that plain join."""
+    import yaml  # the benchmark only (PyYAML); the tests need only the standard library
+
+    data = yaml.safe_load(_decoded(fw, "guestinfo.userdata"))
+    if data.get("runcmd") != [JOIN_RUNCMD]:
+        raise RuntimeError(f"the floor runs only CABPK's plain join; runcmd is {data.get('runcmd')}")
+    config = next(f["content"] for f in data["write_files"] if f["path"] == "/run/kubeadm/kubeadm-join-config.yaml")
+    config = config.replace("{{ local_hostname }}", name)
+    if "{{" in config or "{%" in config:
+        raise RuntimeError(f"the floor renders only {{{{ local_hostname }}}}: {config}")
+    return {FLOOR_CONFIG: config, "/etc/hostname": name + "\n",
+            "/etc/systemd/network/10-floor.network": FLOOR_NETWORK.replace("{mac}", mac)}
+
+
 def pause_image(bindir):
     """The pause image kubeadm names for its version (`kubeadm config images list`)."""
     kubeadm = os.path.join(bindir, "kubeadm")
@@ -131,9 +186,13 @@ class KubeSession:
         if key not in self.trees:
             t = time.monotonic()
             base = "kube-cloudinit" if variant == "cloudinit" else "kube"
-            root = st.stage(f"kube-{variant}", variant, kernel, nodeagent=nodeagent, seed=seed,
-                            workdir=self.s.workdir, base=base)
+            # The floor: the kube image with no bootstrap agent installed, plus its join unit.
+            root = st.stage(f"kube-{variant}", "none" if variant == "floor" else variant, kernel,
+                            nodeagent=nodeagent, seed=seed, workdir=self.s.workdir, base=base)
             add_kubernetes(root, kernel, self.bindir)
+            if variant == "floor":
+                st._write(root, "/etc/systemd/system/floor-join.service", FLOOR_UNIT)
+                st._enable(root, "floor-join.service")
             self.trees[key] = root
             self.s.scratch.append(root)
             q.log(f"kube image ({variant}) staged in {time.monotonic() - t:.1f}s")
@@ -318,102 +377,274 @@ def sc_kube_join_late_cp(s):
     return c.failures
 
 
+def _decoded(fw, key):
+    """A guestinfo value of the bundle's fw_cfg entries, decoded by its .encoding."""
+    raw = fw[key]
+    enc = fw.get(key + ".encoding", b"").decode().strip()
+    if enc in ("base64", "b64"):
+        raw = base64.b64decode(raw)
+    elif enc in ("gzip+base64", "gz+b64"):
+        import gzip
+
+        raw = gzip.decompress(base64.b64decode(raw))
+    return raw.decode()
+
+
 def nocloud_seed(fw, name):
     """The same bootstrap data as a NoCloud seed for cloud-init: the bundle's userdata as it
     is, its metadata's instance-id and hostname as meta-data, its netplan as network-config."""
     import yaml  # the benchmark only (PyYAML); the tests need only the standard library
 
-    def decoded(key):
-        raw = fw[key]
-        enc = fw.get(key + ".encoding", b"").decode().strip()
-        if enc in ("base64", "b64"):
-            raw = base64.b64decode(raw)
-        elif enc in ("gzip+base64", "gz+b64"):
-            import gzip
-
-            raw = gzip.decompress(base64.b64decode(raw))
-        return raw.decode()
-
-    meta = yaml.safe_load(decoded("guestinfo.metadata"))
+    meta = yaml.safe_load(_decoded(fw, "guestinfo.metadata"))
     seed = "/var/lib/cloud/seed/nocloud/"
     return {seed + "meta-data": f'instance-id: "{meta["instance-id"]}"\nlocal-hostname: "{name}"\n',
-            seed + "user-data": decoded("guestinfo.userdata"),
+            seed + "user-data": _decoded(fw, "guestinfo.userdata"),
             seed + "network-config": yaml.safe_dump(meta["network"])}
 
 
 class NodeWatch:
-    """`kubectl get nodes --watch`: the host's monotonic time each Node name was first seen."""
+    """`kubectl get nodes --watch`: the host's monotonic time each Node name was first seen.
+    The API server ends a watch after 30-60 min (--min-request-timeout): a new one is started
+    then (it lists the Nodes again, which are already seen)."""
 
     def __init__(self, cp):
         import threading
 
         self.seen = {}
-        self.proc = subprocess.Popen([cp.bin("kubectl"), "--kubeconfig", cp.kubeconfig(), "get", "nodes", "--watch",
-                                      "-o", "name"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.cmd = [cp.bin("kubectl"), "--kubeconfig", cp.kubeconfig(), "get", "nodes", "--watch", "-o", "name"]
+        self.stopped = False
+        self.proc = None
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
-        for line in self.proc.stdout:
-            self.seen.setdefault(line.strip().removeprefix("node/"), time.monotonic())
+        while not self.stopped:
+            self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            for line in self.proc.stdout:
+                self.seen.setdefault(line.strip().removeprefix("node/"), time.monotonic())
+            self.proc.wait()
+            time.sleep(0.5)
 
     def stop(self):
-        self.proc.kill()
-        self.proc.wait()
+        self.stopped = True
+        if self.proc:
+            self.proc.kill()
+            self.proc.wait()
 
 
-def bench(workdir, rounds=5):
-    """Power-on to Node registered: the nodeagent image against the same image with Debian's
-    cloud-init (NoCloud seed of the same bundle, same kubeadm, kubelet and containerd),
-    interleaved (the order alternates every round), one control plane for all boots, a fresh
-    disk for every boot, nodeagent built with the release profile (what ships)."""
-    os.environ["QEMU_RELEASE"] = "1"
+# The time-to-Node benchmark's images: (variant, label, staged tree, extra files on its disk).
+BENCH_VARIANTS = [
+    ("floor", "(a) floor: no agent, join config in the image, a oneshot `kubeadm join` unit", "floor", None),
+    ("nodeagent", "(b) nodeagent (release .deb)", "nodeagent", None),
+    ("nodeagent-nopf", "(b') nodeagent, `kubeadm.preflight_validate: false`", "nodeagent",
+     {"/etc/nodeagent/config.yaml": "kubeadm:\n  preflight_validate: false\n"}),
+    ("cloudinit", "(c) Debian cloud-init 22.4 (NoCloud seed)", "cloudinit", None),
+]
+# Seconds the guest's report waits after the sentinel, so that it does not compete with the
+# kubelet's TLS bootstrap and registration, which the benchmark times.
+REPORT_AFTER = 30
+
+
+def release_deb():
+    """The package that ships: packaging/build-deb's (release profile), unless NODEAGENT_DEB names one."""
+    if not os.environ.get("NODEAGENT_DEB"):
+        out = subprocess.run([os.path.join(q.REPO, "packaging", "build-deb")], cwd=q.REPO, check=True,
+                             stdout=subprocess.PIPE, text=True).stdout
+        os.environ["NODEAGENT_DEB"] = out.strip().splitlines()[-1]
+    return os.environ["NODEAGENT_DEB"]
+
+
+def _journal(text):
+    """`journalctl -o short-monotonic` lines as (seconds since boot, identifier, message)."""
+    out = []
+    for line in text.splitlines():
+        m = re.match(r"^\[\s*([0-9.]+)\] \S+ ([^:\[]+)(?:\[\d+\])?: (.*)$", line)
+        if m:
+            out.append((float(m.group(1)), m.group(2), m.group(3)))
+    return out
+
+
+def _first(lines, ident, pattern, after=0.0):
+    rx = re.compile(pattern)
+    return next((t for t, i, msg in lines if t >= after and (ident is None or i == ident) and rx.search(msg)), None)
+
+
+def breakdown(files):
+    """Where a boot's time went, from its journal (seconds since the guest's boot): the marks
+    every variant has, and for nodeagent its two units split at its own log lines (the read
+    is the transport line, the writes begin at the first `step start`, the kubeadm step's
+    `step start` is followed by the endpoint wait and kubeadm's first output line)."""
+    j = _journal((sc.report_file(files, "/run/test/journal.txt") or b"").decode(errors="replace"))
+    if not j:
+        return {}
+    b = {}
+    b["network-online"] = _first(j, "systemd", r"Reached target network-online\.target")
+    b["containerd"] = _first(j, "systemd", r"Started containerd\.service")
+    b["kubeadm first line"] = _first(j, None, r"\[preflight\] Running pre-flight checks")
+    b["kubeadm joined"] = _first(j, None, r"This node has joined the cluster")
+    b["kubelet registered"] = _first(j, None, r"Successfully registered node")
+    na = []  # nodeagent's records: (seconds since boot, message, step, module)
+    for line in (sc.report_file(files, "/run/test/journal-nodeagent.json") or b"").decode(errors="replace").splitlines():
+        try:
+            e = json.loads(line)
+            na.append((int(e["__MONOTONIC_TIMESTAMP"]) / 1e6, str(e.get("MESSAGE", "")), str(e.get("F_STEP", "")),
+                       str(e.get("TARGET", ""))))
+        except (ValueError, KeyError):
+            continue
+    for unit, key in (("nodeagent-local.service", "local"), ("nodeagent.service", "main"),
+                      ("floor-join.service", "floor"), ("cloud-init-local.service", "cloud-init-local"),
+                      ("cloud-final.service", "cloud-final")):
+        start = _first(j, "systemd", rf"Starting {re.escape(unit)}")
+        if start is None:
+            continue
+        b[f"{key} start"] = start
+        b[f"{key} end"] = _first(j, "systemd", rf"Finished {re.escape(unit)}", start)
+        if key in ("local", "main"):
+            end = b[f"{key} end"] or float("inf")
+            mine = [x for x in na if start <= x[0] <= end]
+            first_step = next((t for t, msg, _, _ in mine if msg == "step start"), None)
+            # The transport's detection lines come first; its last line before the first
+            # step ("selected", or the main unit's "... reused") ends the read. Nothing is
+            # logged between that and the first step: the plan and pre-flight.
+            reading = [t for t, _, _, mod in mine if mod == "nodeagent::pipeline" and first_step and t < first_step]
+            if reading:
+                b[f"{key} transport"] = reading[0]
+                b[f"{key} read"] = reading[-1]
+            b[f"{key} first write"] = first_step
+            if key == "main":
+                b["kubeadm step start"] = next((t for t, msg, step, _ in mine
+                                                if msg == "step start" and step.endswith(":kubeadm")), None)
+                b["kubeadm exec"] = next((t for t, msg, _, mod in mine if mod == "kubeadm" and msg.startswith("$ kubeadm")), None)
+                b["sentinel"] = next((t for t, msg, step, _ in mine if msg == "step done" and step.endswith(":kubeadm")), None)
+    return {k: v for k, v in b.items() if v is not None}
+
+
+def _stat(xs):
+    ok = sorted(x for x in xs if x is not None)
+    if not ok:
+        return "—"
+    failed = len(xs) - len(ok)
+    return f"{st._median(ok):.1f} s ({ok[0]:.1f}–{ok[-1]:.1f}, n={len(ok)}{f', {failed} failed' if failed else ''})"
+
+
+def bench(workdir, rounds=5, only=()):
+    """Power-on to Node registered for the floor, nodeagent (with and without real kubeadm in
+    pre-flight) and Debian's cloud-init, all staged from one root (same kernel, kubeadm,
+    kubelet and containerd) and fed the same minted worker bundle, interleaved (the order
+    rotates every round), one control plane for all boots, a fresh disk for every boot,
+    nodeagent's image from the release .deb (what ships). Each guest's journal is kept and
+    split (breakdown)."""
+    os.environ.setdefault("QEMU_RELEASE", "1")  # the host's nodeagent only mints: QEMU_RELEASE=0 with NODEAGENT_DEB
+    deb = release_deb()
+    variants = [v for v in BENCH_VARIANTS if v[0] in (only or [v[0] for v in BENCH_VARIANTS])]
     s = sc.Session(workdir)
     k = kube(s)
-    k.use_artifact = False  # two images staged from one root: comparable
+    k.use_artifact = False  # images staged from one root: comparable
     _, _, nodeagent = s.fast()
     pki = sc.mint_pki(nodeagent, workdir, "demo")
-    times = {"nodeagent": [], "cloudinit": []}
+    boots = []  # one dict per boot, also written to workdir/boots.json
     loads = [os.getloadavg()[0]]
+    print(f"time to Node: {rounds} rounds of {', '.join(v[0] for v in variants)}; nodeagent package {deb}", flush=True)
     with k.control_plane("cp-bench", pki) as cp:
         token = mint_token(s, cp)
         watch = NodeWatch(cp)
         try:
             for r in range(rounds):
-                order = ["nodeagent", "cloudinit"] if r % 2 == 0 else ["cloudinit", "nodeagent"]
-                for variant in order:
-                    name, mac = f"ttn-{variant[:2]}-{r + 1}", f"52:54:00:00:30:{r * 2 + (variant == 'cloudinit') + 1:02x}"
+                for i, (variant, _, tree, extra) in enumerate(variants[r % len(variants):] + variants[:r % len(variants)]):
+                    n = r * len(variants) + [v[0] for v in variants].index(variant) + 1
+                    name, mac = f"ttn-{variant}-{r + 1}", f"52:54:00:00:31:{n:02x}"
                     fw = worker_bundle(s, workdir, name, mac, pki, token)
-                    files = nocloud_seed(fw, name) if variant == "cloudinit" else None
-                    test = {"test.hold": "1", "test.timeout": "900", "test.wait": variant}
-                    vm = k.vm(name, k.disk(name, variant, files), dict({} if files else fw, **test), cp.api_port, mac)
+                    if variant == "cloudinit":
+                        files, fwcfg = nocloud_seed(fw, name), {}
+                    elif variant == "floor":
+                        files, fwcfg = floor_files(fw, name, mac), {}
+                    else:
+                        files, fwcfg = extra, fw
+                    test = {"test.hold": "1", "test.timeout": "900", "test.wait": "sentinel",
+                            "test.report-after": str(REPORT_AFTER)}
+                    disk = k.disk(name, tree, files)
+                    vm = k.vm(name, disk, dict(fwcfg, **test), cp.api_port, mac)
+                    load0 = os.getloadavg()[0]
                     vm.start()
                     deadline = time.monotonic() + 900
                     while name not in watch.seen and time.monotonic() < deadline and vm.proc.poll() is None:
                         time.sleep(0.5)
                     ttn = watch.seen[name] - vm.t0 if name in watch.seen else None
-                    times[variant].append(ttn)
+                    # The report comes REPORT_AFTER s after the sentinel; wait until it has stopped growing.
+                    deadline, size, still = time.monotonic() + REPORT_AFTER + 150, -1, 0
+                    while ttn and time.monotonic() < deadline and still < 6 and vm.proc.poll() is None:
+                        time.sleep(0.5)
+                        still = still + 1 if len(vm.report) == size and size > 0 else 0
+                        size = len(vm.report)
                     vm.kill()
+                    # A gigabyte or more each: gone after its boot, not at the end of the run.
+                    os.unlink(disk)
+                    s.scratch.remove(disk)
+                    files_in = vm.report_tar()
+                    b = breakdown(files_in)
+                    boots.append({"round": r + 1, "variant": variant, "name": name, "ttn": ttn,
+                                  "load": [load0, os.getloadavg()[0]], "breakdown": b,
+                                  "status": [(round(t, 2), o.get("phase"), o.get("step") or o.get("detail"))
+                                             for t, o in vm.status]})
+                    with open(os.path.join(workdir, "boots.json"), "w") as f:
+                        json.dump(boots, f, indent=1)
                     s.record(vm, f"Node after {ttn:.1f}s" if ttn else "no Node")
                     loads.append(os.getloadavg()[0])
                     print(f"round {r + 1} {variant}: power-on to Node {ttn if ttn is None else round(ttn, 1)} s, "
-                          f"load {loads[-1]:.1f}", flush=True)
+                          f"load {load0:.1f}–{loads[-1]:.1f}; guest: " +
+                          ", ".join(f"{k} {v:.1f}" for k, v in sorted(b.items(), key=lambda kv: kv[1])), flush=True)
         finally:
             watch.stop()
     s.cleanup()
+    report(boots, variants, rounds, loads)
+    return boots
 
-    def stat(xs):
-        ok = sorted(x for x in xs if x is not None)
-        if not ok:
-            return "—"
-        return f"{st._median(ok):.1f} s ({ok[0]:.1f}–{ok[-1]:.1f}, n={len(ok)}{', ' + str(len(xs) - len(ok)) + ' failed' if len(ok) < len(xs) else ''})"
 
-    print(f"## Time to Node: {rounds} interleaved boots per image, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+def report(boots, variants, rounds, loads):
+    """The benchmark's tables: time to Node per image, each one's difference to the floor in
+    the same round, and nodeagent's spans from its guests' journals."""
+    by = {v[0]: [b for b in boots if b["variant"] == v[0]] for v in variants}
+    print(f"\n## Time to Node: {rounds} interleaved rounds, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(f"host load average (1 min) during the run: {min(loads):.1f}–{max(loads):.1f}\n")
-    print("| image | power-on → Node registered, median (min–max) |")
-    print("|---|---|")
-    print(f"| nodeagent | {stat(times['nodeagent'])} |")
-    print(f"| Debian cloud-init 22.4 | {stat(times['cloudinit'])} |")
-    return times
+    print("| image | power-on → Node registered, median (min–max) | − the floor of the same round, median (min–max) |")
+    print("|---|---|---|")
+    floor = {b["round"]: b["ttn"] for b in by.get("floor", [])}
+    for variant, label, _, _ in variants:
+        diffs = [b["ttn"] - floor[b["round"]] for b in by[variant]
+                 if variant != "floor" and b["ttn"] is not None and floor.get(b["round"]) is not None]
+        print(f"| {label} | {_stat([b['ttn'] for b in by[variant]])} | {_stat(diffs) if diffs else '—'} |")
+    spans = [
+        ("boot → local unit start", None, "local start"),
+        ("local unit: start → transport chosen", "local start", "local transport"),
+        ("local unit: transport chosen → read", "local transport", "local read"),
+        ("local unit: read → first write (plan, pre-flight)", "local read", "local first write"),
+        ("local unit: first write → end", "local first write", "local end"),
+        ("local unit end → main unit start (network-online)", "local end", "main start"),
+        ("main unit: start → transport chosen", "main start", "main transport"),
+        ("main unit: transport chosen → read", "main transport", "main read"),
+        ("main unit: read → first write (plan, pre-flight)", "main read", "main first write"),
+        ("main unit: first write → kubeadm step", "main first write", "kubeadm step start"),
+        ("kubeadm step → kubeadm started (endpoint wait)", "kubeadm step start", "kubeadm exec"),
+        ("kubeadm started → its first line", "kubeadm exec", "kubeadm first line"),
+        ("kubeadm: first line → joined", "kubeadm first line", "kubeadm joined"),
+        ("joined → sentinel", "kubeadm joined", "sentinel"),
+        ("main unit: whole", "main start", "main end"),
+        ("joined → kubelet registered", "kubeadm joined", "kubelet registered"),
+        ("floor unit start → kubeadm's first line", "floor start", "kubeadm first line"),
+        ("boot → network-online", None, "network-online"),
+        ("boot → kubeadm's first line", None, "kubeadm first line"),
+        ("boot → kubeadm joined", None, "kubeadm joined"),
+    ]
+    print("\nFrom the guests' journals (seconds, guest clock), median (min–max):\n")
+    print("| span | " + " | ".join(v[0] for v in variants) + " |")
+    print("|---|" + "---|" * len(variants))
+    for label, a, z in spans:
+        cells = []
+        for v in variants:
+            xs = [b["breakdown"][z] - (b["breakdown"][a] if a else 0.0) for b in by[v[0]]
+                  if z in b["breakdown"] and (a is None or a in b["breakdown"])]
+            cells.append(_stat(xs) if xs else "—")
+        if any(c != "—" for c in cells):
+            print(f"| {label} | " + " | ".join(cells) + " |")
 
 
 SCENARIOS = [
@@ -423,9 +654,31 @@ SCENARIOS = [
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["bench"]:
-        # bench [--rounds N]
-        n = int(sys.argv[3]) if sys.argv[2:3] == ["--rounds"] else 5
-        bench(os.path.join(q.REPO, "target", "qemu-runs", "time-to-node-" + time.strftime("%Y%m%d-%H%M%S")), n)
+    if sys.argv[1:2] == ["bench-report"]:
+        # bench-report DIR ...: the tables again from the runs' boots.json and the guests'
+        # reports (also for a run stopped early); the rounds of several runs follow each other.
+        boots = []
+        for d in sys.argv[2:]:
+            offset = max((b["round"] for b in boots), default=0)
+            for b in json.load(open(os.path.join(d, "boots.json"))):
+                vm = q.VM(b["name"], d, None, None, None)
+                if os.path.exists(os.path.join(vm.dir, "report.tar")):  # none from a guest killed early
+                    vm.report = bytearray(open(os.path.join(vm.dir, "report.tar"), "rb").read())
+                    b["breakdown"] = breakdown(vm.report_tar())
+                b["round"] += offset
+                boots.append(b)
+        seen = {b["variant"] for b in boots}
+        loads = [x for b in boots for x in b["load"]]
+        report(boots, [v for v in BENCH_VARIANTS if v[0] in seen], max(b["round"] for b in boots), loads)
+    elif sys.argv[1:2] == ["bench"]:
+        # bench [--rounds N] [floor|nodeagent|nodeagent-nopf|cloudinit ...]
+        args = sys.argv[2:]
+        n = 5
+        if args[:1] == ["--rounds"]:
+            n, args = int(args[1]), args[2:]
+        unknown = set(args) - {v[0] for v in BENCH_VARIANTS}
+        if unknown:
+            raise SystemExit(f"bench: unknown variant(s) {sorted(unknown)}; known: {[v[0] for v in BENCH_VARIANTS]}")
+        bench(os.path.join(q.REPO, "target", "qemu-runs", "time-to-node-" + time.strftime("%Y%m%d-%H%M%S")), n, args)
     else:
         sys.exit(sc.main(["--tier", "kube", *sys.argv[1:]]))

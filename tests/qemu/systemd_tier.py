@@ -58,7 +58,7 @@ echo "$1 $(cut -d' ' -f1 /proc/uptime)" > /dev/virtio-ports/org.nodeagent.mark
 """
 
 REPORT_SH = """#!/bin/sh
-# Test plumbing: wait for the bootstrap to end (opt/test.wait: nodeagent | cloudinit | none),
+# Test plumbing: wait for the bootstrap to end (opt/test.wait: nodeagent | cloudinit | sentinel | none),
 # send the node's files as a tar stream on org.nodeagent.test, then power off.
 opt() { cat "/sys/firmware/qemu_fw_cfg/by_name/opt/test.$1/raw" 2>/dev/null; }
 mode=$(opt wait); mode=${mode:-nodeagent}
@@ -72,10 +72,14 @@ while [ "$(up)" -lt "$limit" ]; do
     cloudinit)
       [ -e /var/lib/cloud/instance/boot-finished ] && break
       case "$(systemctl show -p ActiveState --value cloud-final.service)" in active|failed) break ;; esac ;;
+    # Whoever ran kubeadm (nodeagent, cloud-init's runcmd, the time-to-Node floor's unit).
+    sentinel) [ -e /run/cluster-api/bootstrap-success.complete ] && break ;;
     *) break ;;
   esac
   sleep 0.2
 done
+# The time-to-Node benchmark: leave the kubelet alone until its Node is registered (opt/test.report-after s).
+after=$(opt report-after); [ -z "$after" ] || sleep "$after"
 # A `cloud-init status --wait` started by the test (opt/test.ci-wait) ends right after the boot.
 if [ -n "$(opt ci-wait)" ]; then
   while [ ! -e /run/test/ci/finished ] && [ "$(up)" -lt "$limit" ]; do sleep 0.2; done
@@ -87,6 +91,10 @@ hostname > /run/test/hostname.txt
 systemctl list-units --failed --no-legend --plain > /run/test/failed-units.txt 2>&1
 systemctl show -p ActiveState,Result nodeagent-local.service nodeagent.service > /run/test/agent-units.txt 2>&1
 journalctl -b -o short-monotonic --no-pager > /run/test/journal.txt 2>&1
+# nodeagent's own records with their fields (step, result, duration_ms), which the text form drops.
+journalctl -b -o json --no-pager SYSLOG_IDENTIFIER=nodeagent > /run/test/journal-nodeagent.json 2>&1
+# The guest's wall clock against its uptime: events.jsonl's `at` on the journal's time line.
+echo "$(date +%s.%N) $(cut -d' ' -f1 /proc/uptime)" > /run/test/clock.txt
 # Every process's /proc/PID/stat (the nice value is field 19), after the agent's run.
 for d in /proc/[0-9]*; do read -r s < "$d/stat" 2>/dev/null && echo "$s"; done > /run/test/proc-stat.txt
 # Boot benchmark (opt/test.analyze = 1): systemd-analyze once the boot has finished (this unit

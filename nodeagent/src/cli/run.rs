@@ -226,7 +226,8 @@ fn run_all(
 
 /// Real kubeadm's judgement of the plan's kubeadm config (`kubeadm::validate`), before
 /// anything is written: only where the kubeadm step would run (on the node, or `--exec`) and
-/// kubeadm is on the PATH. A refusal is an error; a kubeadm that gave no verdict, a warning.
+/// kubeadm is on the PATH, unless the image config turns it off (`kubeadm.preflight_validate`).
+/// A refusal is an error; a kubeadm that gave no verdict, a warning.
 fn real_kubeadm(
     plan: &crate::plan::Plan,
     inputs: &pipeline::Inputs,
@@ -234,6 +235,9 @@ fn real_kubeadm(
     target: &Target,
 ) -> Result<Option<String>> {
     use crate::kubeadm::validate::{self, Checked};
+    if !inputs.image.kubeadm.preflight_validate {
+        return Ok(None);
+    }
     let exec = args.exec || target.is_host();
     let finished = || pipeline::finished_steps(&inputs.root, &plan.instance_id);
     let path = std::env::var_os("PATH");

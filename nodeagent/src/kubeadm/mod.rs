@@ -6,7 +6,8 @@
 //! - `endpoint`: bounded TCP wait with backoff and jitter;
 //! - `reset`: what `kubeadm reset -f` deletes and what to write again before a retry;
 //! - `run`: kubeadm invocation, retries, output capture, sentinel;
-//! - `validate`: real kubeadm's `config validate` in pre-flight, when the node has kubeadm.
+//! - `validate`: real kubeadm's `config validate` in pre-flight, when the node has kubeadm
+//!   (a worker's join config: after a failed first join attempt instead).
 
 /// The documents' types, shared with the minter (`crate::kubeadm_api`).
 pub use crate::kubeadm_api as api;

@@ -189,6 +189,7 @@ pub fn execute_restoring(
                     .or_else(|| join_endpoint(root, &spec.config_path))
             },
             restore,
+            &|| super::validate::refusal(root, &spec.config_path),
         ),
     };
     if let Err(f) = done {
@@ -294,11 +295,13 @@ impl StepRun<'_, '_> {
 
     /// `kubeadm join`, up to `join_attempts` times within the join deadline: each attempt
     /// after the control-plane endpoint (from `endpoint`) answers, a `kubeadm reset -f` and
-    /// `restore` between attempts, with backoff.
+    /// `restore` between attempts, with backoff. After a failed first attempt, `refusal` asks
+    /// whether the node's kubeadm refuses the config itself: then no retry can succeed.
     fn join(
         &mut self,
         endpoint: impl FnOnce() -> Option<String>,
         restore: &dyn Fn() -> Result<()>,
+        refusal: &dyn Fn() -> Option<String>,
     ) -> std::result::Result<(), Failed> {
         let settings = self.settings;
         let start = Instant::now();
@@ -341,6 +344,15 @@ impl StepRun<'_, '_> {
                 "kubeadm join attempt {attempt} of {attempts} failed: {}",
                 out.reason
             );
+            if attempt == 1
+                && let Some(why) = refusal()
+            {
+                return Err(Failed {
+                    kind: ErrorKind::Invalid,
+                    reason: format!("kubeadm join failed: {why}"),
+                    tail: out.tail,
+                });
+            }
             last = Some(out);
             if attempt == attempts || Instant::now() >= deadline {
                 break;

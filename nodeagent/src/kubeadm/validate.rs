@@ -1,7 +1,8 @@
 //! Real kubeadm in pre-flight: when the node has `kubeadm` on its `PATH` (a Cluster API
 //! image always does), `kubeadm config validate` judges the kubeadm step's `--config` file
 //! before the first write, in addition to nodeagent's own reader (`config`). Both must accept
-//! it; a refusal says which of the two refused.
+//! it; a refusal says which of the two refused. A worker's join config is the exception: it
+//! is put to kubeadm only after a failed first `kubeadm join` attempt (`worker_join`, `refusal`).
 //!
 //! kubeadm is found and run as the kubeadm step finds and runs it: `kubeadm` on the agent's
 //! `PATH`, inside the root, and only where the step would run at all (on the node, or with
@@ -15,7 +16,7 @@
 //! already accepted the file.
 
 use crate::error::{Error, Result, Stage};
-use crate::plan::{Action, Plan};
+use crate::plan::{Action, KubeadmMode, Plan};
 use crate::process;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -143,6 +144,9 @@ pub fn check(
         let Some(bytes) = config_bytes(plan, i, root, &spec.config_path) else {
             continue; // nodeagent's pre-flight has already refused a missing config
         };
+        if spec.mode == KubeadmMode::Join && worker_join(&bytes) {
+            continue; // asked after a failed attempt instead (`refusal`)
+        }
         if local_discovery_file_unseen(&bytes, root) {
             continue;
         }
@@ -186,6 +190,40 @@ pub fn check(
         }
     }
     Ok(Checked::Accepted(ran))
+}
+
+/// A worker's join config (a JoinConfiguration without `controlPlane`) is not judged in
+/// pre-flight: `kubeadm join` validates it as its first act, before it changes the node, and
+/// what the plan writes for a worker (the config on `/run`, hostname, network) holds no
+/// cluster key. Asking in pre-flight cost every worker's boot seconds under emulation and
+/// could not change its outcome (BENCHMARKS.md, "Time to Node"); a failed join attempt asks
+/// instead (`refusal`), so a config kubeadm refuses still fails at once, named as here.
+fn worker_join(config: &[u8]) -> bool {
+    std::str::from_utf8(config)
+        .ok()
+        .and_then(|t| super::config::parse(t, "config").ok())
+        .and_then(|c| c.join)
+        .is_some_and(|j| j.spec.control_plane.is_none())
+}
+
+/// After a failed `kubeadm join`: whether the node's kubeadm (on `PATH`, inside `root`, as
+/// the step finds it) refuses the config at `config_path`, and why, so that the step stops
+/// with the refusal named instead of resetting and retrying what cannot succeed. `None` when
+/// kubeadm accepts it, is not found or gives no verdict.
+pub fn refusal(root: &Path, config_path: &str) -> Option<String> {
+    let path_var = std::env::var_os("PATH")?;
+    let (host, program) = locate(root, &path_var)?;
+    let bytes =
+        crate::confine::read_bounded(root, config_path, crate::yaml::MAX_YAML_BYTES).ok()?;
+    let out = run_validate(root, &host, &program, &bytes).ok()?;
+    (!out.status.success()).then(|| {
+        format!(
+            "{config_path}: real kubeadm refused it (`{} config validate`, {}): {}",
+            program.display(),
+            process::describe(&out.status),
+            reason(&out.stderr, &out.stdout)
+        )
+    })
 }
 
 /// `kubeadm config validate --config CONFIG` as the kubeadm step would run kubeadm: on the node

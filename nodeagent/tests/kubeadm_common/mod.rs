@@ -378,6 +378,7 @@ pub fn fast_settings() -> nodeagent::config::KubeadmSettings {
         join_deadline_secs: 60,
         backoff_initial_secs: 0.05,
         backoff_max_secs: 0.3,
+        ..Default::default()
     }
 }
 
