@@ -48,14 +48,14 @@ SKIP_PHASES = "addon/kube-proxy,addon/coredns"
 # comes late, kubeadm itself gives up and nodeagent's retry path (reset, the PKI written
 # again, a second join) runs.
 TIMEOUTS = {
-    "init": ["controlPlaneComponentHealthCheck=20m", "kubeletHealthCheck=10m", "kubernetesAPICall=5m"],
+    "init": ["controlPlaneComponentHealthCheck=40m", "kubeletHealthCheck=10m", "kubernetesAPICall=5m"],
     "control-plane": ["discovery=3m", "tlsBootstrap=10m", "kubeletHealthCheck=10m",
-                      "controlPlaneComponentHealthCheck=20m", "etcdAPICall=10m", "kubernetesAPICall=5m"],
+                      "controlPlaneComponentHealthCheck=40m", "etcdAPICall=10m", "kubernetesAPICall=5m"],
     "worker": ["discovery=15m", "tlsBootstrap=10m", "kubeletHealthCheck=10m"],
 }
 # The joining nodes boot with cp-0 and wait for its endpoint (nodeagent's bounded wait): on a
 # loaded 2-core host that can take longer than the image default of 600 s.
-JOIN_NODE_CONFIG = "kubeadm:\n  endpoint_wait_secs: 1500\n  backoff_initial_secs: 1.0\n"
+JOIN_NODE_CONFIG = "kubeadm:\n  endpoint_wait_secs: 3000\n  backoff_initial_secs: 1.0\n"
 # kubeadm's probes give a static pod about 4 minutes to start (startupProbe 24 x 10 s) and kill
 # it after 8 failed liveness checks: under TCG on a busy 2-core host kube-apiserver and etcd can
 # need longer, and a restart starts them over. kubeadm's own answer for slow machines: patches
@@ -255,7 +255,7 @@ class Cluster:
         role, octet, subnet, mac, mem = NODES[node]
         files = {"/etc/nodeagent/config.yaml": self.node_config[node]} if node in self.node_config else None
         disk = self.k.disk(node, files=files)
-        fw = dict(self.bundles[node], **{"test.hold": "1", "test.timeout": "1500", "test.collect": "1"})
+        fw = dict(self.bundles[node], **{"test.hold": "1", "test.timeout": "3600", "test.collect": "1"})
         vm = st.sysd(self.s).vm(node, disk, fw, nets=[(self.net.tap(), mac)],
                                 append="systemd.journald.forward_to_console=1")
         q.require_artifact(disk, self.k.artifact)
@@ -554,7 +554,7 @@ def run_cluster(s, c, name, nodes, node_config=None, cp_retry=False, workdir=Non
         cl.mint()
         for node in nodes:
             cl.boot(node)
-        c.ok(cl.wait_api(2400), "cp-0's API server never answered")
+        c.ok(cl.wait_api(3600), "cp-0's API server never answered")
         if cp_retry:
             vm = cl.vms["cp-1"]
             again = vm.wait_for(lambda o: "attempt 2 of" in json.dumps(o) or o.get("phase") in ("done", "failed"), 900)
@@ -562,7 +562,7 @@ def run_cluster(s, c, name, nodes, node_config=None, cp_retry=False, workdir=Non
             cl.note("cp-1's first join failed (no token yet); its retry has begun")
         c.ok(cl.apply_token(), "cluster-info was never signed for the joins' token")
         for node in nodes:
-            final = cl.vms[node].wait_for(lambda o: o.get("phase") in ("done", "failed"), 1500)
+            final = cl.vms[node].wait_for(lambda o: o.get("phase") in ("done", "failed"), 3600)
             c.ok(final is not None, f"{node}: no final status")
         for node in nodes:
             check_node_end_state(c, cl, node)
