@@ -45,6 +45,9 @@ mod tests {
         let before = proc();
         let now = super::uptime();
         let after = proc();
-        assert!(before - 0.01 <= now && now <= after + 0.01, "{before} {now} {after}");
+        assert!(
+            before - 0.01 <= now && now <= after + 0.01,
+            "{before} {now} {after}"
+        );
     }
 }
