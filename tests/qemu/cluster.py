@@ -554,7 +554,10 @@ def run_cluster(s, c, name, nodes, node_config=None, cp_retry=False, workdir=Non
         cl.mint()
         for node in nodes:
             cl.boot(node)
-        c.ok(cl.wait_api(3600), "cp-0's API server never answered")
+        if not cl.wait_api(3600):
+            # cp-0 failed or never served: nothing else can happen; its status says why.
+            c.ok(False, f"cp-0's API server never answered; cp-0's last status: {cl.vms['cp-0'].status[-1:]}")
+            return cl, ""
         if cp_retry:
             vm = cl.vms["cp-1"]
             again = vm.wait_for(lambda o: "attempt 2 of" in json.dumps(o) or o.get("phase") in ("done", "failed"), 900)
