@@ -140,8 +140,8 @@ fn full_plan_contents_owners_modes_and_journal() {
     }
     assert_eq!(
         ids(&r.join("home")),
-        (0, 0),
-        "the first missing ancestor is root's too"
+        (1000, 1000),
+        "the first missing ancestor too (25.1's ensure_dir makes each one with the owner)"
     );
     let tool = r.join("opt/capv/bin/tool");
     assert_eq!(

@@ -233,8 +233,8 @@ impl Dir {
         Ok(nix::unistd::fchownat(&self.fd, name, u, g, flags)?)
     }
 
-    /// The regular file `name` opened for appending, never through a link (ELOOP) and never a
-    /// FIFO or device (refused); made with exactly `mode` and owner when missing. Returns it and
+    /// The regular file `name` opened for appending, never through a link (ELOOP), never a
+    /// FIFO or device and never a file with a second hard link (refused); made with exactly `mode` and owner when missing. Returns it and
     /// whether it was made now. For the agent's log files.
     pub fn open_append(
         &self,
@@ -267,8 +267,12 @@ impl Dir {
         if made {
             std::os::unix::fs::fchown(&file, Some(uid), Some(gid))?;
             nix::sys::stat::fchmod(&file, Mode::from_bits_truncate(mode))?;
-        } else if !file.metadata()?.is_file() {
-            return Err(io::Error::other("not a regular file"));
+        } else {
+            // A hard link planted at the name would have the agent append to another file.
+            let m = file.metadata()?;
+            if !m.is_file() || std::os::unix::fs::MetadataExt::nlink(&m) != 1 {
+                return Err(io::Error::other("not a regular file with one link"));
+            }
         }
         Ok((file, made))
     }

@@ -135,12 +135,18 @@ impl Node {
     }
 
     /// Every path under the test's directory except `skip` (relative to the root) and the
-    /// agent's own state: kind, mode, owner and content.
+    /// agent's own state (its own, and cloud-init's surface it keeps: docs/cloud-init-surface.md):
+    /// kind, mode, owner and content.
     fn snapshot(&self, skip: &[&str]) -> BTreeMap<PathBuf, String> {
         let mut out = BTreeMap::new();
         let skip: Vec<PathBuf> = skip
             .iter()
-            .chain(&["var/lib/nodeagent", "run/nodeagent"])
+            .chain(&[
+                "var/lib/nodeagent",
+                "run/nodeagent",
+                "run/cloud-init",
+                "var/lib/cloud",
+            ])
             .map(|s| self.root.join(s))
             .collect();
         let mut todo = vec![self.t.path().to_path_buf()];
