@@ -89,6 +89,11 @@ fn path_state_seen(t: &Target, abs: &str, seen: &mut HashMap<String, Parent>) ->
                 seen.insert(parent.to_string(), Parent::Missing);
                 return PathState::Missing;
             }
+            // A root that is not there (planning from inputs alone): nothing in it exists.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                seen.insert(parent.to_string(), Parent::Missing);
+                return PathState::Missing;
+            }
             Err(e) => {
                 let why = if e.raw_os_error() == Some(libc::ENAMETOOLONG) {
                     "the path is longer than the filesystem takes".to_string()
