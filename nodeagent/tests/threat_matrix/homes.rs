@@ -684,13 +684,13 @@ fn cell_write_files_bomb() {
     assert!(children_maxrss() < 256 << 20, "{} bytes", children_maxrss());
 }
 
-/// A world-writable sticky `/tmp` in the root: the user (a real uid-1000 process) swaps their
-/// own `/tmp/work` with a link to `/etc` while root's entries are written into it again and
+/// A world-writable sticky directory in the root (`/srv`, shared as `/tmp` is): the user (a real uid-1000 process) swaps their
+/// own `/srv/work` with a link to `/etc` while root's entries are written into it again and
 /// again; nothing ever lands in `/etc` or outside the root.
 #[test]
 fn cell_write_files_race() {
     let n = Node::new();
-    let tmp = n.root.join("tmp");
+    let tmp = n.root.join("srv");
     std::fs::create_dir(&tmp).unwrap();
     std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o1777)).unwrap();
     std::fs::create_dir(tmp.join("work")).unwrap();
@@ -698,9 +698,9 @@ fn cell_write_files_race() {
     link("/etc", &tmp.join("work-link"));
     own(&tmp.join("work-link"));
     n.userdata(
-        "#cloud-config\nwrite_files:\n- path: /tmp/work/f\n  content: x\n- path: /tmp/work/sub/g\n  content: y\n",
+        "#cloud-config\nwrite_files:\n- path: /srv/work/f\n  content: x\n- path: /srv/work/sub/g\n  content: y\n",
     );
-    let before = n.snapshot(&["tmp"]);
+    let before = n.snapshot(&["srv"]);
     let secs = race_secs();
     let attacker = attack(&tmp, &[("work", "work-link")], secs);
     let (mut runs, mut ok) = (0, 0);
@@ -714,9 +714,9 @@ fn cell_write_files_race() {
             other => panic!("run {runs} ended {other:?}: {}", stderr(&o)),
         }
         assert_eq!(
-            n.snapshot(&["tmp"]),
+            n.snapshot(&["srv"]),
             before,
-            "run {runs} wrote outside /tmp/work"
+            "run {runs} wrote outside /srv/work"
         );
     }
     let swaps = stop(attacker);
