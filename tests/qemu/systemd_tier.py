@@ -128,12 +128,42 @@ if [ "$(opt collect)" = 1 ]; then
 fi
 set --
 { stat -f -c 'fs %b %S' /; echo "disk $(cat /sys/class/block/vda/size)"; echo "part $(cat /sys/class/block/vda1/start) $(cat /sys/class/block/vda1/size)"; } > /run/test/disk.txt 2>&1
-for p in /etc/kubernetes /run/kubeadm /run/cluster-api /run/nodeagent /run/test /var/lib/nodeagent /var/lib/lifecycle-test /var/lib/parity /var/log/kubeadm-standin.jsonl /var/log/nodeagent /etc/hostname /etc/systemd/network /etc/netplan; do
+for p in /etc/kubernetes /var/log/pods /run/kubeadm /run/cluster-api /run/nodeagent /run/test /var/lib/nodeagent /var/lib/lifecycle-test /var/lib/parity /var/log/kubeadm-standin.jsonl /var/log/nodeagent /etc/hostname /etc/systemd/network /etc/netplan; do
   [ -e "$p" ] && set -- "$@" "$p"
 done
 tar -cf /dev/virtio-ports/org.nodeagent.test "$@" 2>/dev/null
 sync
 [ "$(opt hold)" = 1 ] || systemctl poweroff --no-block
+"""
+
+# Test plumbing (fw_cfg opt/test.podlog = container names, e.g. "kube-apiserver etcd"): those
+# kube-system containers' logs on the console as they are written, every restart's file too, so
+# a control plane that never answers shows why while the run is still going (tests/qemu/cluster.py).
+PODLOG_SH = """#!/bin/sh
+want=$(cat /sys/firmware/qemu_fw_cfg/by_name/opt/test.podlog/raw 2>/dev/null) || exit 0
+seen=" "
+while [ "$(cut -d. -f1 /proc/uptime)" -lt 7200 ]; do
+  for f in /var/log/pods/kube-system_*/*/*.log; do
+    [ -f "$f" ] || continue
+    case "$seen" in *" $f "*) continue ;; esac
+    c=${f%/*}; c=${c##*/}
+    case " $want " in *" $c "*) ;; *) continue ;; esac
+    seen="$seen$f "
+    tail -n +1 -F "$f" 2>/dev/null | sed -u "s|^\\(.\\{0,300\\}\\).*|podlog $c: \\1|" > /dev/console &
+  done
+  sleep 10
+done
+"""
+
+PODLOG_UNIT = """[Unit]
+Description=QEMU test plumbing: control-plane container logs on the console (opt/test.podlog)
+
+[Service]
+Type=exec
+ExecStart=/usr/local/lib/qemu-test/podlog
+
+[Install]
+WantedBy=multi-user.target
 """
 
 MARK_UNIT = """[Unit]
@@ -363,6 +393,9 @@ def add_plumbing(root, kubeadm=None):
     _write(root, "/usr/local/lib/qemu-test/late-address", LATE_ADDR_SH, 0o755)
     _write(root, "/etc/systemd/system/qemu-test-late-address.service", LATE_ADDR_UNIT)
     _enable(root, "qemu-test-late-address.service")
+    _write(root, "/usr/local/lib/qemu-test/podlog", PODLOG_SH, 0o755)
+    _write(root, "/etc/systemd/system/qemu-test-podlog.service", PODLOG_UNIT)
+    _enable(root, "qemu-test-podlog.service")
     if kubeadm:
         q.install_stripped(kubeadm, os.path.join(root, "usr/local/lib/qemu-test/kubeadm-standin"))
         _write(root, "/etc/kubeadm-standin.guest", "")
