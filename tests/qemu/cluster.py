@@ -44,14 +44,14 @@ SKIP_PHASES = "addon/kube-proxy,addon/coredns"
 # under software emulation on a busy 2-core host: the control plane's static pods take minutes
 # to answer there, not seconds.
 # nodeagent widens its own deadline for one kubeadm run to these. A join's discovery waits for
-# the token the host applies once cp-0 answers; cp-1's is short (3m) so that, when the token
-# comes late, kubeadm itself gives up and nodeagent's retry path (reset, the PKI written
-# again, a second join) runs.
+# the token the host applies once cp-0 answers; the joins' is short (3m) so that, when the
+# token comes late, kubeadm itself gives up and nodeagent's retry path (reset, the files
+# written again, a second join) runs.
 TIMEOUTS = {
     "init": ["controlPlaneComponentHealthCheck=40m", "kubeletHealthCheck=10m", "kubernetesAPICall=5m"],
     "control-plane": ["discovery=3m", "tlsBootstrap=10m", "kubeletHealthCheck=10m",
                       "controlPlaneComponentHealthCheck=40m", "etcdAPICall=10m", "kubernetesAPICall=5m"],
-    "worker": ["discovery=15m", "tlsBootstrap=10m", "kubeletHealthCheck=10m"],
+    "worker": ["discovery=3m", "tlsBootstrap=10m", "kubeletHealthCheck=10m"],
 }
 # The joining nodes boot with cp-0 and wait for its endpoint (nodeagent's bounded wait): on a
 # loaded 2-core host that can take longer than the image default of 600 s.
@@ -566,10 +566,11 @@ def show(cl, *args):
     return text
 
 
-def run_cluster(s, c, name, nodes, node_config=None, cp_retry=False, workdir=None):
+def run_cluster(s, c, name, nodes, node_config=None, retry=None, workdir=None):
     """Boot `nodes` (cp-0 first, the others at once after it), apply the joins' token once
-    cp-0's API answers (with cp_retry: only after cp-1's first join attempt has failed, so its
-    retry path runs), then check the whole cluster from the real API server."""
+    cp-0's API answers (with retry = a joining node: only after that node's first join has
+    failed for want of it, so its retry path runs with real kubeadm), then check the whole
+    cluster from the real API server."""
     with Cluster(s, name, nodes, workdir=workdir, node_config=node_config) as cl:
         cl.mint()
         for node in nodes:
@@ -578,11 +579,11 @@ def run_cluster(s, c, name, nodes, node_config=None, cp_retry=False, workdir=Non
             # cp-0 failed or never served: nothing else can happen; its status says why.
             c.ok(False, f"cp-0's API server never answered; cp-0's last status: {cl.vms['cp-0'].status[-1:]}")
             return cl, ""
-        if cp_retry:
-            vm = cl.vms["cp-1"]
+        if retry:
+            vm = cl.vms[retry]
             again = vm.wait_for(lambda o: "attempt 2 of" in json.dumps(o) or o.get("phase") in ("done", "failed"), 900)
-            c.ok(again is not None and "attempt 2 of" in json.dumps(again), f"cp-1 never retried its join: {again}")
-            cl.note("cp-1's first join failed (no token yet); its retry has begun")
+            c.ok(again is not None and "attempt 2 of" in json.dumps(again), f"{retry} never retried its join: {again}")
+            cl.note(f"{retry}'s first join failed (no token yet); its retry has begun")
         c.ok(cl.apply_token(), "cluster-info was never signed for the joins' token")
         for node in nodes:
             final = cl.vms[node].wait_for(lambda o: o.get("phase") in ("done", "failed"), 3600)
@@ -626,10 +627,12 @@ def run_cluster(s, c, name, nodes, node_config=None, cp_retry=False, workdir=Non
 
 def sc_init_worker(s):
     """cluster tier: cp-0 runs the real `kubeadm init` from a minted CABPK init bundle (static
-    pods from the image's local container images), w-0 joins it; both Nodes Ready, the
-    static pods Running, a test pod Running on w-0; no pull attempted, no secret in any sink."""
+    pods from the image's local container images), w-0 waits for cp-0's endpoint (bounded),
+    its first join fails (kubeadm's discovery gives up: the token is not there yet), nodeagent
+    resets and joins again; both Nodes Ready, the static pods Running, a test pod Running on
+    w-0; no pull attempted, no secret in any sink."""
     c = sc.Checks()
-    run_cluster(s, c, "init-worker", ["cp-0", "w-0"])
+    run_cluster(s, c, "init-worker", ["cp-0", "w-0"], retry="w-0")
     return c.failures
 
 
@@ -640,7 +643,7 @@ def sc_three_nodes(s):
     the shipped PKI intact; etcd lists
     two members; every Node Ready; a test pod Running on w-0."""
     c = sc.Checks()
-    run_cluster(s, c, "three-nodes", ["cp-0", "cp-1", "w-0"], cp_retry=True)
+    run_cluster(s, c, "three-nodes", ["cp-0", "cp-1", "w-0"], retry="cp-1")
     return c.failures
 
 
@@ -662,6 +665,7 @@ def sc_init_refused(s):
         cond = cl.condition("cp-0")
         c.ok(cond is not None and cond.startswith("false,"), f"VM Operator condition {cond!r}")
         time.sleep(20)  # would a loop start another attempt?
+        c.ok(vm.wait_report(300), "no whole report from cp-0 within 300 s")
         console = vm.console()
         inits = console.count("[init] Using Kubernetes version")
         c.eq(inits, 1, "kubeadm init runs")
