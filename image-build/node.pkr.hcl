@@ -197,7 +197,8 @@ build {
   # The container images of an air-gapped node (image-builder's tarball path): uploaded, then
   # imported into containerd's k8s.io namespace by import-images.sh below.
   provisioner "file" {
-    source      = "${var.images_dir}/"
+    # Beside the template when unset: a relative default would name it from packer's working directory.
+    source      = var.images_dir != "" ? "${var.images_dir}/" : "${path.root}/images-none/"
     destination = "${local.build_dir}/images/"
   }
 

@@ -10,8 +10,8 @@ variable "deb" {
 
 variable "images_dir" {
   type        = string
-  default     = "image-build/images-none"
-  description = "Directory of container image archives (*.tar, docker-save or OCI) and images.txt, imported into containerd's k8s.io namespace (image-build/k8s-images makes them for a control plane; a directory without archives imports nothing)."
+  default     = ""
+  description = "Directory of container image archives (*.tar, docker-save or OCI) and images.txt, imported into containerd's k8s.io namespace (image-build/k8s-images makes them for a control plane; a directory without archives imports nothing). Empty: image-build/images-none, which imports nothing."
 }
 
 variable "image_name" {
