@@ -203,7 +203,7 @@ def build_initramfs(kernel):
     dep = kernel.modules_dep(MODULES, lambda name, path: f"kernel/{name}.ko")
     c.file(f"lib/modules/{kernel.version}/modules.dep", dep.encode())
     c.file("init", init, 0o755)
-    tmp = out + ".tmp"
+    tmp = f"{out}.tmp{os.getpid()}"  # side-by-side scenario processes may build it at once
     with open(tmp, "wb") as f:
         f.write(c.finish())
     os.rename(tmp, out)
@@ -262,7 +262,9 @@ def copy_with_parents(src, root, dest=None):
 BUILD_QEMU = os.path.join(REPO, "image-build", "build-qemu")
 
 
-_ARTIFACTS = {}  # flavour -> qcow2: build-qemu (and its read-back) once per process
+# flavour -> qcow2: build-qemu (and its read-back) once per process; the children of
+# `scenarios.py --jobs` get their parent's in QEMU_ARTIFACTS (JSON).
+_ARTIFACTS = json.loads(os.environ.get("QEMU_ARTIFACTS", "{}"))
 
 
 def packer_artifact(flavour="plain"):
@@ -283,6 +285,11 @@ def packer_artifact(flavour="plain"):
         raise RuntimeError(f"{outdir}/packer-manifest.json: not a qemu build: {build}")
     _ARTIFACTS[flavour] = os.path.join(outdir, "qemu", build["files"][0]["name"])
     return _ARTIFACTS[flavour]
+
+
+def artifacts_env():
+    """The artifacts found so far, as QEMU_ARTIFACTS for child processes."""
+    return json.dumps(_ARTIFACTS)
 
 
 def artifact_overlay(artifact, path, grow_mb=0):

@@ -1,7 +1,7 @@
 """QEMU-booted scenarios: each boots one or more guests and checks from the outside what
 nodeagent did (status lines on virtio-serial, the guest's report of its files).
 
-    python3 tests/qemu/scenarios.py [--tier fast|systemd|all] [NAME ...]
+    python3 tests/qemu/scenarios.py [--tier fast|systemd|kube|cluster|all] [--jobs N] [NAME ...]
 
 Prints every boot with its duration and ends with `N passed, N failed`.
 """
@@ -646,12 +646,67 @@ def scenario_list(tier):
     return out
 
 
+# Scenarios that boot more than one guest at a time (or one with two vCPUs) take the host's
+# two cores alone; the others run side by side with --jobs.
+ALONE_PREFIXES = ("cluster/", "kube/")
+ALONE = {"fast/net-plumbing", "fast/worker-join-late-cp"}
+
+
+def run_one(s, name, fn):
+    """Run one scenario in this process; prints its verdict, returns its failures."""
+    q.log(f"== {name}: {' '.join((fn.__doc__ or '').split())}")
+    t = time.monotonic()
+    try:
+        failures = fn(s)
+    except Exception:
+        failures = ["harness error:\n" + traceback.format_exc()]
+    print(f"{'PASS' if not failures else 'FAIL'} {name} ({time.monotonic() - t:.1f}s)", flush=True)
+    for f in failures:
+        print(f"    - {f}", flush=True)
+    return failures
+
+
+def run_side_by_side(s, names, jobs):
+    """Run each scenario in `names` in a child process of its own (its own workdir and log),
+    at most `jobs` at a time, and print each one's whole output when it ends (so that the
+    outputs do not interleave). Returns {name: passed}; the children's boots join s.boots."""
+    import concurrent.futures
+    import threading
+
+    lock = threading.Lock()
+
+    def child(name):
+        wd = os.path.join(s.workdir, name.replace("/", "-"))
+        os.makedirs(wd, exist_ok=True)
+        log = os.path.join(wd, "scenario.log")
+        with open(log, "wb") as out:
+            rc = subprocess.run([sys.executable, os.path.abspath(__file__), "--tier", "all", "--exact",
+                                 "--workdir", wd, "--boots-json", os.path.join(wd, "boots.json"), name],
+                                stdout=out, stderr=subprocess.STDOUT).returncode
+        with lock:
+            sys.stdout.write(open(log, encoding="utf-8", errors="replace").read())
+            sys.stdout.flush()
+            try:
+                s.boots += [tuple(b) for b in json.load(open(os.path.join(wd, "boots.json")))]
+            except (OSError, ValueError):
+                pass
+        return name, rc == 0
+
+    q.log(f"== {len(names)} one-guest scenarios, {jobs} at a time (each output whole when it ends)")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        return dict(pool.map(child, names))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tier", default="fast", choices=["fast", "systemd", "kube", "cluster", "all"])
     ap.add_argument("--workdir", default=os.path.join(q.REPO, "target", "qemu-runs", time.strftime("%Y%m%d-%H%M%S")))
     ap.add_argument("--except", dest="excluded", action="append", default=[], metavar="NAME=WHY",
                     help="leave scenario NAME out, printing why (repeatable)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="run up to N one-guest scenarios side by side (child processes); the others alone after them")
+    ap.add_argument("--exact", action="store_true", help="NAMEs are whole scenario names, not parts of them")
+    ap.add_argument("--boots-json", help=argparse.SUPPRESS)  # where a child of --jobs leaves its boots
     ap.add_argument("names", nargs="*")
     args = ap.parse_args(argv)
     s = Session(args.workdir)
@@ -661,29 +716,32 @@ def main(argv=None):
         if name not in known:
             raise SystemExit(f"--except {name}: no such scenario")
         print(f"NOT RUN {name}: {why}", flush=True)
+    match = (lambda n: n in args.names) if args.exact else (lambda n: any(x in n for x in args.names))
     chosen = [(n, f) for n, f in scenario_list(args.tier)
-              if (not args.names or any(x in n for x in args.names)) and n not in excluded]
+              if (not args.names or match(n)) and n not in excluded]
     t0 = time.monotonic()
-    passed = failed = 0
+    results = {}
+    side = [n for n, _ in chosen if n not in ALONE and not n.startswith(ALONE_PREFIXES)] if args.jobs > 1 else []
+    if len(side) > 1:
+        s.fast()  # kernel, initramfs and the agent built once, before the children share them
+        q.packer_artifact("plain")  # and the image checked once: the children are told where it is
+        os.environ["QEMU_ARTIFACTS"] = q.artifacts_env()
+        results.update(run_side_by_side(s, side, args.jobs))
     for name, fn in chosen:
-        q.log(f"== {name}: {' '.join((fn.__doc__ or '').split())}")
-        t = time.monotonic()
-        try:
-            failures = fn(s)
-        except Exception:
-            failures = ["harness error:\n" + traceback.format_exc()]
-        verdict = "PASS" if not failures else "FAIL"
-        print(f"{verdict} {name} ({time.monotonic() - t:.1f}s)", flush=True)
-        for f in failures:
-            print(f"    - {f}", flush=True)
-        passed += not failures
-        failed += bool(failures)
+        if name not in results:
+            results[name] = not run_one(s, name, fn)
     s.cleanup()
+    if args.boots_json:
+        with open(args.boots_json, "w") as f:
+            json.dump(s.boots, f)
     durations = [d for _, d, _ in s.boots]
-    if durations:
+    if durations and not args.boots_json:
         print(f"boots: {len(durations)}, total {sum(durations):.1f}s, min {min(durations):.1f}s, "
               f"max {max(durations):.1f}s; wall time {time.monotonic() - t0:.1f}s; logs in {args.workdir}")
-    print(f"{passed} passed, {failed} failed")
+    passed = sum(results.values())
+    failed = len(results) - passed
+    if not args.boots_json:
+        print(f"{passed} passed, {failed} failed")
     return 1 if failed or not chosen else 0
 
 
