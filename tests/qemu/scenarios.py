@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 
@@ -681,10 +682,19 @@ def run_side_by_side(s, names, jobs):
         wd = os.path.join(s.workdir, name.replace("/", "-"))
         os.makedirs(wd, exist_ok=True)
         log = os.path.join(wd, "scenario.log")
-        with open(log, "wb") as out:
-            rc = subprocess.run([sys.executable, os.path.abspath(__file__), "--tier", "all", "--exact",
-                                 "--workdir", wd, "--boots-json", os.path.join(wd, "boots.json"), name],
-                                stdout=out, stderr=subprocess.STDOUT).returncode
+        # The child works through a short link to its directory: QEMU's and the harness's Unix
+        # sockets live in the VMs' directories, and a socket path has at most 107 bytes (one
+        # more directory level under a long checkout path went past it).
+        short = tempfile.mkdtemp(prefix="naq-")
+        link = os.path.join(short, "w")
+        os.symlink(wd, link)
+        try:
+            with open(log, "wb") as out:
+                rc = subprocess.run([sys.executable, os.path.abspath(__file__), "--tier", "all", "--exact",
+                                     "--workdir", link, "--boots-json", os.path.join(wd, "boots.json"), name],
+                                    stdout=out, stderr=subprocess.STDOUT).returncode
+        finally:
+            shutil.rmtree(short, ignore_errors=True)
         with lock:
             sys.stdout.write(open(log, encoding="utf-8", errors="replace").read())
             sys.stdout.flush()
@@ -727,7 +737,9 @@ def main(argv=None):
     side.sort(key=lambda n: not n.startswith("cluster/"))
     if len(side) > 1:
         s.fast()  # kernel, initramfs and the agent built once, before the children share them
-        q.packer_artifact("plain")  # and the image checked once: the children are told where it is
+        q.packer_artifact("plain")  # and the images checked once: the children are told where they are
+        if any(n.startswith("cluster/") for n in side):
+            q.packer_artifact("kube")
         os.environ["QEMU_ARTIFACTS"] = q.artifacts_env()
         results.update(run_side_by_side(s, side, args.jobs))
     for name, fn in chosen:
