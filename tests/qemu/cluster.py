@@ -83,11 +83,11 @@ PROBE_WIDTH = {"livenessProbe": "{failureThreshold: 40, periodSeconds: 30, timeo
 ETCD_ENV = {"ETCD_UNSAFE_NO_FSYNC": "true", "ETCD_HEARTBEAT_INTERVAL": "500", "ETCD_ELECTION_TIMEOUT": "5000"}
 
 
-# The controller manager and the scheduler give up their lease (and exit, and start over,
-# minutes under TCG) when a renewal misses its 10 s deadline; a busy emulated API server misses
-# it now and then, and cluster-info waits for the controller manager to sign the joins' token.
-# A json patch appends the wider lease to kubeadm's command line (strategic merge would
-# replace the list).
+# The controller manager and the scheduler exit and start over (minutes under TCG) when a
+# lease renewal misses its 10 s deadline, which a busy emulated API server does now and then;
+# cluster-info waits for the controller manager to sign the joins' token. A json patch appends
+# a wider lease to kubeadm's command line (strategic merge would replace the list). The
+# controller manager still restarted 3 times in CI's rehearsal of 2026-11-29 (BENCHMARKS.md).
 LEADER_ELECTION = ("--leader-elect-lease-duration=60s", "--leader-elect-renew-deadline=45s",
                    "--leader-elect-retry-period=5s")
 LEASE_HOLDERS = ("kube-controller-manager", "kube-scheduler")
@@ -270,7 +270,7 @@ class Cluster:
                     local = os.path.join(self.work, f"{node}-{comp}-lease+json.yaml")
                     with open(local, "w") as f:
                         f.write(lease_patch())
-                    # kubeadm applies a target's patches in file name order: the suffix "1" after this one.
+                    # kubeadm applies a target's patches in file-name order: "1+json" after "+strategic".
                     extra += ["--file", f"{PATCHES_DIR}/{comp}1+json.yaml={local}"]
             for t in TIMEOUTS[role]:
                 extra += ["--kubeadm-timeout", t]
@@ -322,7 +322,7 @@ class Cluster:
                 os.setpriority(os.PRIO_PROCESS, int(tid), value)
             except (ProcessLookupError, PermissionError):
                 pass
-        self.note(f"{node}: nice {value}, its join has begun")
+        self.note(f"{node}: QEMU at nice {value}")
 
     # ------------------------------------------------------------ the API, from the host
 

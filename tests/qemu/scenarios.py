@@ -7,6 +7,7 @@ Prints every boot with its duration and ends with `N passed, N failed`.
 """
 
 import argparse
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -15,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -673,9 +675,6 @@ def run_side_by_side(s, names, jobs):
     """Run each scenario in `names` in a child process of its own (its own workdir and log),
     at most `jobs` at a time, and print each one's whole output when it ends (so that the
     outputs do not interleave). Returns {name: passed}; the children's boots join s.boots."""
-    import concurrent.futures
-    import threading
-
     lock = threading.Lock()
 
     def child(name):
@@ -696,7 +695,8 @@ def run_side_by_side(s, names, jobs):
         finally:
             shutil.rmtree(short, ignore_errors=True)
         with lock:
-            sys.stdout.write(open(log, encoding="utf-8", errors="replace").read())
+            with open(log, encoding="utf-8", errors="replace") as f:
+                sys.stdout.write(f.read())
             sys.stdout.flush()
             try:
                 s.boots += [tuple(b) for b in json.load(open(os.path.join(wd, "boots.json")))]

@@ -685,7 +685,7 @@ fn cell_write_files_bomb() {
 }
 
 /// A world-writable sticky directory in the root (`/srv`, shared as `/tmp` is): the user (a real uid-1000 process) swaps their
-/// own `/srv/work` with a link to `/etc` while root's entries are written into it again and
+/// own `/srv/drop` with a link to `/etc` while root's entries are written into it again and
 /// again; nothing ever lands in `/etc` or outside the root.
 #[test]
 fn cell_write_files_race() {
@@ -693,16 +693,16 @@ fn cell_write_files_race() {
     let tmp = n.root.join("srv");
     std::fs::create_dir(&tmp).unwrap();
     std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o1777)).unwrap();
-    std::fs::create_dir(tmp.join("work")).unwrap();
-    own(&tmp.join("work"));
-    link("/etc", &tmp.join("work-link"));
-    own(&tmp.join("work-link"));
+    std::fs::create_dir(tmp.join("drop")).unwrap();
+    own(&tmp.join("drop"));
+    link("/etc", &tmp.join("drop-link"));
+    own(&tmp.join("drop-link"));
     n.userdata(
-        "#cloud-config\nwrite_files:\n- path: /srv/work/f\n  content: x\n- path: /srv/work/sub/g\n  content: y\n",
+        "#cloud-config\nwrite_files:\n- path: /srv/drop/f\n  content: x\n- path: /srv/drop/sub/g\n  content: y\n",
     );
     let before = n.snapshot(&["srv"]);
     let secs = race_secs();
-    let attacker = attack(&tmp, &[("work", "work-link")], secs);
+    let attacker = attack(&tmp, &[("drop", "drop-link")], secs);
     let (mut runs, mut ok) = (0, 0);
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(secs) {
@@ -716,7 +716,7 @@ fn cell_write_files_race() {
         assert_eq!(
             n.snapshot(&["srv"]),
             before,
-            "run {runs} wrote outside /srv/work"
+            "run {runs} wrote outside /srv/drop"
         );
     }
     let swaps = stop(attacker);
