@@ -213,6 +213,7 @@ pub fn standin() -> PathBuf {
             "RUSTUP_HOME",
             "RUSTUP_TOOLCHAIN",
             "CARGO_TARGET_DIR",
+            "CARGO_INCREMENTAL",
             "TMPDIR",
         ] {
             if let Some(v) = std::env::var_os(k) {
