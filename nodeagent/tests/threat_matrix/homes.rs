@@ -740,8 +740,11 @@ fn cell_write_files_kill() {
     n.userdata(entries);
     // Once per instance (the journal's), as a boot runs them: an `append` a killed run had
     // done before its record is adopted by the next run, never done twice.
+    // A killed `single` leaves its reporter's scratch directory behind: in a directory of the
+    // test's own, not the machine's temp dir.
+    let scratch = tempfile::tempdir().unwrap();
     for i in 0..30u64 {
-        let mut c = n.once().spawn().unwrap();
+        let mut c = n.once().env("TMPDIR", scratch.path()).spawn().unwrap();
         std::thread::sleep(Duration::from_micros(500 + (i * 7919) % 40_000));
         let _ = c.kill();
         c.wait().unwrap();
