@@ -650,8 +650,7 @@ def scenario_list(tier):
 
 
 # Scenarios that boot more than one guest at a time (or start a control plane on the host)
-# take the host's two cores alone; the others run side by side with --jobs, the one with a
-# two-vCPU guest (init-refused-port-taken: kubeadm refuses in pre-flight) first.
+# take the host's two cores alone; the others run side by side with --jobs, longest first.
 ALONE_PREFIXES = ("kube/",)
 ALONE = {"fast/net-plumbing", "fast/worker-join-late-cp", "cluster/init-and-worker",
          "cluster/three-nodes-cp-join-retry"}
@@ -734,7 +733,9 @@ def main(argv=None):
     t0 = time.monotonic()
     results = {}
     side = [n for n, _ in chosen if n not in ALONE and not n.startswith(ALONE_PREFIXES)] if args.jobs > 1 else []
-    side.sort(key=lambda n: not n.startswith("cluster/"))
+    # Longest first, so that the pool does not end on one long scenario alone: the cluster
+    # tier's (about 200 s), then the systemd tier's (60-170 s), then the fast tier's (10-70 s).
+    side.sort(key=lambda n: (not n.startswith("cluster/"), not n.startswith("systemd/")))
     if len(side) > 1:
         s.fast()  # kernel, initramfs and the agent built once, before the children share them
         q.packer_artifact("plain")  # and the images checked once: the children are told where they are
