@@ -376,6 +376,9 @@ class VM:
         # -cpu for TCG; None: QEMU's default (qemu64). "max" emulates AES-NI, PCLMULQDQ and
         # SHA: Go's TLS and etcd's gRPC then leave the byte-wise software paths.
         self.cpu = None
+        # MiB of translated code TCG keeps before it throws all of it away and translates
+        # again; None: QEMU's default (1 GiB on this host).
+        self.tb_size = None
         # A command prefix QEMU runs under: `ip netns exec NS` puts a guest's tap NICs inside
         # a network namespace the test made (tests/qemu/cluster.py).
         self.prefix = []
@@ -396,7 +399,7 @@ class VM:
             if os.path.exists(s):
                 os.unlink(s)
         cmd = [
-            "qemu-system-x86_64", "-accel", "tcg", "-m", str(self.mem), "-smp", str(self.smp),
+            "qemu-system-x86_64", "-accel", "tcg" + (f",tb-size={self.tb_size}" if self.tb_size else ""), "-m", str(self.mem), "-smp", str(self.smp),
             "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
             "-kernel", self.kernel, "-initrd", self.initrd,
             # no_timer_check: on a loaded host TCG is too slow for the kernel's IO-APIC timer

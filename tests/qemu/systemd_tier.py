@@ -149,7 +149,7 @@ while [ "$(cut -d. -f1 /proc/uptime)" -lt 7200 ]; do
     c=${f%/*}; c=${c##*/}
     case " $want " in *" $c "*) ;; *) continue ;; esac
     seen="$seen$f "
-    tail -n +1 -F "$f" 2>/dev/null | sed -u "s|^\\(.\\{0,300\\}\\).*|podlog $c: \\1|" > /dev/console &
+    tail -n +1 -F "$f" 2>/dev/null | sed -u "s|^\\(.\\{0,700\\}\\).*|podlog $c: \\1|" > /dev/console &
   done
   sleep 10
 done
