@@ -519,8 +519,10 @@ fn cell_home_kill() {
     let n = Node::new();
     n.userdata(&HOME_ENTRIES.replace("/.kube/config", "/.kube/cache/discovery/config"));
     let before = n.snapshot(&["home/capv"]);
+    // As in cell_write_files_kill: the killed runs' scratch directories stay in the test's.
+    let scratch = tempfile::tempdir().unwrap();
     for i in 0..30u64 {
-        let mut c = n.command().spawn().unwrap();
+        let mut c = n.command().env("TMPDIR", scratch.path()).spawn().unwrap();
         std::thread::sleep(Duration::from_micros(500 + (i * 7919) % 40_000));
         let _ = c.kill();
         c.wait().unwrap();
