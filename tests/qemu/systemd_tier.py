@@ -140,8 +140,8 @@ sync
 # kube-system containers' logs on the console as they are written, every restart's file too, so
 # a control plane that never answers shows why while the run is still going (tests/qemu/cluster.py).
 # Each line cut at 700 characters by awk's substr: the sed this replaced, `s|^\(.\{0,N\}\).*|`,
-# cost 0.1 s (N=300) to 0.6 s (N=700) of native CPU per 2000-character line, tens of times
-# that emulated: in the control plane's own guest, beside etcd and the API server.
+# cost 0.1 s (N=300) to 0.6 s (N=700) of native CPU per 2000-character line, more under
+# TCG: in the control plane's own guest, beside etcd and the API server.
 PODLOG_SH = """#!/bin/sh
 want=$(cat /sys/firmware/qemu_fw_cfg/by_name/opt/test.podlog/raw 2>/dev/null) || exit 0
 seen=" "

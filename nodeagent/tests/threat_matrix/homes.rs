@@ -45,6 +45,9 @@ struct Node {
     seed: PathBuf,
     facts: PathBuf,
     outside: PathBuf,
+    /// The agent's TMPDIR, apart from `t` (which snapshots walk): a `single` killed before
+    /// it returns leaves its reporter's scratch directory there, not in the machine's /tmp.
+    tmp: tempfile::TempDir,
 }
 
 impl Node {
@@ -86,6 +89,7 @@ impl Node {
             seed,
             facts,
             outside,
+            tmp: tempfile::tempdir().unwrap(),
         }
     }
 
@@ -118,6 +122,7 @@ impl Node {
             .arg(&self.root)
             .arg("--facts")
             .arg(&self.facts)
+            .env("TMPDIR", self.tmp.path())
             .env("NODEAGENT_LOG", "error");
         c
     }
@@ -519,10 +524,8 @@ fn cell_home_kill() {
     let n = Node::new();
     n.userdata(&HOME_ENTRIES.replace("/.kube/config", "/.kube/cache/discovery/config"));
     let before = n.snapshot(&["home/capv"]);
-    // As in cell_write_files_kill: the killed runs' scratch directories stay in the test's.
-    let scratch = tempfile::tempdir().unwrap();
     for i in 0..30u64 {
-        let mut c = n.command().env("TMPDIR", scratch.path()).spawn().unwrap();
+        let mut c = n.command().spawn().unwrap();
         std::thread::sleep(Duration::from_micros(500 + (i * 7919) % 40_000));
         let _ = c.kill();
         c.wait().unwrap();
@@ -742,11 +745,8 @@ fn cell_write_files_kill() {
     n.userdata(entries);
     // Once per instance (the journal's), as a boot runs them: an `append` a killed run had
     // done before its record is adopted by the next run, never done twice.
-    // A killed `single` leaves its reporter's scratch directory behind: in a directory of the
-    // test's own, not the machine's temp dir.
-    let scratch = tempfile::tempdir().unwrap();
     for i in 0..30u64 {
-        let mut c = n.once().env("TMPDIR", scratch.path()).spawn().unwrap();
+        let mut c = n.once().spawn().unwrap();
         std::thread::sleep(Duration::from_micros(500 + (i * 7919) % 40_000));
         let _ = c.kill();
         c.wait().unwrap();
