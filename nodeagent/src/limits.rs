@@ -24,8 +24,10 @@ pub const MAX_YAML_NODES: usize = 1_000_000;
 /// gigabytes; this bounds the loader's memory, and so the copies made from it (JSON value,
 /// typed config, plan), under the 256 MiB peak of a run.
 pub const MAX_YAML_EXPANDED_BYTES: usize = 32 * 1024 * 1024;
-/// Template fuel (minijinja instructions) for one render. The largest real template seen
-/// (cloud-init's cloud.cfg.tmpl) uses ~310; 2M fails a runaway loop in ~60 ms of CPU.
+/// Template fuel for one render: since minijinja 3.1 one per instruction, per 64 bytes of
+/// data made or printed and per two items iterated (ours: one per item). The largest real
+/// template seen (cloud-init's cloud.cfg.tmpl) uses ~310 instructions; 2M fails a runaway
+/// loop in ~60 ms of CPU and covers the 64 MiB output cap (1M).
 pub const TEMPLATE_FUEL: u64 = 2_000_000;
 /// Deepest macro/loop recursion a template may use (minijinja's own cap is 500).
 pub const TEMPLATE_RECURSION_LIMIT: usize = 100;

@@ -288,10 +288,7 @@ fn assert_fast_failure(body: &str, want: impl AsRef<str>) {
 fn endless_loop_runs_out_of_fuel() {
     assert_fast_failure(
         "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
-        format!(
-            "budget of {} instructions",
-            nodeagent::limits::TEMPLATE_FUEL
-        ),
+        format!("work budget of {} fuel", nodeagent::limits::TEMPLATE_FUEL),
     );
 }
 

@@ -29,7 +29,7 @@ pub(super) fn environment(compat: bool) -> Environment<'static> {
     env.set_recursion_limit(TEMPLATE_RECURSION_LIMIT);
     env.set_formatter(|out, state, value| {
         let mut s = String::new();
-        py_str(value, &mut s);
+        py_str(state, value, &mut s)?;
         // Count printed bytes here too, so an oversized render fails with its line
         // (the writer cap below is the backstop for literal text).
         let printed = state
@@ -95,12 +95,12 @@ fn jinja2_dialect(env: &mut Environment<'static>, compat: bool) {
     env.add_filter("join", python::filters::join);
     env.add_filter(
         "string",
-        |v: &Value| -> std::result::Result<Value, minijinja::Error> {
+        |state: &State, v: &Value| -> std::result::Result<Value, minijinja::Error> {
             if v.is_undefined() {
                 v.get_attr("_")?;
             }
             let mut s = String::new();
-            py_str(v, &mut s);
+            py_str(state, v, &mut s)?;
             python::filters::check_len(s.len())?;
             Ok(Value::from(s))
         },

@@ -97,7 +97,9 @@ pub(super) fn runtime_error(
                 Stage::Template,
                 at_line(uline),
                 format!(
-                    "template exceeded its budget of {TEMPLATE_FUEL} instructions (an endless or far too long loop?)"
+                    "template exceeded its work budget of {TEMPLATE_FUEL} fuel (TEMPLATE_FUEL: instructions, \
+                     data made and items visited): an endless or far too long loop, or a value \
+                     grown too large?"
                 ),
             );
         }

@@ -12,7 +12,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use minijinja::value::{Enumerator, Kwargs, Object, ObjectRepr, Value, ValueKind};
-use minijinja::{Environment, ErrorKind, UndefinedBehavior};
+use minijinja::{Environment, ErrorKind, State, UndefinedBehavior};
 use serde_json::Value as Json;
 
 use crate::error::{Error, Result, Stage};

@@ -2,7 +2,7 @@
 //! (cloud-init users copy templates written for jinja2).
 
 use minijinja::value::{ArgType, Kwargs, Value, ValueKind};
-use minijinja::{Error, ErrorKind};
+use minijinja::{Error, ErrorKind, State};
 
 /// A real undefined (not a compat placeholder) is an error naming the variable: asking
 /// minijinja for an attribute of it produces its own "`x` is undefined" error.
@@ -184,10 +184,10 @@ pub(super) fn replaced_len(s: &str, old: &str, new: &str, count: Option<usize>) 
 }
 
 /// Python's `str.center(width)`.
-pub fn center(value: &Value, width: Option<usize>) -> Result<Value, Error> {
+pub fn center(state: &State, value: &Value, width: Option<usize>) -> Result<Value, Error> {
     reject_undefined(value)?;
     let mut s = String::new();
-    super::py_str(value, &mut s);
+    super::py_str(state, value, &mut s)?;
     let width = width.unwrap_or(80);
     check_len(width)?;
     let len = s.chars().count();
@@ -205,7 +205,12 @@ pub fn center(value: &Value, width: Option<usize>) -> Result<Value, Error> {
 
 /// jinja2 `join(value, d='', attribute=None)`: `str()` of each item, so floats, lists
 /// and None print the Python way.
-pub fn join(value: &Value, sep: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+pub fn join(
+    state: &State,
+    value: &Value,
+    sep: Option<Value>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
     reject_undefined(value)?;
     let sep = match sep {
         Some(v) => v,
@@ -216,10 +221,11 @@ pub fn join(value: &Value, sep: Option<Value>, kwargs: Kwargs) -> Result<Value, 
     let attribute: Option<String> = kwargs.get("attribute")?;
     kwargs.assert_all_used()?;
     let mut sep_s = String::new();
-    super::py_str(&sep, &mut sep_s);
+    super::py_str(state, &sep, &mut sep_s)?;
     let mut out = String::new();
-    for (i, item) in value.try_iter()?.enumerate() {
-        if i > 0 {
+    let mut first = true;
+    super::each_item(state, value, |item| {
+        if !std::mem::take(&mut first) {
             out.push_str(&sep_s);
         }
         let item = match &attribute {
@@ -231,14 +237,15 @@ pub fn join(value: &Value, sep: Option<Value>, kwargs: Kwargs) -> Result<Value, 
                 })?,
             None => item,
         };
-        super::py_str(&item, &mut out);
-        check_len(out.len())?;
-    }
+        super::py_str(state, &item, &mut out)?;
+        check_len(out.len())
+    })?;
     Ok(Value::from(out))
 }
 
 /// jinja2 `replace(s, old, new, count=None)` on `str()` of each argument.
 pub fn replace(
+    state: &State,
     value: &Value,
     old: &Value,
     new: &Value,
@@ -246,9 +253,9 @@ pub fn replace(
 ) -> Result<Value, Error> {
     reject_undefined(value)?;
     let (mut s, mut o, mut n) = (String::new(), String::new(), String::new());
-    super::py_str(value, &mut s);
-    super::py_str(old, &mut o);
-    super::py_str(new, &mut n);
+    super::py_str(state, value, &mut s)?;
+    super::py_str(state, old, &mut o)?;
+    super::py_str(state, new, &mut n)?;
     check_len(replaced_len(
         &s,
         &o,
@@ -262,10 +269,10 @@ pub fn replace(
 }
 
 /// jinja2 `wordcount`: number of `\w+` runs.
-pub fn wordcount(value: &Value) -> Result<Value, Error> {
+pub fn wordcount(state: &State, value: &Value) -> Result<Value, Error> {
     reject_undefined(value)?;
     let mut s = String::new();
-    super::py_str(value, &mut s);
+    super::py_str(state, value, &mut s)?;
     let mut n = 0;
     let mut in_word = false;
     for c in s.chars() {
@@ -280,14 +287,19 @@ pub fn wordcount(value: &Value) -> Result<Value, Error> {
 
 /// jinja2 `tojson`: `json.dumps(value, sort_keys=True)` (ASCII-only output, Python float
 /// and separator style) made HTML-safe by escaping `<`, `>`, `&` and `'`.
-pub fn tojson(value: &Value, indent: Option<usize>, kwargs: Kwargs) -> Result<Value, Error> {
+pub fn tojson(
+    state: &State,
+    value: &Value,
+    indent: Option<usize>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
     let indent = match indent {
         Some(i) => Some(i),
         None => kwargs.get::<Option<usize>>("indent")?,
     };
     kwargs.assert_all_used()?;
     let mut out = String::new();
-    dump(value, indent, 0, &mut out)?;
+    dump(state, value, indent, 0, &mut out)?;
     let safe = out
         .replace('<', "\\u003c")
         .replace('>', "\\u003e")
@@ -303,7 +315,13 @@ fn newline(indent: Option<usize>, level: usize, out: &mut String) {
     }
 }
 
-fn dump(v: &Value, indent: Option<usize>, level: usize, out: &mut String) -> Result<(), Error> {
+fn dump(
+    state: &State,
+    v: &Value,
+    indent: Option<usize>,
+    level: usize,
+    out: &mut String,
+) -> Result<(), Error> {
     if level > 128 {
         return Err(Error::new(
             ErrorKind::InvalidOperation,
@@ -340,7 +358,7 @@ fn dump(v: &Value, indent: Option<usize>, level: usize, out: &mut String) -> Res
         ValueKind::Seq | ValueKind::Iterable
             if v.downcast_object_ref::<super::Missing>().is_none() =>
         {
-            let items: Vec<Value> = v.try_iter()?.collect();
+            let items = super::items(state, v)?;
             if items.is_empty() {
                 out.push_str("[]");
                 return Ok(());
@@ -351,19 +369,19 @@ fn dump(v: &Value, indent: Option<usize>, level: usize, out: &mut String) -> Res
                     out.push_str(item_sep);
                 }
                 newline(indent, level + 1, out);
-                dump(item, indent, level + 1, out)?;
+                dump(state, item, indent, level + 1, out)?;
             }
             newline(indent, level, out);
             out.push(']');
         }
         ValueKind::Map => {
             let mut entries: Vec<(String, Value)> = Vec::new();
-            for k in v.try_iter()? {
+            for k in super::items(state, v)? {
                 let key = match k.kind() {
                     ValueKind::String => k.as_str().unwrap_or_default().to_string(),
                     ValueKind::Number | ValueKind::Bool | ValueKind::None => {
                         let mut s = String::new();
-                        dump(&k, None, level + 1, &mut s)?;
+                        dump(state, &k, None, level + 1, &mut s)?;
                         s
                     }
                     _ => {
@@ -389,7 +407,7 @@ fn dump(v: &Value, indent: Option<usize>, level: usize, out: &mut String) -> Res
                 newline(indent, level + 1, out);
                 json_str(k, out);
                 out.push_str(": ");
-                dump(val, indent, level + 1, out)?;
+                dump(state, val, indent, level + 1, out)?;
             }
             newline(indent, level, out);
             out.push('}');
@@ -474,11 +492,11 @@ pub fn format(
     use minijinja::value::{ArgType, Rest, ValueOrKwargs};
     let values = format_args.into_values();
     let mut fmt = String::new();
-    super::py_str(format_str, &mut fmt);
+    super::py_str(state, format_str, &mut fmt)?;
     let mut bound = fmt.len();
     for v in &values {
         let mut s = String::new();
-        super::py_str(v, &mut s);
+        super::py_str(state, v, &mut s)?;
         bound = bound.saturating_add(s.len());
         if fmt.contains('*') {
             let n = v.as_i64().map_or(0, i64::unsigned_abs);

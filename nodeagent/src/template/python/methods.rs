@@ -80,7 +80,7 @@ fn split(s: &str, sep: Option<String>, max: Option<i64>) -> Result<Vec<Value>, E
     Ok(parts.into_iter().map(Value::from).collect())
 }
 
-fn str_method(s: &str, name: &str, args: &[Value]) -> Result<Value, Error> {
+fn str_method(state: &State, s: &str, name: &str, args: &[Value]) -> Result<Value, Error> {
     Ok(match name {
         "upper" => Value::from(s.to_uppercase()),
         "lower" => Value::from(s.to_lowercase()),
@@ -118,7 +118,8 @@ fn str_method(s: &str, name: &str, args: &[Value]) -> Result<Value, Error> {
             let cands: Vec<String> = if let Some(p) = arg.as_str() {
                 vec![p.to_string()]
             } else {
-                arg.try_iter()?
+                super::items(state, arg)?
+                    .iter()
                     .map(|v| v.as_str().unwrap_or_default().to_string())
                     .collect()
             };
@@ -137,13 +138,14 @@ fn str_method(s: &str, name: &str, args: &[Value]) -> Result<Value, Error> {
                 .first()
                 .ok_or_else(|| Error::from(ErrorKind::MissingArgument))?;
             let mut out = String::new();
-            for (i, v) in arg.try_iter()?.enumerate() {
-                if i > 0 {
+            let mut first = true;
+            super::each_item(state, arg, |v| {
+                if !std::mem::take(&mut first) {
                     out.push_str(s);
                 }
                 out.push_str(&v.to_string());
-                super::filters::check_len(out.len())?;
-            }
+                super::filters::check_len(out.len())
+            })?;
             Value::from(out)
         }
         "find" => {
@@ -168,8 +170,8 @@ fn str_method(s: &str, name: &str, args: &[Value]) -> Result<Value, Error> {
     })
 }
 
-fn map_method(map: &Value, name: &str, args: &[Value]) -> Result<Value, Error> {
-    let keys = || map.try_iter();
+fn map_method(state: &State, map: &Value, name: &str, args: &[Value]) -> Result<Value, Error> {
+    let keys = || super::items(state, map).map(Vec::into_iter);
     Ok(match name {
         "keys" => {
             too_many(args, 0)?;
@@ -211,14 +213,14 @@ fn map_method(map: &Value, name: &str, args: &[Value]) -> Result<Value, Error> {
 }
 
 pub fn call_method(
-    _state: &mut State,
+    state: &mut State,
     value: &Value,
     name: &str,
     args: &[Value],
 ) -> Result<Value, Error> {
     match value.kind() {
-        ValueKind::String => str_method(value.as_str().unwrap_or_default(), name, args),
-        ValueKind::Map => map_method(value, name, args),
+        ValueKind::String => str_method(state, value.as_str().unwrap_or_default(), name, args),
+        ValueKind::Map => map_method(state, value, name, args),
         _ => Err(Error::from(ErrorKind::UnknownMethod)),
     }
 }

@@ -10,28 +10,66 @@ pub(super) mod methods;
 // Python-style printing: `{{ x }}` is `str(x)` in jinja, so lists and dicts print as
 // Python reprs, booleans as True/False, None as None, floats as Python floats.
 
-pub(super) fn py_str(v: &Value, out: &mut String) {
+pub(super) fn py_str(
+    state: &State,
+    v: &Value,
+    out: &mut String,
+) -> std::result::Result<(), minijinja::Error> {
     if let Some(m) = v.downcast_object_ref::<Missing>() {
         out.push_str(MISSING_PREFIX);
         out.push_str(&m.0);
-        return;
+        return Ok(());
     }
     match v.kind() {
-        ValueKind::Undefined => {}
-        ValueKind::String => out.push_str(v.as_str().unwrap_or_default()),
-        _ => py_repr(v, out, 0),
+        ValueKind::Undefined => Ok(()),
+        ValueKind::String => {
+            out.push_str(v.as_str().unwrap_or_default());
+            Ok(())
+        }
+        _ => py_repr(state, v, out, 0),
     }
 }
 
-pub(super) fn py_repr(v: &Value, out: &mut String, depth: usize) {
+/// Every template value our own code iterates (printing, `join`, `tojson`, the str and
+/// dict methods) goes through here: one fuel per item, as minijinja charges its built-in
+/// filters since 3.1, so a long lazy `n * [x]` costs its length, not one instruction
+/// (fuzz: printing a 63M-item one took 9 s in-process, past the renderer's CPU budget).
+pub(super) fn each_item(
+    state: &State,
+    v: &Value,
+    mut f: impl FnMut(Value) -> std::result::Result<(), minijinja::Error>,
+) -> std::result::Result<(), minijinja::Error> {
+    for item in v.try_iter()? {
+        state.consume_fuel(1)?;
+        f(item)?;
+    }
+    Ok(())
+}
+
+/// [`each_item`], collected.
+pub(super) fn items(state: &State, v: &Value) -> std::result::Result<Vec<Value>, minijinja::Error> {
+    let mut all = Vec::new();
+    each_item(state, v, |item| {
+        all.push(item);
+        Ok(())
+    })?;
+    Ok(all)
+}
+
+pub(super) fn py_repr(
+    state: &State,
+    v: &Value,
+    out: &mut String,
+    depth: usize,
+) -> std::result::Result<(), minijinja::Error> {
     use std::fmt::Write;
     if depth > 64 {
         out.push_str("...");
-        return;
+        return Ok(());
     }
     if v.downcast_object_ref::<Missing>().is_some() {
         out.push_str("Undefined");
-        return;
+        return Ok(());
     }
     match v.kind() {
         ValueKind::Undefined => out.push_str("Undefined"),
@@ -46,41 +84,49 @@ pub(super) fn py_repr(v: &Value, out: &mut String, depth: usize) {
         ValueKind::String => py_repr_str(v.as_str().unwrap_or_default(), out),
         // `n * [x]` is a lazy iterable in minijinja; jinja prints the list it is.
         ValueKind::Seq | ValueKind::Iterable => {
-            py_repr_items(out, ('[', ']'), v, |item, out| {
-                py_repr(item, out, depth + 1)
+            return py_repr_items(state, out, ('[', ']'), v, |item, out| {
+                py_repr(state, item, out, depth + 1)
             });
         }
-        ValueKind::Map => py_repr_items(out, ('{', '}'), v, |key, out| {
-            py_repr(key, out, depth + 1);
-            out.push_str(": ");
-            py_repr(&v.get_item(key).unwrap_or_default(), out, depth + 1);
-        }),
+        ValueKind::Map => {
+            return py_repr_items(state, out, ('{', '}'), v, |key, out| {
+                py_repr(state, key, out, depth + 1)?;
+                out.push_str(": ");
+                py_repr(state, &v.get_item(key).unwrap_or_default(), out, depth + 1)
+            });
+        }
         _ => {
             let _ = write!(CappedString(out), "{v}");
         }
     }
+    Ok(())
 }
 
 /// Python's `[a, b]` / `{k: v}`: `each` prints an item (or key) of `v` between the brackets.
-/// Over the output cap it stops, the caller refuses it (fuzz: printing a 63M-item `n * [x]`
-/// took 12 s before the cap was checked).
+/// Over the output cap it stops with the formatter's own refusal.
 fn py_repr_items(
+    state: &State,
     out: &mut String,
     (open, close): (char, char),
     v: &Value,
-    mut each: impl FnMut(&Value, &mut String),
-) {
+    mut each: impl FnMut(&Value, &mut String) -> std::result::Result<(), minijinja::Error>,
+) -> std::result::Result<(), minijinja::Error> {
     out.push(open);
-    for (i, item) in v.try_iter().into_iter().flatten().enumerate() {
+    let mut first = true;
+    each_item(state, v, |item| {
         if out.len() > MAX_RENDERED_BYTES {
-            break;
+            return Err(minijinja::Error::new(
+                ErrorKind::WriteFailure,
+                OUTPUT_TOO_LARGE,
+            ));
         }
-        if i > 0 {
+        if !std::mem::take(&mut first) {
             out.push_str(", ");
         }
-        each(&item, out);
-    }
+        each(&item, out)
+    })?;
     out.push(close);
+    Ok(())
 }
 
 /// A `fmt::Write` that stops (with `fmt::Error`) once the string passes the output cap, so
