@@ -375,26 +375,7 @@ fn dump(
             out.push(']');
         }
         ValueKind::Map => {
-            let mut entries: Vec<(String, Value)> = Vec::new();
-            for k in super::items(state, v)? {
-                let key = match k.kind() {
-                    ValueKind::String => k.as_str().unwrap_or_default().to_string(),
-                    ValueKind::Number | ValueKind::Bool | ValueKind::None => {
-                        let mut s = String::new();
-                        dump(state, &k, None, level + 1, &mut s)?;
-                        s
-                    }
-                    _ => {
-                        return Err(Error::new(
-                            ErrorKind::InvalidOperation,
-                            "tojson: keys must be strings",
-                        ));
-                    }
-                };
-                let val = v.get_item(&k)?;
-                entries.push((key, val));
-            }
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            let entries = json_entries(state, v, level)?;
             if entries.is_empty() {
                 out.push_str("{}");
                 return Ok(());
@@ -420,6 +401,32 @@ fn dump(
         }
     }
     Ok(())
+}
+
+/// A map's entries as `json.dumps(sort_keys=True)` writes them: keys as JSON text (numbers,
+/// booleans and None as their JSON), sorted.
+fn json_entries(state: &State, v: &Value, level: usize) -> Result<Vec<(String, Value)>, Error> {
+    let mut entries = Vec::new();
+    for k in super::items(state, v)? {
+        let key = match k.kind() {
+            ValueKind::String => k.as_str().unwrap_or_default().to_string(),
+            ValueKind::Number | ValueKind::Bool | ValueKind::None => {
+                let mut s = String::new();
+                dump(state, &k, None, level + 1, &mut s)?;
+                s
+            }
+            _ => {
+                return Err(Error::new(
+                    ErrorKind::InvalidOperation,
+                    "tojson: keys must be strings",
+                ));
+            }
+        };
+        let val = v.get_item(&k)?;
+        entries.push((key, val));
+    }
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(entries)
 }
 
 /// A JSON string as Python's `json.dumps` writes it (ensure_ascii).
