@@ -583,6 +583,11 @@ fn yaml_duplicate_key_in_metadata() {
 
 // ---- templates: endless loops and gigabytes ----
 
+/// Fuel's refusal: it pays for instructions, data made and items visited.
+static OUT_OF_FUEL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!("template exceeded its work budget of {TEMPLATE_FUEL} fuel")
+});
+
 #[test]
 fn template_endless_loop_runs_out_of_fuel() {
     let ud = "## template: jinja\n#cloud-config\n\
@@ -591,13 +596,9 @@ fn template_endless_loop_runs_out_of_fuel() {
     refused(
         ud.as_bytes(),
         None,
-        Expect::new(
-            Stage::Template,
-            "userdata line 3",
-            &format!("template exceeded its work budget of {TEMPLATE_FUEL} fuel"),
-        )
-        .within(120)
-        .out_of_process_only(),
+        Expect::new(Stage::Template, "userdata line 3", &OUT_OF_FUEL)
+            .within(120)
+            .out_of_process_only(),
     );
 }
 
@@ -625,11 +626,7 @@ fn template_gigabyte_string_repeat() {
     refused(
         ud.as_bytes(),
         None,
-        Expect::new(
-            Stage::Template,
-            "userdata line 3",
-            &format!("template exceeded its work budget of {TEMPLATE_FUEL} fuel"),
-        ),
+        Expect::new(Stage::Template, "userdata line 3", &OUT_OF_FUEL),
     );
 }
 
@@ -1027,11 +1024,7 @@ fn template_costly_filter_repeated_runs_out_of_fuel() {
     refused(
         ud.as_bytes(),
         None,
-        Expect::new(
-            Stage::Template,
-            "userdata line 3",
-            &format!("template exceeded its work budget of {TEMPLATE_FUEL} fuel"),
-        ),
+        Expect::new(Stage::Template, "userdata line 3", &OUT_OF_FUEL),
     );
 }
 
@@ -1049,11 +1042,7 @@ fn template_long_lazy_list_printed_or_joined_runs_out_of_fuel() {
         refused(
             ud.as_bytes(),
             None,
-            Expect::new(
-                Stage::Template,
-                "userdata line 3",
-                &format!("template exceeded its work budget of {TEMPLATE_FUEL} fuel"),
-            ),
+            Expect::new(Stage::Template, "userdata line 3", &OUT_OF_FUEL),
         );
     }
 }
