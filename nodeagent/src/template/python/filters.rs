@@ -223,11 +223,7 @@ pub fn join(
     let mut sep_s = String::new();
     super::py_str(state, &sep, &mut sep_s)?;
     let mut out = String::new();
-    let mut first = true;
-    super::each_item(state, value, |item| {
-        if !std::mem::take(&mut first) {
-            out.push_str(&sep_s);
-        }
+    super::each_item_joined(state, value, &sep_s, &mut out, |item, out| {
         let item = match &attribute {
             Some(path) => path
                 .split('.')
@@ -237,7 +233,7 @@ pub fn join(
                 })?,
             None => item,
         };
-        super::py_str(state, &item, &mut out)?;
+        super::py_str(state, &item, out)?;
         check_len(out.len())
     })?;
     Ok(Value::from(out))

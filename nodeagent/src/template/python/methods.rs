@@ -138,11 +138,7 @@ fn str_method(state: &State, s: &str, name: &str, args: &[Value]) -> Result<Valu
                 .first()
                 .ok_or_else(|| Error::from(ErrorKind::MissingArgument))?;
             let mut out = String::new();
-            let mut first = true;
-            super::each_item(state, arg, |v| {
-                if !std::mem::take(&mut first) {
-                    out.push_str(s);
-                }
+            super::each_item_joined(state, arg, s, &mut out, |v, out| {
                 out.push_str(&v.to_string());
                 super::filters::check_len(out.len())
             })?;

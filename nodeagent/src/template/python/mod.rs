@@ -46,6 +46,23 @@ pub(super) fn each_item(
     Ok(())
 }
 
+/// [`each_item`] with `sep` written into `out` between the items (`join`, printing a list).
+pub(super) fn each_item_joined(
+    state: &State,
+    v: &Value,
+    sep: &str,
+    out: &mut String,
+    mut f: impl FnMut(Value, &mut String) -> std::result::Result<(), minijinja::Error>,
+) -> std::result::Result<(), minijinja::Error> {
+    let mut first = true;
+    each_item(state, v, |item| {
+        if !std::mem::take(&mut first) {
+            out.push_str(sep);
+        }
+        f(item, out)
+    })
+}
+
 /// [`each_item`], collected.
 pub(super) fn items(state: &State, v: &Value) -> std::result::Result<Vec<Value>, minijinja::Error> {
     let mut all = Vec::new();
@@ -112,16 +129,12 @@ fn py_repr_items(
     mut each: impl FnMut(&Value, &mut String) -> std::result::Result<(), minijinja::Error>,
 ) -> std::result::Result<(), minijinja::Error> {
     out.push(open);
-    let mut first = true;
-    each_item(state, v, |item| {
+    each_item_joined(state, v, ", ", out, |item, out| {
         if out.len() > MAX_RENDERED_BYTES {
             return Err(minijinja::Error::new(
                 ErrorKind::WriteFailure,
                 OUTPUT_TOO_LARGE,
             ));
-        }
-        if !std::mem::take(&mut first) {
-            out.push_str(", ");
         }
         each(&item, out)
     })?;
