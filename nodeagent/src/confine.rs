@@ -34,6 +34,21 @@ pub(crate) const MAX_HOPS: usize = 40;
 /// after the first (a CABPK apply resolved some 200 components, mostly `/etc` again).
 static RESOLVED: Mutex<Option<HashMap<(PathBuf, String), PathBuf>>> = Mutex::new(None);
 
+/// This process's effective uid and gid: the owner of what the agent makes for itself.
+pub fn own_ids() -> (u32, u32) {
+    (
+        nix::unistd::geteuid().as_raw(),
+        nix::unistd::getegid().as_raw(),
+    )
+}
+
+/// The agent's own in-root directory `rel`, made 0755 and owned by this process where it or
+/// the directories above it are missing ([`Dir::make`]), opened.
+pub fn own_dir(root: &Path, rel: &str) -> io::Result<Dir> {
+    let (uid, gid) = own_ids();
+    Ok(Dir::make(root, rel, 0o755, uid, gid)?.0)
+}
+
 /// The roots held open for a run ([`hold`]): path and descriptor. Every [`Dir`] and every
 /// in-root read starts from the root's descriptor; a run opened it afresh for each (some
 /// hundred `open` + `close` pairs in a CABPK apply).

@@ -107,10 +107,7 @@ fn write(root: &Path, sink: &Sink, text: &str) {
 
 fn try_write(root: &Path, sink: &Sink, text: &str) -> std::io::Result<()> {
     let (dir, name) = sink.rel.rsplit_once('/').unwrap_or(("", sink.rel));
-    let (uid, gid) = (
-        nix::unistd::geteuid().as_raw(),
-        nix::unistd::getegid().as_raw(),
-    );
+    let (uid, gid) = crate::confine::own_ids();
     let dir = crate::confine::Dir::make(root, dir, 0o755, uid, gid)?.0;
     // Rotate before writing: a link is never followed nor rotated into place.
     if let Some(st) = dir.entry(name)?

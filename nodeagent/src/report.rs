@@ -10,11 +10,13 @@
 //! Publishing never fails the run: a broken channel is logged and the run goes on.
 //! Every text that enters a status passes through `redact::redact_text` first.
 
+use crate::confine::Dir;
 use crate::error::ErrorKind;
 use crate::redact::redact_text;
 use crate::transport::Transport;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// docs/formats.md N.4 phases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -48,6 +50,8 @@ impl Phase {
 
 pub const STATUS_JSON: &str = "run/nodeagent/status.json";
 pub const EVENTS: &str = "var/log/nodeagent/events.jsonl";
+const STATUS_DIR: &str = "run/nodeagent";
+const EVENTS_DIR: &str = "var/log/nodeagent";
 pub const STATUS_KEY: &str = "nodeagent.status";
 /// VM Operator turns this guestinfo key into the VirtualMachine's `GuestBootstrap` condition
 /// (vm-operator `pkg/util/bootstrap_condition.go` `GetBootstrapConditionValues`: the value is
@@ -294,6 +298,16 @@ pub struct Carried {
     published_condition: Option<String>,
     published_ready: Option<&'static str>,
     cloud_init: crate::cloud_init::files::Tracker,
+    outbox: Outbox,
+}
+
+/// What the reporter writes to on the node, opened at its first publish and held for the run
+/// (both halves of `--stage all`): `/run/nodeagent` and the events log, each reached inside
+/// the root by descriptor, so a status costs its own write and no walk of the path again.
+#[derive(Default)]
+struct Outbox {
+    status_dir: Option<Arc<Dir>>,
+    events: Option<std::fs::File>,
 }
 
 /// Publishes status at every phase change: `/run/nodeagent/status.json`,
@@ -312,6 +326,7 @@ pub struct Reporter<'t> {
     published_ready: Option<&'static str>,
     /// cloud-init's status files, moved on with every status (cloud_init/files.rs).
     cloud_init: crate::cloud_init::files::Tracker,
+    outbox: Outbox,
 }
 
 impl<'t> Reporter<'t> {
@@ -346,6 +361,7 @@ impl<'t> Reporter<'t> {
                 false,
                 cloud_init_datasource(transport, root),
             ),
+            outbox: Outbox::default(),
         }
     }
 
@@ -381,6 +397,7 @@ impl<'t> Reporter<'t> {
             published_condition: self.published_condition,
             published_ready: self.published_ready,
             cloud_init: self.cloud_init,
+            outbox: self.outbox,
         }
     }
 
@@ -395,6 +412,7 @@ impl<'t> Reporter<'t> {
             published_condition: carried.published_condition,
             published_ready: carried.published_ready,
             cloud_init: carried.cloud_init.into_main(),
+            outbox: carried.outbox,
         }
     }
 
@@ -560,16 +578,23 @@ impl<'t> Reporter<'t> {
         }
     }
 
-    fn write_status_json(&self) -> std::io::Result<()> {
+    fn write_status_json(&mut self) -> std::io::Result<()> {
         let json = serde_json::to_string_pretty(&self.status).map_err(std::io::Error::other)?;
-        write_run_file(
-            &crate::confine::file(&self.root, STATUS_JSON)?,
-            json.as_bytes(),
-            0o644,
-        )
+        let dir = match &self.outbox.status_dir {
+            Some(dir) => dir.clone(),
+            None => {
+                let dir = Arc::new(crate::confine::own_dir(&self.root, STATUS_DIR)?);
+                self.outbox.status_dir.insert(dir).clone()
+            }
+        };
+        let opts = crate::fsio::Options::new(0o644).volatile().shared();
+        let name = STATUS_JSON.rsplit('/').next().unwrap_or(STATUS_JSON);
+        crate::fsio::stage_in(&dir, name, json.as_bytes(), &opts)
+            .and_then(|s| crate::fsio::commit(vec![s]))
+            .map_err(|e| std::io::Error::new(e.source.kind(), e))
     }
 
-    fn append_event(&self) -> std::io::Result<()> {
+    fn append_event(&mut self) -> std::io::Result<()> {
         use std::io::Write;
         let ev = Event {
             ts_ms: now_ms(),
@@ -579,15 +604,22 @@ impl<'t> Reporter<'t> {
             step: self.status.step.clone(),
             detail: self.status.detail.clone(),
         };
-        // Parents resolved inside the root (confine.rs), a symlink at the file itself refused.
-        let path = crate::confine::file(&self.root, EVENTS)?;
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let mut f = crate::outlog::open_append(&path)?;
         let mut line = serde_json::to_string(&ev).map_err(std::io::Error::other)?;
         line.push('\n');
-        f.write_all(line.as_bytes())
+        // Made 0640 inside the root; a link, FIFO or second hard link at the name refused.
+        let file = match self.outbox.events.take() {
+            Some(file) => file,
+            None => {
+                let (uid, gid) = crate::confine::own_ids();
+                let name = EVENTS.rsplit('/').next().unwrap_or(EVENTS);
+                crate::confine::own_dir(&self.root, EVENTS_DIR)?
+                    .open_append(name, 0o640, uid, gid)?
+                    .0
+            }
+        };
+        let written = (&file).write_all(line.as_bytes());
+        self.outbox.events = Some(file);
+        written
     }
 }
 

@@ -276,10 +276,7 @@ fn prepare<'a>(t: &Target, f: &'a FileWrite, db: &UserDb, dirs: &mut Dirs) -> Re
         Some(m) if m != 0 => m & 0o7777,
         _ => regular.map(|st| st.st_mode & 0o7777).unwrap_or(0o644),
     };
-    let me = (
-        nix::unistd::geteuid().as_raw(),
-        nix::unistd::getegid().as_raw(),
-    );
+    let me = crate::confine::own_ids();
     let dir_owner = owner_ids(f, db, Some(me))?;
     Ok(Prepared {
         dir,

@@ -80,6 +80,16 @@ pub struct Tracker {
     /// Nothing published by this tracker yet: the first publish reads or resets the document.
     fresh: bool,
     datasource: Option<String>,
+    /// `DATA_DIR` and `RUN_DIR`, opened at the first write and held: status.json is written at
+    /// every status, without walking its path again.
+    dirs: Option<(Arc<Dir>, Arc<Dir>)>,
+    /// The names this tracker has linked from `RUN_DIR` (a link is made once).
+    linked: Vec<&'static str>,
+    /// The status.json this tracker wrote last. Most statuses change nothing in it (it moves
+    /// with cloud-init's stages, not with nodeagent's phases); rewriting the same bytes would
+    /// cost a rename over a file on disk, which ext4 flushes with the next sync of the node's
+    /// own files (`auto_da_alloc`).
+    written: Option<String>,
 }
 
 impl Tracker {
@@ -90,6 +100,9 @@ impl Tracker {
             progress: Progress::default(),
             fresh: true,
             datasource,
+            dirs: None,
+            linked: Vec::new(),
+            written: None,
         }
     }
 
@@ -221,17 +234,21 @@ impl Tracker {
         log(&self.root, "INFO", &text);
     }
 
-    fn write_status(&self) {
+    fn write_status(&mut self) {
         let json = crate::pyjson::to_python_json(&self.progress.to_json());
-        if let Err(e) = write_linked(&self.root, STATUS, json.as_bytes()) {
-            tracing::warn!("cloud-init's {RUN_DIR}/{STATUS} not written: {e}");
+        if self.written.as_ref() == Some(&json) {
+            return;
+        }
+        match self.write_linked(STATUS, json.as_bytes()) {
+            Ok(()) => self.written = Some(json),
+            Err(e) => tracing::warn!("cloud-init's {RUN_DIR}/{STATUS} not written: {e}"),
         }
     }
 
     /// result.json, `boot-finished` and cloud-init's final message: the boot is over.
-    fn end_of_boot(&self, iid: &str, now: f64) {
+    fn end_of_boot(&mut self, iid: &str, now: f64) {
         let json = crate::pyjson::to_python_json(&self.progress.result_json());
-        if let Err(e) = write_linked(&self.root, RESULT, json.as_bytes()) {
+        if let Err(e) = self.write_linked(RESULT, json.as_bytes()) {
             tracing::warn!("cloud-init's {RUN_DIR}/{RESULT} not written: {e}");
         }
         let stamp = rfc2822_now();
@@ -251,6 +268,26 @@ impl Tracker {
         crate::outlog::cloud_init_output(&self.root, &text);
         log(&self.root, "INFO", &text);
     }
+
+    /// `name` written in `DATA_DIR` (0644) and linked from `RUN_DIR`, as cloud-init does.
+    fn write_linked(&mut self, name: &'static str, data: &[u8]) -> std::io::Result<()> {
+        let (data_dir, run) = match &self.dirs {
+            Some(dirs) => dirs.clone(),
+            None => {
+                let dirs = (
+                    open_dir(&self.root, DATA_DIR)?,
+                    open_dir(&self.root, RUN_DIR)?,
+                );
+                self.dirs.insert(dirs).clone()
+            }
+        };
+        write_in(&data_dir, name, data, 0o644)?;
+        if !self.linked.contains(&name) {
+            run.replace_symlink(&format!("../../{DATA_DIR}/{name}"), name)?;
+            self.linked.push(name);
+        }
+        Ok(())
+    }
 }
 
 /// A line of `/var/log/cloud-init.log`, redacted.
@@ -268,25 +305,9 @@ pub fn rfc2822_now() -> String {
         .unwrap_or_default()
 }
 
-fn me() -> (u32, u32) {
-    (
-        nix::unistd::geteuid().as_raw(),
-        nix::unistd::getegid().as_raw(),
-    )
-}
-
 /// The in-root directory `rel` (made 0755 with the missing ones above it), opened.
 fn open_dir(root: &Path, rel: &str) -> std::io::Result<Arc<Dir>> {
-    let (uid, gid) = me();
-    Ok(Arc::new(Dir::make(root, rel, 0o755, uid, gid)?.0))
-}
-
-/// `name` written in `DATA_DIR` (0644) and linked from `RUN_DIR`, as cloud-init does.
-fn write_linked(root: &Path, name: &str, data: &[u8]) -> std::io::Result<()> {
-    let data_dir = open_dir(root, DATA_DIR)?;
-    write_in(&data_dir, name, data, 0o644)?;
-    let run = open_dir(root, RUN_DIR)?;
-    run.replace_symlink(&format!("../../{DATA_DIR}/{name}"), name)
+    Ok(Arc::new(crate::confine::own_dir(root, rel)?))
 }
 
 fn write_in(dir: &Arc<Dir>, name: &str, data: &[u8], mode: u32) -> std::io::Result<()> {
@@ -468,6 +489,32 @@ mod tests {
                 .exists()
         );
         assert!(json(r, "run/cloud-init/status.json")["v1"]["init"]["start"].is_null());
+    }
+
+    #[test]
+    fn a_status_that_changes_nothing_in_the_document_leaves_the_file_alone() {
+        use std::os::unix::fs::MetadataExt;
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        let ino = || {
+            std::fs::metadata(r.join("var/lib/cloud/data/status.json"))
+                .unwrap()
+                .ino()
+        };
+        let mut main = Tracker::new(r, false, None);
+        main.publish(&status("applying", Some("write_files[0]:/etc/x")).seen());
+        let first = ino();
+        // Another step of the same stage, a detail: the same document, the same file.
+        main.publish(&status("applying", Some("write_files[1]:/etc/y")).seen());
+        main.step("write_files[2]:/etc/z");
+        assert_eq!(ino(), first, "rewritten although nothing in it changed");
+        // A new stage changes the document: written (a new file renamed into place).
+        main.publish(&status("applying", Some("runcmd[0]")).seen());
+        assert_ne!(ino(), first);
+        assert_eq!(
+            json(r, "run/cloud-init/status.json")["v1"]["stage"],
+            "modules-final"
+        );
     }
 
     #[test]
