@@ -92,6 +92,14 @@ impl WriteError {
 
 pub type WriteResult<T> = std::result::Result<T, WriteError>;
 
+/// For callers whose errors are `io::Error` (status and log writers): the same kind, the
+/// operation and path kept in the message.
+impl From<WriteError> for io::Error {
+    fn from(e: WriteError) -> io::Error {
+        io::Error::new(e.source.kind(), e)
+    }
+}
+
 /// A temp file holding a file's final bytes, owner and mode, not yet in place. It and its
 /// target are named relative to one open directory ([`Dir`]), so the temp file made, the
 /// rename over the target and the directory synced are in the same directory, whatever a
@@ -318,6 +326,11 @@ pub fn read_prefix(path: &Path, len: usize) -> io::Result<Vec<u8>> {
     let mut buf = Vec::with_capacity(len);
     File::open(path)?.take(len as u64).read_to_end(&mut buf)?;
     Ok(buf)
+}
+
+/// Replace the entry `name` of `dir` with `data`: [`stage_in`], then [`commit`].
+pub fn write_in(dir: &Arc<Dir>, name: &str, data: &[u8], opts: &Options) -> WriteResult<()> {
+    commit(vec![stage_in(dir, name, data, opts)?])
 }
 
 /// Replace `path` with `data` (see the module doc).

@@ -50,8 +50,6 @@ impl Phase {
 
 pub const STATUS_JSON: &str = "run/nodeagent/status.json";
 pub const EVENTS: &str = "var/log/nodeagent/events.jsonl";
-const STATUS_DIR: &str = "run/nodeagent";
-const EVENTS_DIR: &str = "var/log/nodeagent";
 pub const STATUS_KEY: &str = "nodeagent.status";
 /// VM Operator turns this guestinfo key into the VirtualMachine's `GuestBootstrap` condition
 /// (vm-operator `pkg/util/bootstrap_condition.go` `GetBootstrapConditionValues`: the value is
@@ -580,18 +578,16 @@ impl<'t> Reporter<'t> {
 
     fn write_status_json(&mut self) -> std::io::Result<()> {
         let json = serde_json::to_string_pretty(&self.status).map_err(std::io::Error::other)?;
+        let (parent, name) = STATUS_JSON.rsplit_once('/').unwrap_or(("", STATUS_JSON));
         let dir = match &self.outbox.status_dir {
             Some(dir) => dir.clone(),
             None => {
-                let dir = Arc::new(crate::confine::own_dir(&self.root, STATUS_DIR)?);
+                let dir = Arc::new(crate::confine::own_dir(&self.root, parent)?);
                 self.outbox.status_dir.insert(dir).clone()
             }
         };
         let opts = crate::fsio::Options::new(0o644).volatile().shared();
-        let name = STATUS_JSON.rsplit('/').next().unwrap_or(STATUS_JSON);
-        crate::fsio::stage_in(&dir, name, json.as_bytes(), &opts)
-            .and_then(|s| crate::fsio::commit(vec![s]))
-            .map_err(|e| std::io::Error::new(e.source.kind(), e))
+        Ok(crate::fsio::write_in(&dir, name, json.as_bytes(), &opts)?)
     }
 
     fn append_event(&mut self) -> std::io::Result<()> {
@@ -611,8 +607,9 @@ impl<'t> Reporter<'t> {
             Some(file) => file,
             None => {
                 let (uid, gid) = crate::confine::own_ids();
-                let name = EVENTS.rsplit('/').next().unwrap_or(EVENTS);
-                crate::confine::own_dir(&self.root, EVENTS_DIR)?
+                let (parent, name) = EVENTS.rsplit_once('/').unwrap_or(("", EVENTS));
+                Dir::make(&self.root, parent, 0o755, uid, gid)?
+                    .0
                     .open_append(name, 0o640, uid, gid)?
                     .0
             }
@@ -649,8 +646,7 @@ pub fn write_run_file(path: &Path, data: &[u8], mode: u32) -> std::io::Result<()
         .ok_or_else(|| std::io::Error::other("no parent directory"))?;
     std::fs::create_dir_all(dir)?;
     let opts = crate::fsio::Options::new(mode).volatile().shared();
-    crate::fsio::write_atomic(path, data, &opts)
-        .map_err(|e| std::io::Error::new(e.source.kind(), e))
+    Ok(crate::fsio::write_atomic(path, data, &opts)?)
 }
 
 pub fn now_ms() -> u64 {

@@ -312,9 +312,7 @@ fn open_dir(root: &Path, rel: &str) -> std::io::Result<Arc<Dir>> {
 
 fn write_in(dir: &Arc<Dir>, name: &str, data: &[u8], mode: u32) -> std::io::Result<()> {
     let opts = crate::fsio::Options::new(mode).volatile().shared();
-    crate::fsio::stage_in(dir, name, data, &opts)
-        .and_then(|s| crate::fsio::commit(vec![s]))
-        .map_err(|e| std::io::Error::new(e.source.kind(), e))
+    Ok(crate::fsio::write_in(dir, name, data, &opts)?)
 }
 
 /// `instances/<dir>/boot-finished`, and the `instance` link cloud-init's tools reach it by.
@@ -336,11 +334,11 @@ pub fn write_instance_data(root: &Path, sensitive: &str, public: &str) {
             (Ok(a), Ok(b)) => vec![a, b],
             (Ok(s), Err(e)) | (Err(e), Ok(s)) => {
                 crate::fsio::discard(vec![s]);
-                return Err(std::io::Error::new(e.source.kind(), e));
+                return Err(e.into());
             }
-            (Err(e), Err(_)) => return Err(std::io::Error::new(e.source.kind(), e)),
+            (Err(e), Err(_)) => return Err(e.into()),
         };
-        crate::fsio::commit(staged).map_err(|e| std::io::Error::new(e.source.kind(), e))
+        Ok(crate::fsio::commit(staged)?)
     });
     if let Err(e) = res {
         tracing::warn!("cloud-init's {RUN_DIR}/{INSTANCE_DATA} not written: {e}");

@@ -471,12 +471,10 @@ impl SeedDir {
         let dir =
             std::sync::Arc::new(crate::confine::Dir::open(&self.root, &self.rel).map_err(fail)?);
         let opts = crate::fsio::Options::new(0o600).volatile().shared();
-        crate::fsio::stage_in(&dir, name, data, &opts)
-            .and_then(|staged| crate::fsio::commit(vec![staged]))
-            .map_err(|e| {
-                Error::caused(Stage::Transport, place, e)
-                    .map_message(|_| format!("cannot write {}", self.shown(name)))
-            })
+        crate::fsio::write_in(&dir, name, data, &opts).map_err(|e| {
+            Error::caused(Stage::Transport, place, e)
+                .map_message(|_| format!("cannot write {}", self.shown(name)))
+        })
     }
 }
 
