@@ -90,6 +90,10 @@ pub const PROCESS_OUTPUT_CAP_BYTES: usize = 1024 * 1024;
 /// Deadline of one system tool call (`useradd`, `chpasswd`, `mkfs.*`, `sfdisk`, `mount -a`,
 /// `systemctl`, `netplan`, `blkid`...), seconds; the tool's process group is killed after it.
 pub const TOOL_TIMEOUT_SECS: u64 = 300;
+/// Longest wait for the container runtime before the first runcmd item or kubeadm
+/// (`systemctl start nodeagent-cri.target`, apply/runtime.rs), seconds: containerd's own start
+/// times out after systemd's default 90 s; then the commands run, and the run ends degraded.
+pub const RUNTIME_WAIT_SECS: u64 = 300;
 /// Total deadline of one `nodeagent run`, seconds: no external program (command, kubeadm,
 /// tool, RPC) outlives it, so `TimeoutStartSec=infinity` can never mean forever. Longer than
 /// the default kubeadm join deadline plus init and a few hundred commands.

@@ -119,19 +119,60 @@ fn local_stage_runs_after_local_fs_and_before_any_network_service() {
 }
 
 #[test]
-fn main_stage_waits_for_network_online_vmtoolsd_containerd_and_local_stage() {
+fn main_stage_waits_for_network_online_vmtoolsd_and_local_stage_but_not_the_runtime() {
     let u = load("nodeagent.service");
     for dep in [
         "network-online.target",
         "vmtoolsd.service",
-        "containerd.service",
         "nodeagent-local.service",
     ] {
         assert!(has(&u, "Unit", "After", dep), "main stage not After={dep}");
     }
     // network-online.target is passive too: it must be pulled in or it is reached at once.
     assert!(has(&u, "Unit", "Wants", "network-online.target"));
-    assert!(has(&u, "Unit", "Wants", "containerd.service"));
+    // The read, plan and writes overlap the runtime's start: only the commands wait for it
+    // (nodeagent-cri.target, started by the agent: apply/runtime.rs).
+    for runtime in ["containerd.service", "crio.service", "nodeagent-cri.target"] {
+        assert!(
+            !has(&u, "Unit", "After", runtime),
+            "After={runtime} puts the whole stage behind the runtime's start"
+        );
+    }
+    // Pulled in, so the runtime starts at once.
+    assert!(has(&u, "Unit", "Wants", "nodeagent-cri.target"));
+}
+
+#[test]
+fn the_cri_target_is_reached_once_containerd_or_crio_serves() {
+    let t = load("nodeagent-cri.target");
+    // containerd is Type=notify: after it means its socket serves (image-builder issue 173).
+    assert!(has(&t, "Unit", "After", "containerd.service"));
+    assert!(has(&t, "Unit", "After", "crio.service"));
+    assert!(has(&t, "Unit", "Wants", "containerd.service"));
+    // Not Requires=/BindsTo=: a runtime that fails must not keep the commands from running
+    // (kubeadm's pre-flight says what is wrong), as the main unit's Wants= did before.
+    for key in ["Requires", "Requisite", "BindsTo"] {
+        assert!(get(&t, "Unit", key).is_empty(), "{key}= on the target");
+    }
+    // Nothing orders it against the main unit, which starts it from inside its run.
+    for key in ["After", "Before"] {
+        assert!(
+            !get(&t, "Unit", key)
+                .iter()
+                .any(|v| v.starts_with("nodeagent")),
+            "{key}= a nodeagent unit would deadlock the wait"
+        );
+    }
+    assert!(
+        !t.contains_key("Install"),
+        "pulled in by nodeagent.service, not enabled"
+    );
+    // The name the agent starts is this file's.
+    let runtime = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/apply/runtime.rs"),
+    )
+    .unwrap();
+    assert!(runtime.contains(r#"pub const CRI_TARGET: &str = "nodeagent-cri.target";"#));
 }
 
 #[test]

@@ -513,6 +513,7 @@ def breakdown(files):
             if key == "main":
                 b["kubeadm step start"] = next((t for t, msg, step, _ in mine
                                                 if msg == "step start" and step.endswith(":kubeadm")), None)
+                b["runtime ready"] = next((t for t, msg, _, _ in mine if msg.startswith("container runtime ready")), None)
                 b["kubeadm exec"] = next((t for t, msg, _, mod in mine if mod == "kubeadm" and msg.startswith("$ kubeadm")), None)
                 b["sentinel"] = next((t for t, msg, step, _ in mine if msg == "step done" and step.endswith(":kubeadm")), None)
     return {k: v for k, v in b.items() if v is not None}
@@ -623,7 +624,11 @@ def report(boots, variants, rounds, loads):
         ("main unit: transport chosen → read", "main transport", "main read"),
         ("main unit: read → first write (plan, pre-flight)", "main read", "main first write"),
         ("main unit: first write → kubeadm step", "main first write", "kubeadm step start"),
-        ("kubeadm step → kubeadm started (endpoint wait)", "kubeadm step start", "kubeadm exec"),
+        ("network-online → containerd serving", "network-online", "containerd"),
+        ("main unit start → containerd serving", "main start", "containerd"),
+        ("main unit: start → runtime ready (nodeagent-cri.target)", "main start", "runtime ready"),
+        ("runtime ready → kubeadm started (endpoint wait)", "runtime ready", "kubeadm exec"),
+        ("kubeadm step → kubeadm started", "kubeadm step start", "kubeadm exec"),
         ("kubeadm started → its first line", "kubeadm exec", "kubeadm first line"),
         ("kubeadm: first line → joined", "kubeadm first line", "kubeadm joined"),
         ("joined → sentinel", "kubeadm joined", "sentinel"),
@@ -645,6 +650,14 @@ def report(boots, variants, rounds, loads):
             cells.append(_stat(xs) if xs else "—")
         if any(c != "—" for c in cells):
             print(f"| {label} | " + " | ".join(cells) + " |")
+    # The main unit is not ordered after containerd (units/nodeagent-cri.target): kubeadm
+    # must still start only once containerd serves.
+    for v in variants:
+        marked = [b["breakdown"] for b in by[v[0]] if {"containerd", "kubeadm exec"} <= b["breakdown"].keys()]
+        if marked:
+            after = sum(1 for m in marked if m["kubeadm exec"] > m["containerd"])
+            print(f"\n{v[0]}: kubeadm started after containerd served in {after} of {len(marked)} boots"
+                  + ("" if after == len(marked) else "  <-- FAIL: kubeadm ran before the CRI was ready"))
 
 
 SCENARIOS = [

@@ -22,6 +22,7 @@ pub mod hostname;
 mod listout;
 pub mod ntp;
 pub mod password;
+pub mod runtime;
 pub mod script;
 pub mod shell;
 pub mod users;
@@ -228,6 +229,8 @@ pub struct Ctx<'a> {
     pub warnings: Vec<String>,
     /// A list's program waiting at the kubeadm step the loop runs meanwhile (shell.rs).
     live: Option<shell::Live<'a>>,
+    /// The container runtime was waited for in this run (runtime.rs).
+    runtime_awaited: bool,
 }
 
 impl Ctx<'_> {
@@ -245,6 +248,14 @@ impl Ctx<'_> {
         self.db = None;
     }
     /// A problem cloud-init only warns about: logged now, reported as `degraded` at the end.
+    /// Before the first runcmd item or kubeadm: the container runtime, once (runtime.rs).
+    pub fn await_runtime(&mut self) {
+        if !std::mem::replace(&mut self.runtime_awaited, true)
+            && let Some(why) = runtime::await_on_node(self.opts)
+        {
+            self.warn(why);
+        }
+    }
     pub fn warn(&mut self, msg: String) {
         tracing::warn!("{msg}");
         self.warnings.push(msg);
@@ -452,6 +463,7 @@ fn apply_locked(
         db: None,
         warnings: Vec::new(),
         live: None,
+        runtime_awaited: false,
     };
     let res = run_steps(&mut ctx, reporter, &steps, summary, run_started);
     // A program still waiting at the kubeadm step gets its answer and is waited for.
@@ -870,6 +882,7 @@ fn kubeadm_step(
     let _ = std::fs::remove_file(&fl.rc);
     // A supervisor killed alone took kubeadm with it; kill what kubeadm left running.
     commands::reap_orphan_group(&fl.rc);
+    ctx.await_runtime();
     begin(ctx, step, None)?;
     reporter.phase(Phase::Kubeadm, Some(&step.id));
     // What `kubeadm reset -f` deletes between join attempts, written again from the plan.

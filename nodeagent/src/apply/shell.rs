@@ -244,6 +244,11 @@ pub fn run_items<'p>(ctx: &mut Ctx<'p>, segment: &[&'p Step]) -> Result<Vec<Item
         );
     } else {
         clear_pause(&live.prog);
+        // runcmd and a script userdata run where cloud-final does, after the runtime
+        // (runtime.rs); bootcmd where cloud-init's network stage does, without waiting.
+        if list != "bootcmd" {
+            ctx.await_runtime();
+        }
     }
     drive(ctx, live)
 }
