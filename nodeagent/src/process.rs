@@ -479,6 +479,16 @@ impl Running {
         }
     }
 
+    /// End it now if it still runs (its whole group killed), and reap it: for a program
+    /// whose answer is no longer wanted.
+    pub fn stop(mut self) {
+        if exits_by(self.leader.as_mut(), self.pidfd.as_ref(), Instant::now()) {
+            let _ = self.leader.wait();
+        } else {
+            kill_group(self.leader.as_mut(), self.pidfd.as_ref(), Duration::ZERO);
+        }
+    }
+
     /// Wait for the exit (or the deadline).
     pub fn wait(mut self) -> Result<ExitStatus, ProcessError> {
         loop {

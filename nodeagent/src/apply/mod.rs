@@ -160,6 +160,8 @@ pub struct Options {
     /// The run's end is this apply's end: its `run-end` record is synced. False for the local
     /// half of `--stage all`, whose records the main half's syncs cover.
     pub ends_run: bool,
+    /// The container runtime's readiness, asked for when the stage started (runtime.rs).
+    pub runtime: runtime::Wait,
 }
 
 /// What happened to each step of one run.
@@ -229,8 +231,6 @@ pub struct Ctx<'a> {
     pub warnings: Vec<String>,
     /// A list's program waiting at the kubeadm step the loop runs meanwhile (shell.rs).
     live: Option<shell::Live<'a>>,
-    /// The container runtime was waited for in this run (runtime.rs).
-    runtime_awaited: bool,
 }
 
 impl Ctx<'_> {
@@ -248,11 +248,9 @@ impl Ctx<'_> {
         self.db = None;
     }
     /// A problem cloud-init only warns about: logged now, reported as `degraded` at the end.
-    /// Before the first runcmd item or kubeadm: the container runtime, once (runtime.rs).
+    /// Before the first runcmd item or kubeadm: the container runtime (runtime.rs).
     pub fn await_runtime(&mut self) {
-        if !std::mem::replace(&mut self.runtime_awaited, true)
-            && let Some(why) = runtime::await_on_node(self.opts)
-        {
+        if let Some(why) = self.opts.runtime.finish() {
             self.warn(why);
         }
     }
@@ -463,7 +461,6 @@ fn apply_locked(
         db: None,
         warnings: Vec::new(),
         live: None,
-        runtime_awaited: false,
     };
     let res = run_steps(&mut ctx, reporter, &steps, summary, run_started);
     // A program still waiting at the kubeadm step gets its answer and is waited for.

@@ -71,6 +71,13 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     if !target.is_host() {
         _held.push(crate::confine::hold(std::path::Path::new("/")).ok());
     }
+    // The container runtime is asked for now: systemctl's start runs beside the read, the
+    // network wait, the plan and the writes; the first command takes its answer.
+    let runtime = match stage {
+        RunStage::Local => apply::runtime::Wait::default(),
+        _ if !publish => apply::runtime::Wait::default(),
+        _ => apply::runtime::Wait::start_on_node(args.exec || target.is_host(), &target),
+    };
     let mut inputs = gather(args, &target)?;
     // The run's plans share what did not change between them (pipeline::Memo).
     let memo = pipeline::Memo::default();
@@ -84,7 +91,7 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         None
     };
     if stage == RunStage::All {
-        return run_all(args, &mut inputs, target, &memo);
+        return run_all(args, &mut inputs, target, &memo, &runtime);
     }
     // From here a panic on this thread also reaches the platform (report::install_panic_hook).
     let _panic_channel = report::arm_panic_channel(inputs.transport.as_ref());
@@ -126,6 +133,7 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
         inputs: &inputs,
         prepared: &prepared,
         stage,
+        runtime: &runtime,
     };
     execute(&job, target, Some(earlier)).map(|e| e.code)
 }
@@ -167,6 +175,7 @@ fn run_all(
     inputs: &mut pipeline::Inputs,
     target: Target,
     memo: &pipeline::Memo,
+    runtime: &apply::runtime::Wait,
 ) -> Result<i32> {
     let publish = args.only.is_none();
     // From here a panic on this thread also reaches the platform (report::install_panic_hook).
@@ -188,6 +197,7 @@ fn run_all(
         inputs,
         prepared: &local,
         stage: RunStage::Local,
+        runtime: &apply::runtime::Wait::default(),
     };
     let mut earlier = execute(&job, target.clone(), None)?.earlier;
     earlier.warnings.append(&mut kubeadm_warnings);
@@ -220,6 +230,7 @@ fn run_all(
         inputs,
         prepared: &prepared,
         stage: RunStage::Main,
+        runtime,
     };
     execute(&job, target, Some(earlier)).map(|e| e.code)
 }
@@ -317,6 +328,8 @@ struct Job<'a> {
     inputs: &'a pipeline::Inputs,
     prepared: &'a pipeline::Prepared,
     stage: RunStage,
+    /// The wait for the container runtime, for the stage that runs commands.
+    runtime: &'a apply::runtime::Wait,
 }
 
 /// Apply one stage of a prepared plan: state, journal, reports. With `earlier` (the local
@@ -363,6 +376,7 @@ fn execute_locked(job: &Job, target: Target, mut earlier: Option<Earlier>) -> Re
         inputs,
         prepared,
         stage,
+        ..
     } = *job;
     // kubeadm pre-flight already ran inside planner::build, before anything was written.
     let selected;
@@ -385,17 +399,7 @@ fn execute_locked(job: &Job, target: Target, mut earlier: Option<Earlier>) -> Re
         save_instance(&state, iid, prepared, inputs, blanks_platform(job, exec))?;
     }
 
-    let opts = Options {
-        exec,
-        target,
-        stage,
-        compat: inputs.compat,
-        config: inputs.image.clone(),
-        // This very binary, even if the file was replaced since it started.
-        supervisor: "/proc/self/exe".into(),
-        fork_supervisor: crate::process::single_threaded(),
-        ends_run: !(stage == RunStage::Local && args.stage == RunStage::All),
-    };
+    let opts = options(job, target, exec);
     // `single` leaves the bootstrap's status and the platform alone, as `cloud-init single`
     // does: its reporter writes to a private scratch directory, removed on return.
     let scratch = match &args.only {
@@ -456,6 +460,24 @@ fn execute_locked(job: &Job, target: Target, mut earlier: Option<Earlier>) -> Re
         print_json(args, iid, &all, code);
     }
     Ok(Executed { code, earlier: all })
+}
+
+/// How a stage applies: on the node (or `--exec`) commands run; the main stage (or the main
+/// half of `--stage all`) ends the run and takes the wait for the container runtime.
+fn options(job: &Job, target: Target, exec: bool) -> Options {
+    let (args, inputs, stage) = (job.args, job.inputs, job.stage);
+    Options {
+        exec,
+        target,
+        stage,
+        compat: inputs.compat,
+        config: inputs.image.clone(),
+        // This very binary, even if the file was replaced since it started.
+        supervisor: "/proc/self/exe".into(),
+        fork_supervisor: crate::process::single_threaded(),
+        ends_run: !(stage == RunStage::Local && args.stage == RunStage::All),
+        runtime: job.runtime.take(),
+    }
 }
 
 /// Whether this run blanks the platform's copies of the data after success

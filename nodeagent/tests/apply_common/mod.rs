@@ -87,6 +87,7 @@ pub fn opts(root: &Path, exec: bool, compat: bool) -> Options {
         // run, so that kills hit both ways of supervising.
         fork_supervisor: std::env::var_os("NODEAGENT_TEST_FORK_SUPERVISOR").is_some(),
         ends_run: true,
+        runtime: Default::default(),
     }
 }
 
