@@ -81,7 +81,10 @@ Per\-instance state: the journal of finished steps; \fBnodeagent clean\fR resets
 Current bootstrap status, redacted; read by \fBnodeagent status\fR.
 .TP
 \fInodeagent\-local.service\fR, \fInodeagent.service\fR
-Run \fBnodeagent run \-\-stage local\fR before the network and \fBnodeagent run \-\-stage main\fR after network\-online.target and the container runtime.
+Run \fBnodeagent run \-\-stage local\fR before the network and \fBnodeagent run \-\-stage main\fR after network\-online.target.
+.TP
+\fInodeagent\-cri.target\fR
+Reached once the container runtime serves (after containerd.service or crio.service): the main stage starts it and waits for it before its first runcmd item or kubeadm.
 .SH "SEE ALSO"
 \fBnodeagent\-run\fR(1), \fBnodeagent\-status\fR(1), \fBnodeagent\-mint\fR(1), \fBkubeadm\fR(1), \fBsystemd.service\fR(5)
 "#;
