@@ -247,13 +247,13 @@ impl Ctx<'_> {
     pub fn invalidate_db(&mut self) {
         self.db = None;
     }
-    /// A problem cloud-init only warns about: logged now, reported as `degraded` at the end.
     /// Before the first runcmd item or kubeadm: the container runtime (runtime.rs).
     pub fn await_runtime(&mut self) {
         if let Some(why) = self.opts.runtime.finish() {
             self.warn(why);
         }
     }
+    /// A problem cloud-init only warns about: logged now, reported as `degraded` at the end.
     pub fn warn(&mut self, msg: String) {
         tracing::warn!("{msg}");
         self.warnings.push(msg);

@@ -10,8 +10,9 @@
 //! is reached, and the target is ordered after `containerd.service` (Type=notify: its
 //! socket serves) and `crio.service` (units/nodeagent-cri.target). An image with another
 //! runtime orders the target after it in a drop-in. `systemctl` is started when the main
-//! stage starts, so that its own start (0.5-1.7 s under emulation) is not on the way to
-//! kubeadm either; its answer is taken before the first command.
+//! stage starts, so that its own start (1.7 s of emulated time in one benchmark boot, started
+//! at the first command) is not on the way to kubeadm either; its answer is taken before the
+//! first command.
 
 use std::cell::RefCell;
 use std::ffi::OsStr;
@@ -29,10 +30,10 @@ pub const CRI_TARGET: &str = "nodeagent-cri.target";
 pub struct Wait(RefCell<Option<(Running, Instant)>>);
 
 impl Wait {
-    /// On the node (`--exec` on the host's root, systemd as init): start the wait, at most
-    /// `RUNTIME_WAIT_SECS`. Elsewhere nothing to wait for.
-    pub fn start_on_node(exec: bool, target: &super::Target) -> Wait {
-        if !exec || !target.is_host() || !systemd_booted() {
+    /// On the node (the host's root, where commands always run, and systemd as init): start
+    /// the wait, at most `RUNTIME_WAIT_SECS`. Elsewhere nothing to wait for.
+    pub fn start_on_node(target: &super::Target) -> Wait {
+        if !target.is_host() || !systemd_booted() {
             return Wait::default();
         }
         Wait::start(Duration::from_secs(crate::limits::RUNTIME_WAIT_SECS), None).unwrap_or_else(

@@ -73,10 +73,10 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
     }
     // The container runtime is asked for now: systemctl's start runs beside the read, the
     // network wait, the plan and the writes; the first command takes its answer.
-    let runtime = match stage {
-        RunStage::Local => apply::runtime::Wait::default(),
-        _ if !publish => apply::runtime::Wait::default(),
-        _ => apply::runtime::Wait::start_on_node(args.exec || target.is_host(), &target),
+    let runtime = if stage != RunStage::Local && publish {
+        apply::runtime::Wait::start_on_node(&target)
+    } else {
+        apply::runtime::Wait::default()
     };
     let mut inputs = gather(args, &target)?;
     // The run's plans share what did not change between them (pipeline::Memo).
