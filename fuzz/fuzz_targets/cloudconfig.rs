@@ -2,7 +2,7 @@
 //! First byte: bit 0 = compat. The rest: userdata text.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use nodeagent::{cloudconfig, config, facts, metadata, planner};
+use libnodeagent::{render::cloudconfig, source::config, source::facts, source::metadata, plan::planner};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&flags, rest)) = data.split_first() else {
@@ -21,7 +21,7 @@ fuzz_target!(|data: &[u8]| {
     let image = config::ImageConfig::default();
     let users = planner::UserDb::default();
     // Nothing on disk: pre-flight finds no certificates there.
-    let disk = nodeagent::planner::preflight::Disk::default();
+    let disk = libnodeagent::plan::planner::preflight::Disk::default();
     let _ = planner::build(&planner::PlanInput {
         instance_id: "i-fuzz",
         metadata: &md,
@@ -31,6 +31,6 @@ fuzz_target!(|data: &[u8]| {
         image: &image,
         compat,
         disk: &disk,
-        now: nodeagent::pki::now(),
+        now: libnodeagent::pki::now(),
     });
 });

@@ -2,8 +2,8 @@
 //! write_files `decode_file_content`. Input: mode byte, encoding, NUL, raw value.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use nodeagent::decode;
-use nodeagent::limits::{MAX_DECODED_BYTES, MAX_GUNZIP_BYTES};
+use libnodeagent::source::decode;
+use libnodeagent::base::limits::{MAX_DECODED_BYTES, MAX_GUNZIP_BYTES};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else {
@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
 });
 
 /// A decoded value is never larger than the gunzip bound, and errors name the key.
-fn check_value(r: nodeagent::error::Result<Option<decode::Decoded>>) {
+fn check_value(r: libnodeagent::base::error::Result<Option<decode::Decoded>>) {
     match r {
         Ok(Some(d)) => assert!(d.text.len() <= MAX_GUNZIP_BYTES),
         Ok(None) => {}

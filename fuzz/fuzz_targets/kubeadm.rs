@@ -7,8 +7,8 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    if let Ok(cfg) = nodeagent::kubeadm::config::parse(text, "/run/kubeadm/kubeadm.yaml") {
+    if let Ok(cfg) = libnodeagent::kubeadm::config::parse(text, "/run/kubeadm/kubeadm.yaml") {
         let _ = format!("{cfg:?}");
     }
-    let _ = nodeagent::kubeadm::recognise(text);
+    let _ = libnodeagent::kubeadm::recognise(text);
 });

@@ -9,9 +9,9 @@
 #![no_main]
 use libfuzzer_sys::arbitrary::Unstructured;
 use libfuzzer_sys::fuzz_target;
-use nodeagent::decode::Decoded;
-use nodeagent::pipeline::{self, Inputs, Offline};
-use nodeagent::transport::RawData;
+use libnodeagent::source::decode::Decoded;
+use libnodeagent::pipeline::{self, Inputs, Offline};
+use libnodeagent::source::transport::RawData;
 use nodeagent_fuzz::{cloud_config, metadata, target_view, user_db, yaml};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -112,7 +112,7 @@ fuzz_target!(|data: &[u8]| {
         users,
         target,
         disk: Default::default(),
-        now: nodeagent::pki::now(),
+        now: libnodeagent::pki::now(),
         compat: flags & 1 == 1,
         // Absent: the path probes find nothing, as on an empty root.
         root: "/nonexistent-nodeagent-fuzz-root".into(),

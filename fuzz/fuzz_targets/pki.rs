@@ -1,7 +1,7 @@
 //! Certificate and key inspection of arbitrary bytes (PEM or DER).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use nodeagent::pki::{check, hash, inspect};
+use libnodeagent::pki::{check, hash, inspect};
 
 fuzz_target!(|data: &[u8]| {
     let _ = inspect::pem_blocks(data);

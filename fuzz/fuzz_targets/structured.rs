@@ -5,7 +5,7 @@
 #![no_main]
 use libfuzzer_sys::arbitrary::Unstructured;
 use libfuzzer_sys::fuzz_target;
-use nodeagent::{cloudconfig, config, facts, kubeadm, metadata, planner};
+use libnodeagent::{render::cloudconfig, source::config, source::facts, kubeadm, source::metadata, plan::planner};
 use nodeagent_fuzz::{cloud_config, kubeadm_yaml, target_view, yaml};
 
 fuzz_target!(|data: &[u8]| {
@@ -40,7 +40,7 @@ fuzz_target!(|data: &[u8]| {
     let image = config::ImageConfig::default();
     let users = planner::UserDb::default();
     // Nothing on disk: pre-flight finds no certificates there.
-    let disk = nodeagent::planner::preflight::Disk::default();
+    let disk = libnodeagent::plan::planner::preflight::Disk::default();
     if let Ok(p) = planner::build(&planner::PlanInput {
         instance_id: "i-fuzz",
         metadata: &md,
@@ -50,7 +50,7 @@ fuzz_target!(|data: &[u8]| {
         image: &image,
         compat,
         disk: &disk,
-        now: nodeagent::pki::now(),
+        now: libnodeagent::pki::now(),
     }) {
         // The pure target checks (tools, path limits, layout arithmetic) on a made-up target.
         if let Ok(view) = target_view(&mut u) {

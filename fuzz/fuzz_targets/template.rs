@@ -2,7 +2,7 @@
 //! Input: flags byte (bit 0 = compat), template body, NUL, instance-data JSON.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use nodeagent::limits::MAX_RENDERED_BYTES;
+use libnodeagent::base::limits::MAX_RENDERED_BYTES;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&flags, rest)) = data.split_first() else {
@@ -19,8 +19,8 @@ fuzz_target!(|data: &[u8]| {
         .unwrap_or_else(|_| serde_json::json!({"v1": {"local_hostname": "node1"}, "ds": {}}));
     let compat = flags & 1 == 1;
     let userdata = format!("## template: jinja\n{body}");
-    let _ = nodeagent::template::detect(body);
-    if let Ok(r) = nodeagent::template::render(&userdata, &vars, compat) {
+    let _ = libnodeagent::render::template::detect(body);
+    if let Ok(r) = libnodeagent::render::template::render(&userdata, &vars, compat) {
         assert!(r.text.len() <= MAX_RENDERED_BYTES + 1);
     }
 });

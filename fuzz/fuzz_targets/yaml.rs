@@ -3,8 +3,8 @@
 //! bytes end in a value or an error, within the bounds, never a panic.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use nodeagent::error::Stage;
-use nodeagent::yaml;
+use libnodeagent::base::error::Stage;
+use libnodeagent::formats::yaml;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
@@ -17,8 +17,8 @@ fuzz_target!(|data: &[u8]| {
         for node in &nodes {
             let _ = node.to_json();
             let _ = yaml::deserialize::<serde_json::Value>(node);
-            let _ = yaml::deserialize::<nodeagent::config::ImageConfig>(node);
-            let _ = yaml::deserialize::<nodeagent::kubeadm::config::JoinConfiguration>(node);
+            let _ = yaml::deserialize::<libnodeagent::source::config::ImageConfig>(node);
+            let _ = yaml::deserialize::<libnodeagent::kubeadm::config::JoinConfiguration>(node);
         }
     }
     let _ = yaml::read_json(doc, text);

@@ -1064,7 +1064,7 @@ pub fn yaml(v: &Value) -> String {
 // ---- the target root as the plan's checks see it ----------------------------------------
 
 /// A probed target with a fuzzer-chosen set of tools, NTP clients and `--root` prefix length.
-pub fn target_view(u: &mut Unstructured) -> Result<nodeagent::planner::target::TargetView> {
+pub fn target_view(u: &mut Unstructured) -> Result<libnodeagent::plan::planner::target::TargetView> {
     const TOOLS: &[&str] = &[
         "useradd",
         "usermod",
@@ -1089,7 +1089,7 @@ pub fn target_view(u: &mut Unstructured) -> Result<nodeagent::planner::target::T
             tools.insert((*t).to_string());
         }
     }
-    Ok(nodeagent::planner::target::TargetView {
+    Ok(libnodeagent::plan::planner::target::TargetView {
         probed: true,
         target_tools: tools,
         chrony: bool::arbitrary(u)?,
@@ -1100,8 +1100,8 @@ pub fn target_view(u: &mut Unstructured) -> Result<nodeagent::planner::target::T
 }
 
 /// A target's user database: a few names with numeric ids, sometimes none known.
-pub fn user_db(u: &mut Unstructured) -> Result<nodeagent::planner::UserDb> {
-    let mut db = nodeagent::planner::UserDb {
+pub fn user_db(u: &mut Unstructured) -> Result<libnodeagent::plan::planner::UserDb> {
+    let mut db = libnodeagent::plan::planner::UserDb {
         known: u.ratio(3, 4)?,
         ..Default::default()
     };

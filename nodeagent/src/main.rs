@@ -1,3 +1,7 @@
+//! `nodeagent`: the command line over libnodeagent (the node side) and minter.
+
+mod cli;
+
 fn main() {
-    std::process::exit(nodeagent::cli::main());
+    std::process::exit(cli::main());
 }

@@ -7,7 +7,7 @@
 
 mod apply_common;
 use apply_common::*;
-use nodeagent::plan::*;
+use libnodeagent::plan::*;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! must become networkd files; the journal must record every step.
 
 mod prereq;
-use nodeagent::state::{DoneResult, Event};
+use libnodeagent::base::state::{DoneResult, Event};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -52,10 +52,10 @@ fn setup(userdata: Option<&str>, metadata: &Path) -> (tempfile::TempDir, PathBuf
     (t, d, r)
 }
 
-fn journal(r: &Path) -> Vec<nodeagent::state::Record> {
-    let st = nodeagent::state::State::open(r).unwrap();
+fn journal(r: &Path) -> Vec<libnodeagent::base::state::Record> {
+    let st = libnodeagent::base::state::State::open(r).unwrap();
     let iid = st.current_instance_id().unwrap();
-    nodeagent::state::read_journal(&st.instance_dir(&iid).join("journal.jsonl")).unwrap()
+    libnodeagent::base::state::read_journal(&st.instance_dir(&iid).join("journal.jsonl")).unwrap()
 }
 
 #[test]
@@ -121,7 +121,7 @@ fn cabpk_init_userdata_files_exact() {
     );
     assert!(done("network"));
     // State: userdata 0600, instance data 0600/0644, directory 0700.
-    let st = nodeagent::state::State::open(&r).unwrap();
+    let st = libnodeagent::base::state::State::open(&r).unwrap();
     let idir = st.instance_dir("test-vm");
     let mode = |p: PathBuf| std::fs::metadata(p).unwrap().mode() & 0o7777;
     assert_eq!(mode(r.join("var/lib/nodeagent")), 0o700);

@@ -38,8 +38,8 @@ mod apply_common;
 #[allow(unused)]
 mod kubeadm_common;
 use apply_common::*;
-use nodeagent::plan::*;
-use nodeagent::state::Event;
+use libnodeagent::base::state::Event;
+use libnodeagent::plan::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -70,7 +70,7 @@ enum Variant {
 /// with ca.key. The same in every process of a test run (each child builds the plan again):
 /// generated once into cargo's test tmpdir and read back.
 fn crash_pki() -> Vec<(String, String, u32)> {
-    use nodeagent::mint::pki::{Algorithm, Pki};
+    use minter::pki::{Algorithm, Pki};
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("apply-crash-pki");
     let pki = Pki::read(&dir).unwrap_or_else(|_| {
         let p = Pki::generate(Algorithm::EcdsaP256, time::Duration::days(365)).unwrap();
@@ -108,7 +108,7 @@ fn crash_plan(v: Variant) -> Plan {
             Frequency::PerInstance,
             Action::Network(NetworkSpec {
                 renderer: "networkd".into(),
-                files: nodeagent::network::render(
+                files: libnodeagent::plan::network::render(
                     &serde_json::json!({"version": 2, "ethernets": {"id0": {"match": {"macaddress": "00:50:56:aa:bb:cc"}, "set-name": "eth0", "dhcp4": true}}}),
                     "networkd",
                 )
@@ -673,7 +673,7 @@ fn skip_kubeadm(p: &str) -> bool {
             .is_some_and(|n| !AGENT_PKI.contains(&n))
 }
 
-/// The PKI files the plan writes (nodeagent::mint::pki's kubeadm layout).
+/// The PKI files the plan writes (minter::pki's kubeadm layout).
 const AGENT_PKI: [&str; 8] = [
     "ca.crt",
     "ca.key",
@@ -712,7 +712,7 @@ fn mask_kubeconfigs(root: &Path, snap: &mut BTreeMap<String, String>) {
         let head = desc.rsplit_once(' ').map_or("", |(h, _)| h);
         *desc = format!(
             "{head} masked {}",
-            nodeagent::apply::files::sha256_hex(masked.as_bytes())
+            libnodeagent::apply::files::sha256_hex(masked.as_bytes())
         );
     }
 }
@@ -732,7 +732,7 @@ fn mask_hosts_header(root: &Path, snap: &mut BTreeMap<String, String>) {
     let head = desc.rsplit_once(' ').map_or("", |(h, _)| h).to_string();
     *desc = format!(
         "{head} masked {}",
-        nodeagent::apply::files::sha256_hex(masked.as_bytes())
+        libnodeagent::apply::files::sha256_hex(masked.as_bytes())
     );
 }
 
@@ -745,8 +745,8 @@ fn rc_file(root: &Path, step: &str, per_boot: bool) -> std::path::PathBuf {
     } else {
         step.to_string()
     };
-    let h = nodeagent::apply::files::sha256_hex(key.as_bytes());
-    nodeagent::state::State::open(root)
+    let h = libnodeagent::apply::files::sha256_hex(key.as_bytes());
+    libnodeagent::base::state::State::open(root)
         .unwrap()
         .instance_dir("vm-crash")
         .join("cmd")
@@ -859,9 +859,10 @@ fn lock_holders(root: &Path) -> String {
 
 /// The step a kill interrupted: the last `begin` without its `done`.
 fn interrupted(root: &Path) -> String {
-    let st = nodeagent::state::State::open(root).unwrap();
-    let recs = nodeagent::state::read_journal(&st.instance_dir("vm-crash").join("journal.jsonl"))
-        .unwrap_or_default();
+    let st = libnodeagent::base::state::State::open(root).unwrap();
+    let recs =
+        libnodeagent::base::state::read_journal(&st.instance_dir("vm-crash").join("journal.jsonl"))
+            .unwrap_or_default();
     let mut open: Option<String> = None;
     for r in &recs {
         match &r.event {

@@ -4,7 +4,7 @@
 
 mod apply_common;
 use apply_common::*;
-use nodeagent::plan::*;
+use libnodeagent::plan::*;
 
 fn image(path: &std::path::Path, mib: u64) {
     let f = std::fs::File::create(path).unwrap();

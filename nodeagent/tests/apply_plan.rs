@@ -3,17 +3,17 @@
 
 mod apply_common;
 use apply_common::*;
-use nodeagent::plan::*;
-use nodeagent::plan::{Frequency, RunStage};
-use nodeagent::state::read_journal;
-use nodeagent::state::{DoneResult, Event, RunResult};
+use libnodeagent::base::state::read_journal;
+use libnodeagent::base::state::{DoneResult, Event, RunResult};
+use libnodeagent::plan::*;
+use libnodeagent::plan::{Frequency, RunStage};
 
 fn record(root: &std::path::Path) -> String {
     std::fs::read_to_string(root.join("record")).unwrap_or_default()
 }
 
-fn journal(root: &std::path::Path, iid: &str) -> Vec<nodeagent::state::Record> {
-    let st = nodeagent::state::State::open(root).unwrap();
+fn journal(root: &std::path::Path, iid: &str) -> Vec<libnodeagent::base::state::Record> {
+    let st = libnodeagent::base::state::State::open(root).unwrap();
     read_journal(&st.instance_dir(iid).join("journal.jsonl")).unwrap()
 }
 
@@ -27,7 +27,7 @@ fn full_plan() -> Plan {
         0o600,
     );
     deferred.defer = true;
-    let net = nodeagent::network::render(
+    let net = libnodeagent::plan::network::render(
         &serde_json::json!({"version": 2, "ethernets": {"id0": {"match": {"macaddress": "00:50:56:01:02:03"},
             "set-name": "eth0", "dhcp4": true}}}),
         "networkd",
@@ -233,7 +233,7 @@ fn same_instance_skips_per_instance_runs_per_boot_and_new_instance_runs_all() {
         record(r),
         "bootcmd\nruncmd0\nruncmd1 arg\nbootcmd\nbootcmd\nruncmd0\nruncmd1 arg\n"
     );
-    let st = nodeagent::state::State::open(r).unwrap();
+    let st = libnodeagent::base::state::State::open(r).unwrap();
     assert_eq!(st.current_instance_id().as_deref(), Some("vm-2"));
 }
 
@@ -257,7 +257,11 @@ fn failing_step_stops_the_run_and_names_itself() {
     );
     let e = run(r, &p, true, false, "b").unwrap_err();
     assert!(e.place.starts_with("step runcmd[0]"), "{e}");
-    assert_eq!(e.kind(), nodeagent::error::ErrorKind::CommandFailed, "{e}");
+    assert_eq!(
+        e.kind(),
+        libnodeagent::base::error::ErrorKind::CommandFailed,
+        "{e}"
+    );
     assert!(e.message.contains("exit status 3"), "{e}");
     assert!(
         !e.to_string().contains("0123456789abcdef"),
@@ -335,7 +339,11 @@ fn only_last_runcmd_counts_with_or_without_compat() {
         return;
     };
     let e = run(d.path(), &p, true, false, "b").unwrap_err();
-    assert_eq!(e.kind(), nodeagent::error::ErrorKind::CommandFailed, "{e}");
+    assert_eq!(
+        e.kind(),
+        libnodeagent::base::error::ErrorKind::CommandFailed,
+        "{e}"
+    );
     assert!(e.message.contains("exit status 4"), "{e}");
 }
 
@@ -353,7 +361,11 @@ fn command_timeout_and_skip_without_exec() {
     };
     let t = std::time::Instant::now();
     let e = run(d.path(), &p, true, false, "b").unwrap_err();
-    assert_eq!(e.kind(), nodeagent::error::ErrorKind::Timeout, "{e}");
+    assert_eq!(
+        e.kind(),
+        libnodeagent::base::error::ErrorKind::Timeout,
+        "{e}"
+    );
     assert!(e.message.contains("timed out after 1 s"), "{e}");
     assert!(t.elapsed().as_secs() < 10);
 
@@ -400,7 +412,7 @@ fn finished_command_of_a_killed_run_is_adopted_not_rerun() {
     };
     let r = d.path();
     run(r, &p, true, false, "b").unwrap();
-    let st = nodeagent::state::State::open(r).unwrap();
+    let st = libnodeagent::base::state::State::open(r).unwrap();
     let jp = st.instance_dir("vm-1").join("journal.jsonl");
     let text = std::fs::read_to_string(&jp).unwrap();
     let kept: String = text
@@ -445,7 +457,7 @@ fn kubeadm_finished_before_a_kill_is_adopted_via_the_sentinel() {
     let r = d.path();
     // A previous agent journaled `begin` for the step in this boot, kubeadm wrote CAPI's
     // sentinel, and the agent was killed before `done`.
-    let st = nodeagent::state::State::open(r).unwrap();
+    let st = libnodeagent::base::state::State::open(r).unwrap();
     let mut j = st.begin_instance("vm-k").unwrap();
     j.boot = "b".into();
     let rec = j.record(Event::Begin {

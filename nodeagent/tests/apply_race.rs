@@ -6,7 +6,7 @@
 
 mod apply_common;
 use apply_common::*;
-use nodeagent::apply::{Target, UserDb, files};
+use libnodeagent::apply::{Target, UserDb, files};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 
 mod apply_common;
 use apply_common::*;
-use nodeagent::plan::*;
+use libnodeagent::plan::*;
 
 const HASH: &str = "$6$rounds=4096$saltsalt$Zp9mB1bHYmJ0i8qz0r3VzUqK9cKQh9A0Xq9b1sB3oL0YpD1b8m7m1Yc2zK1tQk0a3r6Rk5w1pI2y8u0cN9v1.";
 
@@ -134,7 +134,7 @@ fn users_groups_sudo_keys_with_real_tools() {
             || p.starts_with("etc/.pwd.lock")
     };
     let before = snapshot(&ov.upper, &skip);
-    let st = nodeagent::state::State::open(r).unwrap();
+    let st = libnodeagent::base::state::State::open(r).unwrap();
     let _ = std::fs::remove_file(st.instance_dir("vm-users").join("journal.jsonl"));
     run(r, &users_plan("ALL=(ALL) NOPASSWD:ALL"), false, false, "b").unwrap();
     assert_eq!(snapshot(&ov.upper, &skip), before);

@@ -33,7 +33,7 @@ impl Ca {
     fn load(pki: &Path, base: &str) -> Ca {
         let pem = std::fs::read_to_string(pki.join(format!("{base}.crt"))).unwrap();
         let key_pem = std::fs::read_to_string(pki.join(format!("{base}.key"))).unwrap();
-        let key = nodeagent::mint::pki::Key::from_pem(&key_pem, base).unwrap();
+        let key = minter::pki::Key::from_pem(&key_pem, base).unwrap();
         let key = KeyPair::try_from(key.pair().serialized_der()).unwrap();
         Ca { pem, key }
     }
@@ -71,11 +71,8 @@ fn leaf(ca: &Ca, cn: &str, org: Option<&str>, sans: &[&str], days: i64) -> (Stri
     p.use_authority_key_identifier_extension = true;
     let issuer = Issuer::from_ca_cert_pem(&ca.pem, &ca.key).unwrap();
     let cert = p.signed_by(&key, &issuer).unwrap();
-    let sec1 = nodeagent::mint::der::pkcs8_to_sec1(key.serialized_der()).unwrap();
-    (
-        cert.pem(),
-        nodeagent::mint::pki::pem_encode("EC PRIVATE KEY", &sec1),
-    )
+    let sec1 = libnodeagent::pki::der::pkcs8_to_sec1(key.serialized_der()).unwrap();
+    (cert.pem(), minter::pki::pem_encode("EC PRIVATE KEY", &sec1))
 }
 
 const APISERVER_SANS: &[&str] = &[
@@ -236,7 +233,7 @@ impl Node {
                 .unwrap_or((name, name, "ca", "", None, &[]));
         if file.ends_with(".conf") {
             let ca = std::fs::read_to_string(self.pki().join("ca.crt")).unwrap();
-            let kc = nodeagent::mint::kubeconfig::render(
+            let kc = minter::kubeconfig::render(
                 "kubernetes",
                 "https://api.example.com:6443",
                 &ca,

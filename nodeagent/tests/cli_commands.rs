@@ -373,7 +373,7 @@ fn status_formats_and_exit_codes() {
 
 #[test]
 fn status_wait_shows_the_kubeadm_waits_clock_and_times_out() {
-    use nodeagent::report::{Phase, Reporter};
+    use libnodeagent::report::{Phase, Reporter};
     let d = tempfile::tempdir().unwrap();
     let mut r = Reporter::new(None, d.path(), "vm-1");
     r.phase(Phase::Waiting, Some("runcmd[0]:kubeadm"));

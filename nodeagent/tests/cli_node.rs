@@ -5,7 +5,7 @@
 mod kubeadm_common;
 mod prereq;
 use kubeadm_common::*;
-use nodeagent::report::{Phase, Reporter};
+use libnodeagent::report::{Phase, Reporter};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -159,7 +159,7 @@ fn status_exit_codes() {
             Box::new(|r: &mut Reporter| {
                 r.failed(
                     "kubeadm",
-                    nodeagent::error::ErrorKind::CommandFailed,
+                    libnodeagent::base::error::ErrorKind::CommandFailed,
                     "join failed",
                     &["boom".into()],
                 )
@@ -260,19 +260,19 @@ fn status_wait_times_out_or_follows_the_run() {
 #[test]
 fn analyze_reports_steps_and_phases() {
     let dir = tempfile::tempdir().unwrap();
-    let state = nodeagent::state::State::open(dir.path()).unwrap();
+    let state = libnodeagent::base::state::State::open(dir.path()).unwrap();
     let mut j = state.begin_instance("i-1").unwrap();
     for (step, ms) in [
         ("write_files[0]:/etc/a", 1.5),
         ("kubeadm", 2500.0),
         ("runcmd[0]", 30.0),
     ] {
-        let r = j.record(nodeagent::state::Event::Done {
+        let r = j.record(libnodeagent::base::state::Event::Done {
             step: step.into(),
-            stage: nodeagent::plan::RunStage::Main,
-            frequency: nodeagent::plan::Frequency::PerInstance,
+            stage: libnodeagent::plan::RunStage::Main,
+            frequency: libnodeagent::plan::Frequency::PerInstance,
             duration_ms: ms,
-            result: nodeagent::state::DoneResult::Ok,
+            result: libnodeagent::base::state::DoneResult::Ok,
         });
         j.append(r, false).unwrap();
     }
@@ -328,7 +328,7 @@ fn collect_logs_has_the_pieces_and_no_secrets() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let userdata = std::fs::read_to_string(CORPUS_INIT).unwrap();
-    let state = nodeagent::state::State::open(root).unwrap();
+    let state = libnodeagent::base::state::State::open(root).unwrap();
     let _j = state.begin_instance("i-1").unwrap();
     state
         .save("i-1", "userdata.txt", userdata.as_bytes(), 0o600)
@@ -352,7 +352,7 @@ fn collect_logs_has_the_pieces_and_no_secrets() {
     let mut rep = Reporter::new(None, root, "i-1");
     rep.failed(
         "kubeadm",
-        nodeagent::error::ErrorKind::CommandFailed,
+        libnodeagent::base::error::ErrorKind::CommandFailed,
         "exit status 1",
         &["x".into()],
     );

@@ -7,7 +7,7 @@
 
 mod apply_common;
 use apply_common::*;
-use nodeagent::plan::*;
+use libnodeagent::plan::*;
 use std::path::Path;
 
 fn record(root: &Path) -> String {
@@ -19,12 +19,12 @@ fn append(what: &str) -> String {
 }
 
 fn journal_results(root: &Path, iid: &str) -> Vec<(String, String)> {
-    let st = nodeagent::state::State::open(root).unwrap();
-    nodeagent::state::read_journal(&st.instance_dir(iid).join("journal.jsonl"))
+    let st = libnodeagent::base::state::State::open(root).unwrap();
+    libnodeagent::base::state::read_journal(&st.instance_dir(iid).join("journal.jsonl"))
         .unwrap()
         .into_iter()
         .filter_map(|r| match r.event {
-            nodeagent::state::Event::Done { step, result, .. } => {
+            libnodeagent::base::state::Event::Done { step, result, .. } => {
                 Some((step, result.as_str().to_string()))
             }
             _ => None,
@@ -84,7 +84,11 @@ fn the_last_runcmd_item_failing_fails_the_run() {
     };
     let e = run(d.path(), &p, true, false, "b").unwrap_err();
     assert!(e.place.starts_with("step runcmd[2]"), "{e}");
-    assert_eq!(e.kind(), nodeagent::error::ErrorKind::CommandFailed, "{e}");
+    assert_eq!(
+        e.kind(),
+        libnodeagent::base::error::ErrorKind::CommandFailed,
+        "{e}"
+    );
     assert!(e.message.contains("exit status 4"), "{e}");
     assert_eq!(record(d.path()), "before-last\n");
 }

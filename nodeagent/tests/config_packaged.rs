@@ -5,7 +5,7 @@
 // Test code slices output it knows to be ASCII (ids, hashes, base64).
 #![allow(clippy::string_slice)]
 
-use nodeagent::config::ImageConfig;
+use libnodeagent::source::config::ImageConfig;
 use std::collections::BTreeSet;
 
 fn shipped() -> String {

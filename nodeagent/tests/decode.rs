@@ -5,9 +5,11 @@ mod prereq;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use flate2::{Compression, write::GzEncoder};
-use nodeagent::decode::{self, B64Error, Decoded, decode_file_content, decode_value, py_b64decode};
-use nodeagent::error::Stage;
-use nodeagent::limits::{MAX_DECODED_BYTES, MAX_GUNZIP_BYTES};
+use libnodeagent::base::error::Stage;
+use libnodeagent::base::limits::{MAX_DECODED_BYTES, MAX_GUNZIP_BYTES};
+use libnodeagent::source::decode::{
+    self, B64Error, Decoded, decode_file_content, decode_value, py_b64decode,
+};
 use proptest::prelude::*;
 use std::io::Write;
 
@@ -176,7 +178,7 @@ fn unknown_encodings_are_plain_text_with_a_warning_naming_the_key() {
 
 // ---- A.5 steps 3-5: errors ----
 
-fn err(key: &str, raw: &[u8], enc: Option<&[u8]>) -> nodeagent::error::Error {
+fn err(key: &str, raw: &[u8], enc: Option<&[u8]>) -> libnodeagent::base::error::Error {
     decode_value(key, raw, enc).expect_err("must fail")
 }
 
@@ -254,7 +256,7 @@ fn decoded_size_over_the_limit_is_refused_before_decoding() {
     let big = b64(&vec![b'a'; MAX_DECODED_BYTES + 1]);
     let e = err("userdata", big.as_bytes(), Some(b"base64"));
     assert_eq!(e.place, "guestinfo.userdata");
-    assert_eq!(e.kind(), nodeagent::error::ErrorKind::TooLarge);
+    assert_eq!(e.kind(), libnodeagent::base::error::ErrorKind::TooLarge);
     assert!(
         e.message.contains(&MAX_DECODED_BYTES.to_string())
             && e.message.contains("MAX_DECODED_BYTES"),
@@ -262,7 +264,11 @@ fn decoded_size_over_the_limit_is_refused_before_decoding() {
     );
     let plain = vec![b'a'; MAX_DECODED_BYTES + 1];
     let e = err("metadata", &plain, None);
-    assert_eq!(e.kind(), nodeagent::error::ErrorKind::TooLarge, "{e}");
+    assert_eq!(
+        e.kind(),
+        libnodeagent::base::error::ErrorKind::TooLarge,
+        "{e}"
+    );
     assert_eq!(
         text("metadata", &plain[1..], None).map(|t| t.len()),
         Some(MAX_DECODED_BYTES)
@@ -289,7 +295,7 @@ fn gzip_output_over_the_limit_is_refused() {
         (e.stage, e.kind(), e.place.as_str()),
         (
             Stage::Decode,
-            nodeagent::error::ErrorKind::TooLarge,
+            libnodeagent::base::error::ErrorKind::TooLarge,
             "guestinfo.userdata"
         )
     );

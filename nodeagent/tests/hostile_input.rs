@@ -17,8 +17,8 @@
 mod hostile_common;
 mod prereq;
 
-use nodeagent::error::Stage;
-use nodeagent::limits::*;
+use libnodeagent::base::error::Stage;
+use libnodeagent::base::limits::*;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
@@ -230,14 +230,14 @@ fn validate(e: &Env) -> Out {
 }
 
 /// The library's view: the same inputs through `pipeline::gather` + `prepare`.
-fn library_error(e: &Env) -> nodeagent::error::Error {
-    let opts = nodeagent::pipeline::Options {
+fn library_error(e: &Env) -> libnodeagent::base::error::Error {
+    let opts = libnodeagent::pipeline::Options {
         transport: Some(format!("dir:{}", e.d.display())),
         facts: Some(e.facts.clone()),
         compat: false,
         root: e.r.clone(),
     };
-    match nodeagent::pipeline::gather(&opts).and_then(|i| nodeagent::pipeline::prepare(&i)) {
+    match libnodeagent::pipeline::gather(&opts).and_then(|i| libnodeagent::pipeline::prepare(&i)) {
         Ok(_) => panic!("hostile input accepted by the pipeline"),
         Err(err) => err,
     }
@@ -1068,11 +1068,14 @@ fn yaml_large_anchor_aliased_is_bounded_in_bytes() {
     let s = format!("a: &a \"{big}\"\nruncmd: [{}]\n", vec!["*a"; n].join(","));
     let ud = cloud_config(&s);
     // The crossing alias's column follows from the per-node cost; the library names it.
-    let place =
-        match nodeagent::cloudconfig::parse(std::str::from_utf8(&ud).unwrap(), "userdata", false) {
-            Err(e) => e.place,
-            Ok(_) => panic!("aliases expanding to {n} x 64 KiB accepted"),
-        };
+    let place = match libnodeagent::render::cloudconfig::parse(
+        std::str::from_utf8(&ud).unwrap(),
+        "userdata",
+        false,
+    ) {
+        Err(e) => e.place,
+        Ok(_) => panic!("aliases expanding to {n} x 64 KiB accepted"),
+    };
     assert!(place.starts_with("userdata line 3 column "), "{place}");
     refused(
         &ud,
@@ -1127,11 +1130,14 @@ fn runcmd_flood_is_refused_within_the_memory_bound() {
         s.push_str("- a\n");
     }
     let ud = cloud_config(&s);
-    let place =
-        match nodeagent::cloudconfig::parse(std::str::from_utf8(&ud).unwrap(), "userdata", false) {
-            Err(e) => e.place,
-            Ok(_) => panic!("{n} runcmd items accepted"),
-        };
+    let place = match libnodeagent::render::cloudconfig::parse(
+        std::str::from_utf8(&ud).unwrap(),
+        "userdata",
+        false,
+    ) {
+        Err(e) => e.place,
+        Ok(_) => panic!("{n} runcmd items accepted"),
+    };
     refused(
         &ud,
         None,
@@ -1452,7 +1458,7 @@ fn the_memory_figure_is_the_programs_own() {
 /// No line of it is anywhere now, and every JSON file of the archive is still JSON.
 #[test]
 fn unarmoured_rsa_key_body_stays_out_of_every_sink_line_by_line() {
-    let pem = nodeagent::mint::pki::Key::generate(nodeagent::mint::pki::Algorithm::Rsa2048)
+    let pem = minter::pki::Key::generate(minter::pki::Algorithm::Rsa2048)
         .unwrap()
         .private_pem;
     let body: Vec<&str> = pem.lines().filter(|l| !l.starts_with("-----")).collect();
@@ -1639,7 +1645,7 @@ fn query_never_reads_through_an_absolute_link_out_of_the_root() {
         .unwrap()
         .unwrap()
         .path();
-    let ud = idir.join(nodeagent::pipeline::SAVED_USERDATA);
+    let ud = idir.join(libnodeagent::pipeline::SAVED_USERDATA);
     std::fs::remove_file(&ud).unwrap();
     std::os::unix::fs::symlink(&host_secret, &ud).unwrap();
     for args in [&["userdata"][..], &["--all"][..]] {

@@ -328,7 +328,7 @@ fn validate_reads_at_most_the_limit() {
     assert!(
         stdout.contains(&format!(
             "the limit is {}",
-            nodeagent::limits::MAX_DECODED_BYTES
+            libnodeagent::base::limits::MAX_DECODED_BYTES
         )),
         "{stdout}"
     );

@@ -24,7 +24,7 @@ fn init_success() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(e.node.cmds(), ["init:0"]);
     assert!(e.node.sentinel().exists());
-    assert_eq!(e.status().phase, nodeagent::report::Phase::Done);
+    assert_eq!(e.status().phase, libnodeagent::report::Phase::Done);
     assert_eq!(e.guestinfo_status()["phase"], "done");
     assert_eq!(e.guestinfo_status()["instance_id"], "i-e2e");
     // kubeadm ran chrooted into the root: the config it got is the file the plan wrote, by

@@ -97,7 +97,7 @@ fn judge_all(program: &Path, cases: &[Case]) -> Vec<Verdict> {
 }
 
 fn nodeagent_verdict(text: &str) -> Verdict {
-    nodeagent::kubeadm::config::parse(text, "f.yaml")
+    libnodeagent::kubeadm::config::parse(text, "f.yaml")
         .map(|_| ())
         .map_err(|e| e.to_string())
 }

@@ -7,8 +7,16 @@ use kubeadm_common::*;
 
 /// Pre-flight as a run does it: the plan's files, then what the root holds (read by the
 /// pipeline, checked by the pure `planner::preflight`), at the current time.
-fn preflight(plan: &nodeagent::plan::Plan, root: &std::path::Path) -> nodeagent::error::Result<()> {
-    nodeagent::pipeline::kubeadm_preflight(plan, &Default::default(), root, nodeagent::pki::now())
+fn preflight(
+    plan: &libnodeagent::plan::Plan,
+    root: &std::path::Path,
+) -> libnodeagent::base::error::Result<()> {
+    libnodeagent::pipeline::kubeadm_preflight(
+        plan,
+        &Default::default(),
+        root,
+        libnodeagent::pki::now(),
+    )
 }
 
 fn root() -> tempfile::TempDir {
@@ -32,7 +40,7 @@ fn init_line() -> String {
     corpus_parts(CORPUS_INIT).1[0].clone()
 }
 
-fn fails(files: &[(String, Vec<u8>)], line: &str) -> nodeagent::error::Error {
+fn fails(files: &[(String, Vec<u8>)], line: &str) -> libnodeagent::base::error::Error {
     let r = root();
     let e = preflight(&plan_of(files, line), r.path()).unwrap_err();
     // No key material or token ever reaches an error.
@@ -369,7 +377,7 @@ fn bench_preflight_redact_status() {
     let text = std::fs::read_to_string(CORPUS_INIT).unwrap();
     let t = Instant::now();
     for _ in 0..n {
-        std::hint::black_box(nodeagent::redact::redact_text(&text));
+        std::hint::black_box(libnodeagent::base::redact::redact_text(&text));
     }
     let per = t.elapsed() / n;
     println!(
@@ -377,11 +385,11 @@ fn bench_preflight_redact_status() {
         text.len(),
         text.len() as f64 / per.as_secs_f64() / 1e6
     );
-    let mut rep = nodeagent::report::Reporter::new(None, r.path(), "i-1");
+    let mut rep = libnodeagent::report::Reporter::new(None, r.path(), "i-1");
     let t = Instant::now();
     for _ in 0..n {
         rep.phase(
-            nodeagent::report::Phase::Applying,
+            libnodeagent::report::Phase::Applying,
             Some("write_files[0]:/etc/x"),
         );
     }
@@ -418,7 +426,7 @@ fn ca_key_with_a_damaged_private_scalar_is_refused() {
         return;
     }
     let ca = make_ca(-300, 86400, true);
-    let der = nodeagent::pki::inspect::pem_blocks(ca.key_pem.as_bytes())
+    let der = libnodeagent::pki::inspect::pem_blocks(ca.key_pem.as_bytes())
         .unwrap()
         .remove(0)
         .1;
@@ -430,7 +438,7 @@ fn ca_key_with_a_damaged_private_scalar_is_refused() {
         + 5;
     let mut damaged = der.clone();
     damaged[at + 7] ^= 0x5a;
-    let damaged_pem = nodeagent::mint::pki::pem_encode("PRIVATE KEY", &damaged);
+    let damaged_pem = minter::pki::pem_encode("PRIVATE KEY", &damaged);
     for (key, want) in [
         (damaged_pem, "unusable private key"),
         (make_ca(-300, 86400, true).key_pem, "does not match"),
@@ -466,7 +474,9 @@ fn rsa_ca_key_with_a_damaged_private_part_is_refused() {
         return;
     }
     let pem = file(&corpus_files(), "/etc/kubernetes/pki/ca.key").to_vec();
-    let (label, der) = nodeagent::pki::inspect::pem_blocks(&pem).unwrap().remove(0);
+    let (label, der) = libnodeagent::pki::inspect::pem_blocks(&pem)
+        .unwrap()
+        .remove(0);
     assert_eq!(label, "RSA PRIVATE KEY");
     let key = pkcs1::RsaPrivateKey::from_der(&der).unwrap();
     for part in [
@@ -480,7 +490,7 @@ fn rsa_ca_key_with_a_damaged_private_part_is_refused() {
         let mut damaged = der.clone();
         damaged[at] ^= 0x10;
         let mut f = corpus_files();
-        let damaged_pem = nodeagent::mint::pki::pem_encode("RSA PRIVATE KEY", &damaged);
+        let damaged_pem = minter::pki::pem_encode("RSA PRIVATE KEY", &damaged);
         replace_file(
             &mut f,
             "/etc/kubernetes/pki/ca.key",

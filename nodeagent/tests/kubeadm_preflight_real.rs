@@ -13,7 +13,7 @@ mod kubeadm_common;
 mod prereq;
 
 use kubeadm_common::*;
-use nodeagent::kubeadm::validate::{self, Checked};
+use libnodeagent::kubeadm::validate::{self, Checked};
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
@@ -36,7 +36,7 @@ fn fake_kubeadm(dir: &Path, body: &str) {
 }
 
 /// The corpus's init plan with its kubeadm config's Kubernetes version replaced.
-fn corpus_plan_at(version: &str) -> nodeagent::plan::Plan {
+fn corpus_plan_at(version: &str) -> libnodeagent::plan::Plan {
     let (mut files, runcmd) = corpus_parts(CORPUS_INIT);
     let cfg = String::from_utf8(file(&files, "/run/kubeadm/kubeadm.yaml").to_vec()).unwrap();
     let cfg = cfg.replace(

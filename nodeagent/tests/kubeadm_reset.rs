@@ -9,8 +9,8 @@
 mod kubeadm_common;
 mod prereq;
 use kubeadm_common::*;
-use nodeagent::kubeadm::run::{execute_restoring, execute_with};
-use nodeagent::report::Reporter;
+use libnodeagent::kubeadm::run::{execute_restoring, execute_with};
+use libnodeagent::report::Reporter;
 use std::os::unix::fs::PermissionsExt;
 
 /// The shared CAs and keys CABPK writes for a control-plane join (no certificateKey).
@@ -99,7 +99,7 @@ fn control_plane_join_that_fails_once_succeeds_with_the_cas_written_again() {
     assert!(root.join("etc/kubernetes/kubelet.conf").exists());
     assert!(root.join("etc/kubernetes/manifests/etcd.yaml").exists());
     assert!(e.node.sentinel().exists());
-    assert_eq!(e.status().phase, nodeagent::report::Phase::Done);
+    assert_eq!(e.status().phase, libnodeagent::report::Phase::Done);
 }
 
 #[test]
@@ -113,7 +113,7 @@ fn without_the_restore_the_retry_fails_loading_the_ca() {
     settings.join_attempts = 2;
     let mut rep = Reporter::new(None, node.root(), "i-1");
     let spec = match &plan_of(&files, JOIN_LINE).steps.last().unwrap().action {
-        nodeagent::plan::Action::Kubeadm(k) => k.clone(),
+        libnodeagent::plan::Action::Kubeadm(k) => k.clone(),
         _ => unreachable!(),
     };
     let err = execute_with(&spec, &settings, node.root(), &mut rep, &node.runner).unwrap_err();
@@ -136,12 +136,12 @@ fn a_restore_that_fails_ends_the_retries() {
     node.put(&files);
     let mut rep = Reporter::new(None, node.root(), "i-1");
     let spec = match &plan_of(&files, JOIN_LINE).steps.last().unwrap().action {
-        nodeagent::plan::Action::Kubeadm(k) => k.clone(),
+        libnodeagent::plan::Action::Kubeadm(k) => k.clone(),
         _ => unreachable!(),
     };
     let restore = || {
-        Err(nodeagent::error::Error::new(
-            nodeagent::error::Stage::Apply,
+        Err(libnodeagent::base::error::Error::new(
+            libnodeagent::base::error::Stage::Apply,
             "/etc/kubernetes/pki/ca.key",
             "disk full",
         ))

@@ -17,7 +17,7 @@
 mod kubeadm_common;
 mod prereq;
 
-use nodeagent::kubeadm::reset::removed_by_reset;
+use libnodeagent::kubeadm::reset::removed_by_reset;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;

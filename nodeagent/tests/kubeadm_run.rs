@@ -5,12 +5,12 @@
 mod kubeadm_common;
 mod prereq;
 use kubeadm_common::*;
-use nodeagent::kubeadm::run::execute_with;
-use nodeagent::plan::{Action, KubeadmSpec};
-use nodeagent::report::{Phase, Reporter, read_status};
+use libnodeagent::kubeadm::run::execute_with;
+use libnodeagent::plan::{Action, KubeadmSpec};
+use libnodeagent::report::{Phase, Reporter, read_status};
 use std::time::{Duration, Instant};
 
-fn spec_of(plan: &nodeagent::plan::Plan) -> KubeadmSpec {
+fn spec_of(plan: &libnodeagent::plan::Plan) -> KubeadmSpec {
     plan.steps
         .iter()
         .find_map(|s| match &s.action {
@@ -61,7 +61,7 @@ fn init_success_writes_sentinel_and_redacts_output() {
     );
     assert_eq!(
         calls[0]["config_sha256"],
-        nodeagent::plan::Content(files[8].1.clone()).sha256_hex()
+        libnodeagent::plan::Content(files[8].1.clone()).sha256_hex()
     );
     // The stand-in printed kubeadm's join hint with a token: the log has it redacted.
     let out = node.kubeadm_log();
@@ -154,7 +154,11 @@ fn join_gives_up_after_the_attempts() {
         &node.runner,
     )
     .unwrap_err();
-    assert_eq!(e.kind(), nodeagent::error::ErrorKind::CommandFailed, "{e}");
+    assert_eq!(
+        e.kind(),
+        libnodeagent::base::error::ErrorKind::CommandFailed,
+        "{e}"
+    );
     assert!(e.message.contains("after 3 attempt(s)"), "{e}");
     assert_eq!(
         node.cmds(),
@@ -203,7 +207,11 @@ fn endpoint_never_reachable_fails_within_the_deadline() {
         "{took:?}"
     );
     let ep = format!("127.0.0.1:{port}");
-    assert_eq!(e.kind(), nodeagent::error::ErrorKind::Timeout, "{e}");
+    assert_eq!(
+        e.kind(),
+        libnodeagent::base::error::ErrorKind::Timeout,
+        "{e}"
+    );
     assert!(e.message.contains(&ep), "{e}");
     assert!(node.calls().is_empty(), "kubeadm must not run");
     let phases: Vec<String> = t
@@ -235,7 +243,11 @@ fn failed_init_stops_without_retry_or_reset() {
         &node.runner,
     )
     .unwrap_err();
-    assert_eq!(e.kind(), nodeagent::error::ErrorKind::CommandFailed, "{e}");
+    assert_eq!(
+        e.kind(),
+        libnodeagent::base::error::ErrorKind::CommandFailed,
+        "{e}"
+    );
     assert!(
         e.message.contains("kubeadm init failed: exit status: 1"),
         "{e}"
@@ -273,7 +285,11 @@ fn kubeadm_deadline_kills_a_hung_kubeadm() {
     )
     .unwrap_err();
     assert!(start.elapsed() < Duration::from_secs(5));
-    assert_eq!(e.kind(), nodeagent::error::ErrorKind::Timeout, "{e}");
+    assert_eq!(
+        e.kind(),
+        libnodeagent::base::error::ErrorKind::Timeout,
+        "{e}"
+    );
     assert!(e.message.contains("after 1s"), "{e}");
 }
 
@@ -285,7 +301,7 @@ fn sentinel_present_means_done() {
     let node = Node::new(&[]);
     let (files, runcmd) = corpus_parts(CORPUS_INIT);
     node.put(&files);
-    nodeagent::kubeadm::run::write_sentinel(node.root()).unwrap();
+    libnodeagent::kubeadm::run::write_sentinel(node.root()).unwrap();
     let mut rep = Reporter::new(None, node.root(), "i-1");
     execute_with(
         &spec_of(&plan_of(&files, &runcmd[0])),

@@ -2,9 +2,9 @@
 //! provider's test fixture) and CAPV's metadata golden files.
 
 mod prereq;
-use nodeagent::mint::bootstrap::{self, KubeadmApi, Role, Spec};
-use nodeagent::mint::metadata::{Device, Metadata, Route};
-use nodeagent::mint::pki::{CaPair, Pki};
+use minter::bootstrap::{self, KubeadmApi, Role, Spec};
+use minter::metadata::{Device, Metadata, Route};
+use minter::pki::{CaPair, Pki};
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/corpus/capi");
 

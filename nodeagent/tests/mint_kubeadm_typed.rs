@@ -1,9 +1,9 @@
 //! The kubeadm configs inside minted userdata parse as the typed kubeadm API (the kubeadm
 //! owner's `kubeadm::config::parse`, which denies unknown fields), for every role and API.
 
-use nodeagent::kubeadm::config::{self, ApiVersion, EncryptionAlgorithm, TaintEffect};
-use nodeagent::mint::bootstrap::{self, KubeadmApi, Role, Spec};
-use nodeagent::mint::pki::{Algorithm, Pki};
+use libnodeagent::kubeadm::config::{self, ApiVersion, EncryptionAlgorithm, TaintEffect};
+use minter::bootstrap::{self, KubeadmApi, Role, Spec};
+use minter::pki::{Algorithm, Pki};
 
 fn spec(role: Role, minor: u32) -> Spec {
     let version = format!("v1.{minor}.3");
@@ -16,7 +16,7 @@ fn spec(role: Role, minor: u32) -> Spec {
         KubeadmApi::for_minor(minor),
     );
     let p = Pki::generate(Algorithm::EcdsaP256, time::Duration::days(3650)).unwrap();
-    s.ca_cert_hashes = nodeagent::pki::hash::discovery_hashes(p.ca.cert_pem.as_bytes()).unwrap();
+    s.ca_cert_hashes = libnodeagent::pki::hash::discovery_hashes(p.ca.cert_pem.as_bytes()).unwrap();
     s.token = Some("abcdef.0123456789abcdef".into());
     if minor >= 31 {
         s.encryption_algorithm = Some("ECDSA-P256".into());

@@ -157,7 +157,7 @@ fn round_trip(role: &str, node: &str, alg: &str, version: &str) {
         assert!(!on_disk("/etc/kubernetes/pki/ca.key").exists());
     }
     let cfg = std::fs::read_to_string(on_disk(config_path)).unwrap();
-    let typed = nodeagent::kubeadm::config::parse(&cfg, config_path).unwrap();
+    let typed = libnodeagent::kubeadm::config::parse(&cfg, config_path).unwrap();
     let nr = if role == "init" {
         typed.init.unwrap().spec.node_registration
     } else {

@@ -122,7 +122,7 @@ fn mint_bootstrap_data_bootstraps_every_role() {
 
 /// SANs of a PEM certificate file under the node root: DNS names, then IPs.
 fn sans_of(path: &Path) -> Vec<String> {
-    let c = &nodeagent::pki::inspect::parse_certs(&std::fs::read(path).unwrap()).unwrap()[0];
+    let c = &libnodeagent::pki::inspect::parse_certs(&std::fs::read(path).unwrap()).unwrap()[0];
     c.dns_sans
         .iter()
         .cloned()

@@ -107,7 +107,7 @@ fn wrapped_network_config_and_eni_are_refused_in_the_plan() {
 /// descriptors after /etc/hostname was written. Both are refused, compat mode too.
 #[test]
 fn device_ids_with_line_breaks_and_too_many_devices_are_refused() {
-    use nodeagent::network::render_with;
+    use libnodeagent::plan::network::render_with;
     use serde_json::json;
     for id in ["id0\n[Network]\nDNS=6.6.6.6\n#", "a\rb", "x\u{85}y", ""] {
         let cfg = json!({"version": 2, "ethernets": {id: {"dhcp4": true}}});
@@ -118,7 +118,7 @@ fn device_ids_with_line_breaks_and_too_many_devices_are_refused() {
         }
     }
     let many: serde_json::Map<String, serde_json::Value> = (0
-        ..=nodeagent::limits::MAX_NETWORK_DEVICES)
+        ..=libnodeagent::base::limits::MAX_NETWORK_DEVICES)
         .map(|i| (format!("e{i}"), json!({"dhcp4": true})))
         .collect();
     let e = render_with(&json!({"version": 2, "ethernets": many}), "networkd", true).unwrap_err();
@@ -131,7 +131,7 @@ fn device_ids_with_line_breaks_and_too_many_devices_are_refused() {
 /// one open temp file per generated file until the commit, which needed over 128 here.
 #[test]
 fn the_network_step_holds_a_bounded_number_of_descriptors() {
-    let max = nodeagent::limits::MAX_NETWORK_DEVICES;
+    let max = libnodeagent::base::limits::MAX_NETWORK_DEVICES;
     let t = tempfile::tempdir().unwrap();
     let mut net = String::from("version: 2\nethernets:\n");
     for i in 0..max {

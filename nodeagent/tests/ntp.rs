@@ -171,7 +171,7 @@ fn no_client_installed_writes_chrony_conf_and_warns() {
 #[test]
 fn empty_servers_as_cabpk_writes_them_is_no_servers() {
     let text = "#cloud-config\nntp:\n  enabled: true\n  servers:\n  pools:\n";
-    let parsed = nodeagent::cloudconfig::parse(text, "userdata", false).unwrap();
+    let parsed = libnodeagent::render::cloudconfig::parse(text, "userdata", false).unwrap();
     let ntp = parsed.config.ntp.expect("ntp kept");
     assert!(ntp.servers.is_empty() && ntp.pools.is_empty(), "{ntp:?}");
 }

@@ -47,7 +47,7 @@ fn capv_metadata_goldens_parse_into_identity_and_network() {
     );
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap();
-        let md = nodeagent::metadata::parse(&text, "guestinfo.metadata")
+        let md = libnodeagent::source::metadata::parse(&text, "guestinfo.metadata")
             .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
         // Oracle independent of the parser: the goldens' own quoted lines.
         let quoted = |key: &str| {

@@ -4,16 +4,16 @@
 
 mod kubeadm_common;
 use kubeadm_common::*;
-use nodeagent::pipeline::{self, Inputs};
-use nodeagent::planner::preflight::{self, Disk};
-use nodeagent::transport::RawData;
+use libnodeagent::pipeline::{self, Inputs};
+use libnodeagent::plan::planner::preflight::{self, Disk};
+use libnodeagent::source::transport::RawData;
 use std::path::PathBuf;
 
 const CA: &str = "/etc/kubernetes/pki/ca.crt";
 
 fn inputs(userdata: &str, disk: Disk, now: i64) -> Inputs {
     let d = |t: &str| {
-        Some(nodeagent::decode::Decoded {
+        Some(libnodeagent::source::decode::Decoded {
             text: t.to_string(),
             warnings: Vec::new(),
         })
@@ -48,7 +48,7 @@ fn plans_from_inputs_built_in_memory() {
         worker_join_config("10.0.0.10:6443", &[]).into_bytes(),
     )];
     let ud = userdata(&files, JOIN_LINE).replacen("## template: jinja\n", "", 1);
-    let now = nodeagent::pki::now();
+    let now = libnodeagent::pki::now();
     let ca = make_ca(-300, 86400, true);
     let mut disk = Disk {
         finished: Some(Default::default()),
@@ -129,7 +129,7 @@ fn a_value_of_the_wrong_kind_is_named() {
 fn permissions_zero_is_refused_strict_and_warned_in_compat() {
     let ud =
         "#cloud-config\nwrite_files:\n- path: /etc/x.key\n  content: k\n  permissions: '0000'\n";
-    let now = nodeagent::pki::now();
+    let now = libnodeagent::pki::now();
     let e = pipeline::prepare(&inputs(ud, Disk::default(), now)).unwrap_err();
     assert_eq!(e.place, "write_files[0].permissions", "{e}");
     assert!(e.message.contains("readable by all users"), "{e}");
@@ -145,7 +145,7 @@ fn permissions_zero_is_refused_strict_and_warned_in_compat() {
         p.plan.warnings
     );
     let mode = p.plan.steps.iter().find_map(|s| match &s.action {
-        nodeagent::plan::Action::WriteFile(f) if f.path == "/etc/x.key" => Some(f.mode),
+        libnodeagent::plan::Action::WriteFile(f) if f.path == "/etc/x.key" => Some(f.mode),
         _ => None,
     });
     assert_eq!(

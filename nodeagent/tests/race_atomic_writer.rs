@@ -6,11 +6,11 @@
 //! is anything appearing outside the root. Runs for `NODEAGENT_RACE_SECS` (default 60) and
 //! prints the writes, their outcomes and the swaps.
 
+use libnodeagent::apply::{Target, UserDb, files};
+use libnodeagent::plan::{Content, FileWrite, Owner};
 use nix::fcntl::{OFlag, RenameFlags, renameat2};
 use nix::sys::stat::Mode;
 use nix::unistd::{UnlinkatFlags, unlinkat};
-use nodeagent::apply::{Target, UserDb, files};
-use nodeagent::plan::{Content, FileWrite, Owner};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -7,7 +7,7 @@
 mod kubeadm_common;
 mod prereq;
 use kubeadm_common::*;
-use nodeagent::report::{BOOTSTRAP_CONDITION_KEY, Phase, READY_KEY, Reporter};
+use libnodeagent::report::{BOOTSTRAP_CONDITION_KEY, Phase, READY_KEY, Reporter};
 
 /// VM Operator's parse: split at the first two commas, trim, Go's strconv.ParseBool.
 fn vm_operator_parse(v: &str) -> (bool, String, String) {
@@ -89,7 +89,7 @@ fn a_failure_carries_its_reason_redacted_on_one_line() {
     r.phase(Phase::Kubeadm, Some("kubeadm"));
     r.failed(
         "kubeadm",
-        nodeagent::error::ErrorKind::CommandFailed,
+        libnodeagent::base::error::ErrorKind::CommandFailed,
         "kubeadm join failed, exit status 1:\nkubeadm join 10.0.0.1:6443 --token abcdef.0123456789abcdef",
         &[],
     );

@@ -19,7 +19,7 @@ mod prereq;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use nodeagent::template::{Header, detect, render};
+use libnodeagent::render::template::{Header, detect, render};
 use serde_json::{Value as Json, json};
 
 /// Templates minijinja cannot render like jinja2; `render` must fail on them with the

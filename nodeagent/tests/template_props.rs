@@ -1,7 +1,7 @@
 //! Property tests for the template layer: arbitrary input never panics, literal text
 //! passes through byte-exact, and the variable tree keeps every key.
 
-use nodeagent::template::{Header, detect, jinja_variables, render};
+use libnodeagent::render::template::{Header, detect, jinja_variables, render};
 use proptest::prelude::*;
 use serde_json::{Map, Value as Json, json};
 

@@ -4,8 +4,8 @@
 mod prereq;
 use std::time::{Duration, Instant};
 
-use nodeagent::error::Stage;
-use nodeagent::template::{Header, detect, jinja_variables, render};
+use libnodeagent::base::error::Stage;
+use libnodeagent::render::template::{Header, detect, jinja_variables, render};
 use serde_json::{Value as Json, json};
 
 const CABPK_INIT: &str = concat!(
@@ -288,7 +288,10 @@ fn assert_fast_failure(body: &str, want: impl AsRef<str>) {
 fn endless_loop_runs_out_of_fuel() {
     assert_fast_failure(
         "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
-        format!("work budget of {} fuel", nodeagent::limits::TEMPLATE_FUEL),
+        format!(
+            "work budget of {} fuel",
+            libnodeagent::base::limits::TEMPLATE_FUEL
+        ),
     );
 }
 

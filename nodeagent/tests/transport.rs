@@ -5,12 +5,14 @@
 
 mod prereq;
 use base64::Engine as _;
-use nodeagent::error::Stage;
-use nodeagent::transport::dir::DirTransport;
-use nodeagent::transport::fwcfg::FwCfgTransport;
-use nodeagent::transport::nocloud::NoCloudTransport;
-use nodeagent::transport::vmware::VmwareTransport;
-use nodeagent::transport::{self, Transport, detect_with_path, from_spec, read_all, redact_keys};
+use libnodeagent::base::error::Stage;
+use libnodeagent::source::transport::dir::DirTransport;
+use libnodeagent::source::transport::fwcfg::FwCfgTransport;
+use libnodeagent::source::transport::nocloud::NoCloudTransport;
+use libnodeagent::source::transport::vmware::VmwareTransport;
+use libnodeagent::source::transport::{
+    self, Transport, detect_with_path, from_spec, read_all, redact_keys,
+};
 use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -206,7 +208,7 @@ fn fwcfg_reads_as_much_as_the_entry_size_says() {
             "size {size:?}"
         );
     }
-    let too_big = nodeagent::transport::MAX_RAW_VALUE_BYTES + 1;
+    let too_big = libnodeagent::source::transport::MAX_RAW_VALUE_BYTES + 1;
     write(&entry.join("size"), format!("{too_big}\n").as_bytes());
     let e = t.get("userdata").unwrap_err();
     assert_eq!(e.place, "guestinfo.userdata");
@@ -258,7 +260,7 @@ fn fwcfg_set_writes_one_compact_json_line_per_value() {
     assert!(t.set("nodeagent.status", b"not json").is_err());
     let big = format!(
         "{{\"e\":\"{}\"}}",
-        "x".repeat(nodeagent::limits::MAX_STATUS_BYTES)
+        "x".repeat(libnodeagent::base::limits::MAX_STATUS_BYTES)
     );
     assert!(
         t.set("nodeagent.status", big.as_bytes())

@@ -2,9 +2,9 @@
 //! reads it. Documents in transport_data/ovf/: cloud-init's own published example (cited in its
 //! header) and a vSphere-layout document with VM Operator-style properties.
 
-use nodeagent::transport::dir::DirTransport;
-use nodeagent::transport::ovf::{OvfTransport, properties, read_environment};
-use nodeagent::transport::{Transport, detect_with_path, read_all};
+use libnodeagent::source::transport::dir::DirTransport;
+use libnodeagent::source::transport::ovf::{OvfTransport, properties, read_environment};
+use libnodeagent::source::transport::{Transport, detect_with_path, read_all};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -28,10 +28,10 @@ fn ovf_over_dir(xml: &[u8], root: &Path) -> (tempfile::TempDir, OvfTransport) {
     (d, t)
 }
 
-fn metadata(t: &dyn Transport) -> nodeagent::metadata::Metadata {
+fn metadata(t: &dyn Transport) -> libnodeagent::source::metadata::Metadata {
     let raw = read_all(t).unwrap();
     let md = raw.metadata.unwrap();
-    nodeagent::metadata::parse(&md.text, "ovf").unwrap()
+    libnodeagent::source::metadata::parse(&md.text, "ovf").unwrap()
 }
 
 #[test]
@@ -206,7 +206,7 @@ fn nodeagent_run_bootstraps_from_the_ovf_environment() {
         std::fs::read_to_string(root.path().join("etc/ovf-test")).unwrap(),
         "from the OVF environment"
     );
-    let status = nodeagent::report::read_status(root.path()).unwrap();
+    let status = libnodeagent::report::read_status(root.path()).unwrap();
     assert_eq!(status.instance_id, "4216f3a1-1f63-9d5e-2c5b-8d0e3f1a7b21");
     // The status goes back through guestinfo.
     let sets = std::fs::read_to_string(tools.path().join("sets")).unwrap();
@@ -224,7 +224,7 @@ fn detection_tries_ovf_after_vmware_guestinfo() {
     let dmi = root.path().join("sys/class/dmi/id/product_name");
     std::fs::create_dir_all(dmi.parent().unwrap()).unwrap();
     std::fs::write(&dmi, "VMware7,1\n").unwrap();
-    let order: Vec<String> = nodeagent::config::ImageConfig::default().transports;
+    let order: Vec<String> = libnodeagent::source::config::ImageConfig::default().transports;
     assert_eq!(order[..2], ["vmware".to_string(), "ovf".to_string()]);
     let (t, log) = detect_with_path(&order, root.path(), Some(tools.path().as_os_str())).unwrap();
     assert_eq!(t.name(), "ovf", "{log:?}");

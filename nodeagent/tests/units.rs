@@ -241,7 +241,7 @@ fn local_stage_is_hardened_but_may_set_the_hostname() {
     let u = load("nodeagent-local.service");
     assert_eq!(get(&u, "Service", "NoNewPrivileges"), ["yes"]);
     assert_eq!(get(&u, "Service", "IPAddressDeny"), ["any"]);
-    // Writes are confined by the agent itself (Landlock, nodeagent/src/writeguard.rs), not
+    // Writes are confined by the agent itself (Landlock, libnodeagent/src/source/writeguard.rs), not
     // by a mount namespace; `full`/`strict` would also make /etc read-only.
     let protect_system = get(&u, "Service", "ProtectSystem");
     assert!(

@@ -5,7 +5,7 @@
 
 mod apply_common;
 use apply_common::*;
-use nodeagent::plan::*;
+use libnodeagent::plan::*;
 use std::path::Path;
 use std::process::Command;
 
@@ -73,13 +73,13 @@ fn new_primary_group_with_groups_is_created_first() {
 #[test]
 fn ssh_authorized_keys_as_one_string_or_a_mapping() {
     let text = "#cloud-config\nusers:\n- name: a\n  ssh_authorized_keys: ssh-ed25519 AAAA a@x, with a comma\n- name: b\n  ssh_authorized_keys: {k1: ssh-rsa BBBB b@x}\n";
-    let parsed = nodeagent::cloudconfig::parse(text, "userdata", false).unwrap();
+    let parsed = libnodeagent::render::cloudconfig::parse(text, "userdata", false).unwrap();
     let keys: Vec<Vec<String>> = parsed
         .config
         .users
         .iter()
         .map(|u| match u {
-            nodeagent::cloudconfig::UserItem::User(u) => u.ssh_authorized_keys.0.clone(),
+            libnodeagent::render::cloudconfig::UserItem::User(u) => u.ssh_authorized_keys.0.clone(),
             _ => panic!("not a user"),
         })
         .collect();
@@ -91,7 +91,7 @@ fn ssh_authorized_keys_as_one_string_or_a_mapping() {
         ]
     );
     let bad = "#cloud-config\nusers:\n- name: a\n  ssh_authorized_keys: 42\n";
-    let e = nodeagent::cloudconfig::parse(bad, "userdata", false).unwrap_err();
+    let e = libnodeagent::render::cloudconfig::parse(bad, "userdata", false).unwrap_err();
     assert!(
         e.to_string().contains("users[0]") && e.to_string().contains("a key"),
         "{e}"

@@ -117,7 +117,7 @@ IGNORED_IF_EMPTY = ["etc/ssh", "root/.ssh/authorized_keys", "root/.ssh"]
 
 # Queries an agent makes of systemd change nothing: not actions. Nor does nodeagent's wait
 # for the container runtime before its runcmd (`systemctl start nodeagent-cri.target`,
-# nodeagent/src/apply/runtime.rs): it stands for the `After=containerd.service` that
+# libnodeagent/src/apply/runtime.rs): it stands for the `After=containerd.service` that
 # image-builder's drop-in gives cloud-final, which this harness does not run either.
 QUERY_RE = re.compile(r"systemctl (status|show|is-active|is-enabled|is-failed|list-\S+)( |$)"
                       r"|systemctl start nodeagent-cri\.target$")

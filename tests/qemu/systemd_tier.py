@@ -637,7 +637,7 @@ def sc_systemd_network(s):
     nic = next((b for b in blocks if "link/ether 52:54:00:12:34:56" in b), "")
     c.ok("inet 192.168.77.21/24" in nic, f"static address not on the NIC with the metadata's MAC; ip addr:\n{ipaddr}")
     # The local stage wrote the network configuration from inside its Landlock sandbox
-    # (nodeagent/src/writeguard.rs; Debian's kernel has Landlock in its LSM list).
+    # (libnodeagent/src/source/writeguard.rs; Debian's kernel has Landlock in its LSM list).
     journal = (sc.report_file(files, "/run/test/journal.txt") or b"").decode(errors="replace")
     c.ok("writes confined to /etc, /run, /var, /dev" in journal, "the local stage did not confine its writes")
     c.eq(vm.phases()[-1:], ["done"], "final phase")
@@ -728,7 +728,7 @@ def sc_systemd_reboot_clone(s):
     c.eq(vm1.phases()[-1:], ["done"], "first boot's final phase")
     c.eq((count(vm1.report_tar(), "bootcount"), count(vm1.report_tar(), "runcount")), (1, 1), "first boot's runs")
     # The runcmd ran at the main unit's boot priority (Nice=-10); the daemon it left in the
-    # unit was back at nice 0 once the run had ended (nodeagent/src/priority.rs).
+    # unit was back at nice 0 once the run had ended (libnodeagent/src/base/priority.rs).
     files1 = vm1.report_tar()
     c.eq((sc.report_file(files1, f"{COUNTER_DIR}/runcmd-nice") or b"").decode().strip(), "-10", "runcmd's nice value")
     c.eq(_nice_of(files1, "sleep"), [0], "nice value of the daemon the runcmd left running")

@@ -1,5 +1,5 @@
 //! `nodeagent analyze [blame|show|boot]`: where the bootstrap time went, like
-//! `cloud-init analyze` (the work is in `crate::analyze`).
+//! `cloud-init analyze` (the work is in `libnodeagent::report::analyze`).
 
 use super::common::{fail, print_json};
 use std::path::PathBuf;
@@ -32,37 +32,37 @@ pub enum What {
 pub fn run(args: Args) -> i32 {
     let what = args.what.unwrap_or(What::Blame);
     if what == What::Boot {
-        return match crate::analyze::systemd_boot_times() {
+        return match libnodeagent::report::analyze::systemd_boot_times() {
             Ok(t) if args.json => {
                 print_json(&t);
-                crate::error::exit::OK
+                libnodeagent::base::error::exit::OK
             }
             Ok(t) => {
-                print!("{}", crate::analyze::render_boot(&t));
-                crate::error::exit::OK
+                print!("{}", libnodeagent::report::analyze::render_boot(&t));
+                libnodeagent::base::error::exit::OK
             }
             Err(e) => fail("analyze", &e, args.json),
         };
     }
-    let (iid, records, events) = match crate::analyze::load(&args.root, args.instance_id.as_deref())
-    {
-        Ok(x) => x,
-        Err(e) => return fail("analyze", &e, args.json),
-    };
+    let (iid, records, events) =
+        match libnodeagent::report::analyze::load(&args.root, args.instance_id.as_deref()) {
+            Ok(x) => x,
+            Err(e) => return fail("analyze", &e, args.json),
+        };
     if what == What::Show {
-        let boots = crate::analyze::show(&iid, &records, &events);
+        let boots = libnodeagent::report::analyze::show(&iid, &records, &events);
         if args.json {
             print_json(&boots);
         } else {
-            print!("{}", crate::analyze::render_show(&boots));
+            print!("{}", libnodeagent::report::analyze::render_show(&boots));
         }
     } else {
-        let a = crate::analyze::analyze(&iid, &records, &events);
+        let a = libnodeagent::report::analyze::analyze(&iid, &records, &events);
         if args.json {
             print_json(&a);
         } else {
-            print!("{}", crate::analyze::render(&a));
+            print!("{}", libnodeagent::report::analyze::render(&a));
         }
     }
-    crate::error::exit::OK
+    libnodeagent::base::error::exit::OK
 }

@@ -3,7 +3,7 @@
 //! Exit 0 all good, 1 a problem (expired, wrong key, broken chain, missing SAN, unreadable),
 //! 2 only warnings (`--warn-within`: something expires soon), for monitoring.
 
-use crate::pki::audit;
+use libnodeagent::pki::audit;
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
@@ -30,7 +30,7 @@ pub struct Args {
 }
 
 fn parse_within(s: &str) -> Result<i64, String> {
-    crate::mint::pki::parse_validity(s, "--warn-within")
+    minter::pki::parse_validity(s, "--warn-within")
         .map(|d| d.whole_seconds())
         .map_err(|e| e.message)
 }

@@ -28,15 +28,18 @@ pub struct Args {
 pub fn run(args: Args) -> i32 {
     // Rebooting the machine for a tree under --root would reboot the wrong system.
     if args.reboot && args.root != std::path::Path::new("/") {
-        let e = crate::output::usage("--reboot", "--reboot reboots this machine: not with --root");
+        let e = libnodeagent::report::output::usage(
+            "--reboot",
+            "--reboot reboots this machine: not with --root",
+        );
         return super::common::fail("clean", &e, args.json);
     }
-    let opts = crate::state::CleanOpts {
+    let opts = libnodeagent::base::state::CleanOpts {
         logs: args.logs,
         seed: args.seed,
         machine_id: args.machine_id,
     };
-    match crate::state::clean(&args.root, opts) {
+    match libnodeagent::base::state::clean(&args.root, opts) {
         Ok(paths) => {
             if args.json {
                 super::common::print_json(&serde_json::json!({"removed": paths}));
@@ -48,7 +51,7 @@ pub fn run(args: Args) -> i32 {
             if args.reboot {
                 return reboot(args.json);
             }
-            crate::error::exit::OK
+            libnodeagent::base::error::exit::OK
         }
         Err(e) => super::common::fail("clean", &e, args.json),
     }
@@ -60,12 +63,12 @@ pub(crate) fn reboot(json: bool) -> i32 {
         .args(["-r", "now"])
         .status()
     {
-        Ok(s) if s.success() => return crate::error::exit::OK,
+        Ok(s) if s.success() => return libnodeagent::base::error::exit::OK,
         Ok(s) => s.to_string(),
         Err(e) => e.to_string(),
     };
-    let e = crate::error::Error::new(
-        crate::error::Stage::State,
+    let e = libnodeagent::base::error::Error::new(
+        libnodeagent::base::error::Stage::State,
         "--reboot",
         format!("shutdown -r now: {why}"),
     );

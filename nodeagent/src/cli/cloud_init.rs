@@ -7,8 +7,8 @@
 //! `modules`, `devel`, …: cloud-init's own units and hooks call them); without it, those exit 2
 //! (cloud-init's usage error) with a message saying what is provided.
 
-use crate::cloud_init::command::{self, Format};
 use clap::{Parser, Subcommand};
+use libnodeagent::report::cloud_init::command::{self, Format};
 use std::path::{Path, PathBuf};
 
 /// cloud-init's exit status for a command line it does not take (argparse).
@@ -165,7 +165,11 @@ pub fn main(args: &[std::ffi::OsString]) -> i32 {
         }
     };
     if cli.version {
-        println!("{} {}", program(args), crate::cloud_init::version());
+        println!(
+            "{} {}",
+            program(args),
+            libnodeagent::report::cloud_init::version()
+        );
         return 0;
     }
     match cli.command {
@@ -220,7 +224,7 @@ fn run(cmd: Cmd, root: &Path) -> i32 {
             analyze(root, &what, outfile.as_deref())
         }
         Cmd::CollectLogs { tarfile, .. } => {
-            match crate::logbundle::collect_cloud_init(root, &tarfile) {
+            match libnodeagent::report::logbundle::collect_cloud_init(root, &tarfile) {
                 Ok(_) => {
                     eprintln!("Wrote {}", tarfile.display());
                     0
@@ -307,7 +311,7 @@ fn single(data: super::common::DataArgs, name: String, frequency: Option<&str>) 
         json: false,
         data,
     });
-    if code == 0 || code == crate::error::exit::DEGRADED {
+    if code == 0 || code == libnodeagent::base::error::exit::DEGRADED {
         0
     } else {
         1
@@ -315,20 +319,20 @@ fn single(data: super::common::DataArgs, name: String, frequency: Option<&str>) 
 }
 
 fn analyze(root: &Path, what: &str, outfile: Option<&Path>) -> i32 {
-    let records = match crate::analyze::load(root, None) {
+    let records = match libnodeagent::report::analyze::load(root, None) {
         Ok((_, records, _)) => records,
         Err(e) => {
             eprintln!(
                 "cloud-init analyze: {}",
-                crate::redact::redact_text(&e.to_string())
+                libnodeagent::base::redact::redact_text(&e.to_string())
             );
             return 1;
         }
     };
     let text = if what == "show" {
-        crate::analyze::cloud_init::show(&records)
+        libnodeagent::report::analyze::cloud_init::show(&records)
     } else {
-        crate::analyze::cloud_init::blame(&records)
+        libnodeagent::report::analyze::cloud_init::blame(&records)
     };
     match outfile {
         Some(p) if p != Path::new("-") => match std::fs::write(p, text) {
@@ -351,13 +355,16 @@ fn clean(root: &Path, logs: bool, seed: bool, reboot: bool, machine_id: bool) ->
     if reboot && root != Path::new("/") {
         return not_provided("clean --reboot outside the node's root");
     }
-    let opts = crate::state::CleanOpts {
+    let opts = libnodeagent::base::state::CleanOpts {
         logs,
         seed,
         machine_id,
     };
-    if let Err(e) = crate::state::clean(root, opts) {
-        eprintln!("Error:\n{}", crate::redact::redact_text(&e.to_string()));
+    if let Err(e) = libnodeagent::base::state::clean(root, opts) {
+        eprintln!(
+            "Error:\n{}",
+            libnodeagent::base::redact::redact_text(&e.to_string())
+        );
         return 1;
     }
     if let Err(e) = command::clean(root, logs, seed) {
@@ -374,16 +381,16 @@ fn clean(root: &Path, logs: bool, seed: bool, reboot: bool, machine_id: bool) ->
 /// words (`Valid schema FILE`, or `Invalid user-data FILE` and the errors).
 fn schema(file: &Path) -> i32 {
     let name = file.display().to_string();
-    let read = crate::pipeline::read_userdata_file(file).and_then(|u| {
+    let read = libnodeagent::pipeline::read_userdata_file(file).and_then(|u| {
         let data = super::common::DataArgs {
             root: PathBuf::from("/"),
             ..Default::default()
         };
-        crate::pipeline::gather_with_userdata(&data.options(), u)
+        libnodeagent::pipeline::gather_with_userdata(&data.options(), u)
     });
     let result = read
         .map_err(|e| vec![e])
-        .and_then(|inputs| crate::pipeline::prepare_all(&inputs));
+        .and_then(|inputs| libnodeagent::pipeline::prepare_all(&inputs));
     match result {
         Ok(_) => {
             println!("Valid schema {name}");
@@ -393,7 +400,7 @@ fn schema(file: &Path) -> i32 {
             println!("Invalid user-data {name}");
             let lines: Vec<String> = errors
                 .iter()
-                .map(|e| crate::redact::redact_text(&e.to_string()))
+                .map(|e| libnodeagent::base::redact::redact_text(&e.to_string()))
                 .collect();
             eprintln!("Error: {}\n", lines.join("\n"));
             eprintln!("Error: Invalid schema: user-data\n");
@@ -425,7 +432,7 @@ fn program(args: &[std::ffi::OsString]) -> String {
     if arg0.contains('/') {
         return arg0;
     }
-    crate::process::find_executable(&arg0, std::env::var_os("PATH").as_deref())
+    libnodeagent::base::process::find_executable(&arg0, std::env::var_os("PATH").as_deref())
         .map_or(arg0, |p| p.display().to_string())
 }
 

@@ -1,7 +1,7 @@
-//! `nodeagent collect-logs`: write the redacted log bundle (`crate::logbundle`).
+//! `nodeagent collect-logs`: write the redacted log bundle (`libnodeagent::report::logbundle`).
 
-use crate::error::exit;
-use crate::logbundle::{gather, write_archive};
+use libnodeagent::base::error::exit;
+use libnodeagent::report::logbundle::{gather, write_archive};
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
@@ -42,8 +42,8 @@ pub fn run(args: Args) -> i32 {
             exit::OK
         }
         Err(e) => {
-            let e = crate::error::Error::io(
-                crate::error::Stage::State,
+            let e = libnodeagent::base::error::Error::io(
+                libnodeagent::base::error::Stage::State,
                 out.display().to_string(),
                 "",
                 e,

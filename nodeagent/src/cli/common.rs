@@ -19,8 +19,8 @@ pub struct DataArgs {
 }
 
 impl DataArgs {
-    pub fn options(&self) -> crate::pipeline::Options {
-        crate::pipeline::Options {
+    pub fn options(&self) -> libnodeagent::pipeline::Options {
+        libnodeagent::pipeline::Options {
             transport: self.transport.clone(),
             facts: self.facts.clone(),
             compat: self.compat,
@@ -33,15 +33,15 @@ impl DataArgs {
 /// error may quote the userdata line it is about) and return its exit code (64 for usage, 1
 /// otherwise). With `--json`, the error is also JSON on stdout, where the script reads; the
 /// line on stderr stays for the human watching.
-pub fn fail(command: &str, err: &crate::error::Error, json: bool) -> i32 {
+pub fn fail(command: &str, err: &libnodeagent::base::error::Error, json: bool) -> i32 {
     if json {
-        println!("{}", crate::output::error_json(err));
+        println!("{}", libnodeagent::report::output::error_json(err));
     }
     eprintln!(
         "nodeagent {command}: {}",
-        crate::redact::redact_text(&err.to_string())
+        libnodeagent::base::redact::redact_text(&err.to_string())
     );
-    crate::output::error_exit(err)
+    libnodeagent::report::output::error_exit(err)
 }
 
 /// Pretty JSON of a command's result on stdout.
@@ -55,6 +55,6 @@ pub fn print_json(value: &impl serde::Serialize) {
 /// Warnings on stderr, redacted, as `run` prints them (plan, render and query too).
 pub fn print_warnings(warnings: &[String]) {
     for w in warnings {
-        eprintln!("warning: {}", crate::redact::redact_text(w));
+        eprintln!("warning: {}", libnodeagent::base::redact::redact_text(w));
     }
 }

@@ -126,10 +126,10 @@ pub fn run(args: Args) -> i32 {
         What::Completions { shell } => write_stdout(completion(shell)).map_err(|e| e.to_string()),
     };
     match result {
-        Ok(()) => crate::error::exit::OK,
+        Ok(()) => libnodeagent::base::error::exit::OK,
         Err(e) => {
             eprintln!("nodeagent generate: {e}");
-            crate::error::exit::FAILED
+            libnodeagent::base::error::exit::FAILED
         }
     }
 }

@@ -1,10 +1,10 @@
-//! `nodeagent mint`: argument parsing only; the work is in `crate::mint`.
+//! `nodeagent mint`: argument parsing only; the work is in `minter`.
 
-use crate::mint::commands::{self, Output, Token};
-pub use crate::mint::commands::{
+use clap::Subcommand;
+use minter::commands::{self, Output, Token};
+pub use minter::commands::{
     BootstrapArgs, HashArgs, KubeconfigArgs, PkiArgs, SecretsArgs, TokenArgs,
 };
-use clap::Subcommand;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -55,7 +55,7 @@ pub fn run(args: Args) -> i32 {
         Cmd::Bootstrap(a) => commands::run_bootstrap(&a).map(print),
     };
     match result {
-        Ok(()) => crate::error::exit::OK,
+        Ok(()) => libnodeagent::base::error::exit::OK,
         // Bad flag values are usage errors (64); everything else is a failure (1).
         Err(e) => super::common::fail("mint", &e, json),
     }

@@ -20,7 +20,7 @@ pub mod status;
 pub mod validate;
 
 /// `nodeagent --version` (the library root holds it: the log bundle names it too).
-pub use crate::VERSION;
+pub use libnodeagent::VERSION;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -76,18 +76,21 @@ pub fn main() -> i32 {
     // The command supervisor is entered before clap: it runs once per command, so it pays
     // for no parsing or logging set-up (supervise.rs).
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args.get(1).is_some_and(|a| a == crate::supervise::ARG) {
-        return crate::supervise::main(&args[2..]);
+    if args
+        .get(1)
+        .is_some_and(|a| a == libnodeagent::base::supervise::ARG)
+    {
+        return libnodeagent::base::supervise::main(&args[2..]);
     }
     if args
         .get(1)
-        .is_some_and(|a| a == crate::supervise::ARG_PIPED)
+        .is_some_and(|a| a == libnodeagent::base::supervise::ARG_PIPED)
     {
-        return crate::supervise::main_piped(&args[2..]);
+        return libnodeagent::base::supervise::main_piped(&args[2..]);
     }
     // The package's /usr/bin/cloud-init links here: cloud-init's command line (cli/cloud_init.rs).
     if args.first().is_some_and(|a| cloud_init::invoked_as(a)) {
-        crate::report::install_panic_hook();
+        libnodeagent::report::install_panic_hook();
         let under_systemd = std::env::var_os("JOURNAL_STREAM").is_some();
         init_logging(if under_systemd { "info" } else { "warn" }, under_systemd);
         return cloud_init::main(&args);
@@ -97,7 +100,7 @@ pub fn main() -> i32 {
         Err(e) => return usage_error(&e, &args),
     };
     // A panic (a bug: input must never cause one) is reported as `failed`, never silent.
-    crate::report::install_panic_hook();
+    libnodeagent::report::install_panic_hook();
     let under_systemd =
         std::env::var_os("JOURNAL_STREAM").is_some() || std::env::var_os("INVOCATION_ID").is_some();
     match &cli.command {
@@ -129,7 +132,7 @@ fn usage_error(e: &clap::Error, args: &[std::ffi::OsString]) -> i32 {
     use clap::error::ErrorKind;
     if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
         let _ = e.print();
-        return crate::error::exit::OK;
+        return libnodeagent::base::error::exit::OK;
     }
     let json = args
         .iter()
@@ -153,11 +156,13 @@ fn usage_error(e: &clap::Error, args: &[std::ffi::OsString]) -> i32 {
             .unwrap_or_default();
         println!(
             "{}",
-            crate::output::error_json(&crate::output::usage(&place, message))
+            libnodeagent::report::output::error_json(&libnodeagent::report::output::usage(
+                &place, message
+            ))
         );
     }
     let _ = e.print();
-    crate::error::exit::USAGE
+    libnodeagent::base::error::exit::USAGE
 }
 
 /// Structured logs to the journal, or readable text on stderr. `NODEAGENT_LOG` (an
@@ -173,7 +178,7 @@ fn init_logging(default: &str, journald: bool) {
             .try_init();
         return;
     }
-    let ansi = crate::output::colour_stderr();
+    let ansi = libnodeagent::report::output::colour_stderr();
     let _ = tracing_subscriber::registry()
         .with(filter)
         .with(

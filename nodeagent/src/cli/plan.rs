@@ -1,7 +1,7 @@
 //! `nodeagent plan [--json]`: exactly what `run` would do, without doing any of it.
 
 use super::common::{DataArgs, fail, print_json};
-use crate::plan::{Action, Plan, Run};
+use libnodeagent::plan::{Action, Plan, Run};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -13,8 +13,8 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> i32 {
-    let prepared =
-        crate::pipeline::gather(&args.data.options()).and_then(|i| crate::pipeline::prepare(&i));
+    let prepared = libnodeagent::pipeline::gather(&args.data.options())
+        .and_then(|i| libnodeagent::pipeline::prepare(&i));
     match prepared {
         Ok(p) => {
             // Every warning `run` would print (undecodable encodings, compat repairs…), not
@@ -26,7 +26,7 @@ pub fn run(args: Args) -> i32 {
             } else {
                 print!("{}", human(&plan));
             }
-            crate::error::exit::OK
+            libnodeagent::base::error::exit::OK
         }
         Err(e) => fail("plan", &e, args.json),
     }
@@ -64,7 +64,7 @@ pub fn human(plan: &Plan) -> String {
 
 /// For a `cloud-init-per FREQ NAME CMD...` command: the semaphore the installed
 /// `/usr/bin/cloud-init-per` (packaging/) keeps, so the plan says when it runs again.
-pub fn cloud_init_per_note(run: &crate::plan::Run, instance_id: &str) -> Option<String> {
+pub fn cloud_init_per_note(run: &libnodeagent::plan::Run, instance_id: &str) -> Option<String> {
     let words: Vec<&str> = match run {
         Run::Shell(s) => s.split_whitespace().collect(),
         Run::Argv(a) => a.iter().map(String::as_str).collect(),
@@ -102,7 +102,7 @@ fn list<T>(items: &[T], show: impl Fn(&T) -> String) -> String {
 }
 
 fn describe(a: &Action) -> String {
-    let owner = |o: &crate::plan::Owner| {
+    let owner = |o: &libnodeagent::plan::Owner| {
         format!(
             "{}:{}",
             o.user.as_deref().unwrap_or("-"),
@@ -172,13 +172,16 @@ fn describe(a: &Action) -> String {
         Action::Command(c) => match &c.run {
             Run::Shell(s) => format!(
                 "sh -c {}",
-                crate::redact::redact_text(s).replace('\n', "\\n")
+                libnodeagent::base::redact::redact_text(s).replace('\n', "\\n")
             ),
-            Run::Argv(a) => format!("exec {}", crate::redact::redact_text(&a.join(" "))),
+            Run::Argv(a) => format!(
+                "exec {}",
+                libnodeagent::base::redact::redact_text(&a.join(" "))
+            ),
         },
         Action::Kubeadm(k) => format!(
             "kubeadm {} --config {}{}{}",
-            if k.mode == crate::plan::KubeadmMode::Init {
+            if k.mode == libnodeagent::plan::KubeadmMode::Init {
                 "init"
             } else {
                 "join"

@@ -2,7 +2,7 @@
 //! it, from the data this boot saved (the platform only with --transport or --facts).
 
 use super::common::{DataArgs, fail, print_json, print_warnings};
-use crate::output::usage;
+use libnodeagent::report::output::usage;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -37,7 +37,7 @@ pub fn run(args: Args) -> i32 {
     };
     print_warnings(&warnings);
     if let Some(tmpl) = &args.format {
-        return match crate::query::format(tmpl, &tree, args.data.compat) {
+        return match libnodeagent::report::query::format(tmpl, &tree, args.data.compat) {
             Ok((text, w)) => {
                 print_warnings(&w);
                 if args.json {
@@ -45,20 +45,20 @@ pub fn run(args: Args) -> i32 {
                 } else {
                     println!("{text}");
                 }
-                crate::error::exit::OK
+                libnodeagent::base::error::exit::OK
             }
             Err(e) => fail("query", &e, args.json),
         };
     }
     let value = match &args.key {
-        Some(k) => match crate::instance::query(&tree, k) {
+        Some(k) => match libnodeagent::render::instance::query(&tree, k) {
             Ok(v) => v,
             Err(e) => return fail("query", &e, args.json),
         },
         None => tree,
     };
     if args.list_keys {
-        match crate::query::list_keys(&value, args.key.as_deref()) {
+        match libnodeagent::report::query::list_keys(&value, args.key.as_deref()) {
             Ok(keys) if args.json => print_json(&keys),
             Ok(keys) => keys.iter().for_each(|k| println!("{k}")),
             Err(e) => return fail("query", &e, args.json),
@@ -68,19 +68,21 @@ pub fn run(args: Args) -> i32 {
     } else if let serde_json::Value::String(s) = &value {
         println!("{s}");
     } else {
-        print!("{}", crate::instance::to_python_json(&value));
+        print!("{}", libnodeagent::render::instance::to_python_json(&value));
     }
-    crate::error::exit::OK
+    libnodeagent::base::error::exit::OK
 }
 
 /// The boot's saved instance data (sensitive as root, as cloud-init's), or with --transport
 /// or --facts the platform's, read now; plus the decoding warnings of a fresh read.
-fn instance_data(data: &DataArgs) -> crate::error::Result<(serde_json::Value, Vec<String>)> {
+fn instance_data(
+    data: &DataArgs,
+) -> libnodeagent::base::error::Result<(serde_json::Value, Vec<String>)> {
     if data.transport.is_none() && data.facts.is_none() {
         let root = nix::unistd::geteuid().is_root();
-        return crate::query::saved(&data.root, root).map(|t| (t, Vec::new()));
+        return libnodeagent::report::query::saved(&data.root, root).map(|t| (t, Vec::new()));
     }
-    let inputs = crate::pipeline::gather(&data.options())?;
-    let tree = crate::pipeline::instance_data(&inputs)?;
+    let inputs = libnodeagent::pipeline::gather(&data.options())?;
+    let tree = libnodeagent::pipeline::instance_data(&inputs)?;
     Ok((tree, inputs.raw.warnings()))
 }

@@ -19,21 +19,21 @@ pub struct Args {
 pub fn run(args: Args) -> i32 {
     let opts = args.data.options();
     let inputs = match &args.userdata {
-        Some(f) => crate::pipeline::read_userdata_file(f)
-            .and_then(|u| crate::pipeline::gather_with_userdata(&opts, u)),
-        None => crate::pipeline::gather(&opts),
+        Some(f) => libnodeagent::pipeline::read_userdata_file(f)
+            .and_then(|u| libnodeagent::pipeline::gather_with_userdata(&opts, u)),
+        None => libnodeagent::pipeline::gather(&opts),
     };
     let result = inputs.and_then(|inputs| {
-        let tree = crate::pipeline::instance_data(&inputs)?;
+        let tree = libnodeagent::pipeline::instance_data(&inputs)?;
         let Some(text) = inputs.raw.userdata.as_ref().map(|d| d.text.clone()) else {
-            return Err(crate::error::Error::new(
-                crate::error::Stage::Transport,
+            return Err(libnodeagent::base::error::Error::new(
+                libnodeagent::base::error::Stage::Transport,
                 "guestinfo.userdata",
                 "no userdata",
             ));
         };
         let (rendered, _, warnings) =
-            crate::pipeline::render_userdata(&text, &tree, inputs.compat)?;
+            libnodeagent::pipeline::render_userdata(&text, &tree, inputs.compat)?;
         // Decoding warnings (an unknown `.encoding`) come first, as `run` prints them.
         Ok((rendered, [inputs.raw.warnings(), warnings].concat()))
     });
@@ -46,7 +46,7 @@ pub fn run(args: Args) -> i32 {
                 print_warnings(&warnings);
                 let _ = std::io::stdout().write_all(rendered.as_bytes());
             }
-            crate::error::exit::OK
+            libnodeagent::base::error::exit::OK
         }
         Err(e) => fail("render", &e, args.json),
     }

@@ -1,11 +1,11 @@
 //! `nodeagent run`: read, plan, apply (stage local, main or all), journaled.
 
-use crate::apply::{self, Options, Target};
-use crate::error::{Error, ErrorKind, Result, Stage, exit};
-use crate::plan::RunStage;
-use crate::report::{self, Phase, Reporter};
-use crate::state::State;
-use crate::{instance, pipeline};
+use libnodeagent::apply::{self, Options, Target};
+use libnodeagent::base::error::{Error, ErrorKind, Result, Stage, exit};
+use libnodeagent::base::state::State;
+use libnodeagent::plan::RunStage;
+use libnodeagent::report::{self, Phase, Reporter};
+use libnodeagent::{pipeline, render::instance};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -22,9 +22,9 @@ pub struct Args {
     /// Print the run's outcome as JSON on stdout (errors as JSON too); logs stay on stderr.
     #[arg(long)]
     pub json: bool,
-    /// `nodeagent single`: only this module's steps (crate::single).
+    /// `nodeagent single`: only this module's steps (libnodeagent::plan::single).
     #[arg(skip)]
-    pub only: Option<crate::single::Selection>,
+    pub only: Option<libnodeagent::plan::single::Selection>,
 }
 
 /// Where `run` logs: the journal on a real node (the root is `/` and journald is up), so the
@@ -48,28 +48,28 @@ pub fn run(args: Args) -> i32 {
     };
     // The boot priority ends with the run, for what its commands left running too.
     if on_host && args.stage != RunStage::Local {
-        crate::priority::lower_left_behind();
+        libnodeagent::base::priority::lower_left_behind();
     }
     code
 }
 
 fn run_inner(args: &Args, target: Target) -> Result<i32> {
     // No external program of this run outlives RUN_DEADLINE_SECS (TimeoutStartSec=infinity).
-    crate::process::set_run_deadline(std::time::Duration::from_secs(
-        crate::limits::RUN_DEADLINE_SECS,
+    libnodeagent::base::process::set_run_deadline(std::time::Duration::from_secs(
+        libnodeagent::base::limits::RUN_DEADLINE_SECS,
     ));
     let stage = args.stage;
     let publish = args.only.is_none();
-    // The local unit's sandbox, before any platform data is read (crate::writeguard); a
+    // The local unit's sandbox, before any platform data is read (libnodeagent::source::writeguard); a
     // `--root` run writes into a tree that is not a node, and is not confined.
     if stage == RunStage::Local && publish && target.is_host() {
-        crate::writeguard::confine_local_stage(args.data.transport.as_deref());
+        libnodeagent::source::writeguard::confine_local_stage(args.data.transport.as_deref());
     }
     // The root and the host's `/` (transport directories) opened once for the run, not for
-    // each path (crate::confine::hold); without them each path opens its root again.
-    let mut _held = vec![crate::confine::hold(&target.root).ok()];
+    // each path (libnodeagent::base::confine::hold); without them each path opens its root again.
+    let mut _held = vec![libnodeagent::base::confine::hold(&target.root).ok()];
     if !target.is_host() {
-        _held.push(crate::confine::hold(std::path::Path::new("/")).ok());
+        _held.push(libnodeagent::base::confine::hold(std::path::Path::new("/")).ok());
     }
     // The container runtime is asked for now: systemctl's start runs beside the read, the
     // network wait, the plan and the writes; the first command takes its answer.
@@ -143,7 +143,7 @@ fn run_inner(args: &Args, target: Target) -> Result<i32> {
 /// transport can be opened, with the default detection order if the config is what failed)
 /// all hear why. (`single` leaves the status and the platform alone.)
 fn gather(args: &Args, target: &Target) -> Result<pipeline::Inputs> {
-    // The two units read the platform once between them (crate::handoff).
+    // The two units read the platform once between them (libnodeagent::source::handoff).
     let gather = match args.stage {
         RunStage::Local if args.only.is_none() => pipeline::gather_local,
         RunStage::Main if args.only.is_none() => pipeline::gather_main,
@@ -159,7 +159,7 @@ fn gather(args: &Args, target: &Target) -> Result<pipeline::Inputs> {
             reporter.failed(
                 "read",
                 e.kind(),
-                &crate::redact::redact_text(&e.to_string()),
+                &libnodeagent::base::redact::redact_text(&e.to_string()),
                 &[],
             );
         }
@@ -202,7 +202,10 @@ fn run_all(
     let mut earlier = execute(&job, target.clone(), None)?.earlier;
     earlier.warnings.append(&mut kubeadm_warnings);
     let prepared = if args.data.facts.is_none() {
-        let first = std::mem::replace(&mut inputs.facts, crate::facts::Facts::detect(&inputs.root));
+        let first = std::mem::replace(
+            &mut inputs.facts,
+            libnodeagent::source::facts::Facts::detect(&inputs.root),
+        );
         if publish {
             let (facts, warning) = wait_on_network(inputs, &target, memo);
             inputs.facts = facts;
@@ -240,12 +243,12 @@ fn run_all(
 /// kubeadm is on the PATH, unless the image config turns it off (`kubeadm.preflight_validate`).
 /// A refusal is an error; a kubeadm that gave no verdict, a warning.
 fn real_kubeadm(
-    plan: &crate::plan::Plan,
+    plan: &libnodeagent::plan::Plan,
     inputs: &pipeline::Inputs,
     args: &Args,
     target: &Target,
 ) -> Result<Option<String>> {
-    use crate::kubeadm::validate::{self, Checked};
+    use libnodeagent::kubeadm::validate::{self, Checked};
     if !inputs.image.kubeadm.preflight_validate {
         return Ok(None);
     }
@@ -301,10 +304,10 @@ impl Earlier {
 fn report_bad_input(
     inputs: &pipeline::Inputs,
     target: &Target,
-    e: crate::error::Error,
+    e: libnodeagent::base::error::Error,
     publish: bool,
     stage: RunStage,
-) -> crate::error::Error {
+) -> libnodeagent::base::error::Error {
     if !publish {
         return e;
     }
@@ -316,7 +319,7 @@ fn report_bad_input(
     reporter.failed(
         "read",
         e.kind(),
-        &crate::redact::redact_text(&e.to_string()),
+        &libnodeagent::base::redact::redact_text(&e.to_string()),
         &[],
     );
     e
@@ -339,7 +342,7 @@ fn execute(job: &Job, target: Target, earlier: Option<Earlier>) -> Result<Execut
         refuse_without_shell(&job.prepared.plan, &target.root)?;
     }
     // One run at a time from here on: instance data, journal and apply (apply/commands.rs).
-    apply::commands::hold_run_lock(&crate::state::state_dir(&target.root)?)?;
+    apply::commands::hold_run_lock(&libnodeagent::base::state::state_dir(&target.root)?)?;
     let res = execute_locked(job, target, earlier);
     apply::commands::release_run_lock();
     res
@@ -348,8 +351,8 @@ fn execute(job: &Job, target: Target, earlier: Option<Earlier>) -> Result<Execut
 /// Under `--root R --exec` commands and kubeadm run chrooted into R through its `/bin/sh`:
 /// a root without one (a bare directory) is refused before anything is written, not after
 /// the steps before the first command were applied.
-fn refuse_without_shell(plan: &crate::plan::Plan, root: &std::path::Path) -> Result<()> {
-    use crate::plan::Action;
+fn refuse_without_shell(plan: &libnodeagent::plan::Plan, root: &std::path::Path) -> Result<()> {
+    use libnodeagent::plan::Action;
     let Some(step) = plan
         .steps
         .iter()
@@ -357,7 +360,7 @@ fn refuse_without_shell(plan: &crate::plan::Plan, root: &std::path::Path) -> Res
     else {
         return Ok(());
     };
-    let shell = crate::confine::dir(root, "bin/sh").ok();
+    let shell = libnodeagent::base::confine::dir(root, "bin/sh").ok();
     if shell.is_some_and(|p| p.is_file()) {
         return Ok(());
     }
@@ -382,8 +385,11 @@ fn execute_locked(job: &Job, target: Target, mut earlier: Option<Earlier>) -> Re
     let selected;
     let plan = match &args.only {
         Some(sel) => {
-            selected =
-                crate::single::select(&prepared.plan, sel, &crate::report::now_ms().to_string());
+            selected = libnodeagent::plan::single::select(
+                &prepared.plan,
+                sel,
+                &libnodeagent::report::now_ms().to_string(),
+            );
             &selected
         }
         None => &prepared.plan,
@@ -431,10 +437,10 @@ fn execute_locked(job: &Job, target: Target, mut earlier: Option<Earlier>) -> Re
     }
     let mut all = Earlier::combine(summary, earlier);
     for w in &all.warnings {
-        eprintln!("warning: {}", crate::redact::redact_text(w));
+        eprintln!("warning: {}", libnodeagent::base::redact::redact_text(w));
         reporter.warning(w);
     }
-    let outcome = crate::apply::RunCounts {
+    let outcome = libnodeagent::apply::RunCounts {
         ran: all.ran,
         skipped: all.skipped,
         already: all.already,
@@ -474,7 +480,7 @@ fn options(job: &Job, target: Target, exec: bool) -> Options {
         config: inputs.image.clone(),
         // This very binary, even if the file was replaced since it started.
         supervisor: "/proc/self/exe".into(),
-        fork_supervisor: crate::process::single_threaded(),
+        fork_supervisor: libnodeagent::base::process::single_threaded(),
         ends_run: !(stage == RunStage::Local && args.stage == RunStage::All),
         runtime: job.runtime.take(),
     }
@@ -529,7 +535,7 @@ fn print_json(args: &Args, iid: &str, all: &Earlier, code: i32) {
         "ran": all.ran,
         "skipped": all.skipped,
         "already": all.already,
-        "warnings": all.warnings.iter().map(|w| crate::redact::redact_text(w)).collect::<Vec<_>>(),
+        "warnings": all.warnings.iter().map(|w| libnodeagent::base::redact::redact_text(w)).collect::<Vec<_>>(),
         "exit": code,
     }));
 }
@@ -545,7 +551,7 @@ fn redact_platform(job: &Job, redact_userdata: bool) -> Vec<String> {
     for (failed, why) in report::redact_guestinfo(job.inputs.transport.as_ref(), &keys) {
         let key = failed.strip_prefix("guestinfo.").unwrap_or(&failed);
         let w = format!("guestinfo.{key} could not be redacted: {why}");
-        eprintln!("warning: {}", crate::redact::redact_text(&w));
+        eprintln!("warning: {}", libnodeagent::base::redact::redact_text(&w));
         warnings.push(w);
     }
     warnings
@@ -585,7 +591,11 @@ fn save_instance(
     state.save_all(iid, &keep, durable)?;
     // Where cloud-init keeps them, for its tools (`cloud-init query` without root reads the
     // redacted one).
-    crate::cloud_init::files::write_instance_data(&inputs.root, &sensitive, &redacted);
+    libnodeagent::report::cloud_init::files::write_instance_data(
+        &inputs.root,
+        &sensitive,
+        &redacted,
+    );
     Ok(())
 }
 
@@ -598,16 +608,20 @@ impl Scratch {
         use std::os::unix::fs::DirBuilderExt;
         let mut b = [0u8; 8];
         getrandom::fill(&mut b).map_err(|e| {
-            crate::error::Error::new(crate::error::Stage::State, "random", e.to_string())
-                .with_kind(crate::error::ErrorKind::Io)
+            libnodeagent::base::error::Error::new(
+                libnodeagent::base::error::Stage::State,
+                "random",
+                e.to_string(),
+            )
+            .with_kind(libnodeagent::base::error::ErrorKind::Io)
         })?;
         let dir = std::env::temp_dir().join(format!("nodeagent-single-{}", hex::encode(b)));
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&dir)
             .map_err(|e| {
-                crate::error::Error::io(
-                    crate::error::Stage::State,
+                libnodeagent::base::error::Error::io(
+                    libnodeagent::base::error::Stage::State,
                     dir.display().to_string(),
                     "cannot create",
                     e,
@@ -646,7 +660,7 @@ fn wait_on_network(
     inputs: &pipeline::Inputs,
     target: &Target,
     memo: &pipeline::Memo,
-) -> (crate::facts::Facts, Option<String>) {
+) -> (libnodeagent::source::facts::Facts, Option<String>) {
     let want = inputs
         .raw
         .metadata
@@ -662,12 +676,12 @@ fn wait_on_network(
     let first = inputs.facts.clone();
     // Made when the wait is first reported: a network already up reports nothing.
     let mut reporter: Option<Reporter> = None;
-    let (facts, warning) = crate::netwait::wait(
+    let (facts, warning) = libnodeagent::source::netwait::wait(
         &want,
         first,
         timeout,
         std::time::Duration::from_secs(1),
-        || crate::facts::Facts::detect(&root),
+        || libnodeagent::source::facts::Facts::detect(&root),
         |detail| {
             tracing::info!("{detail}");
             let reporter = reporter.get_or_insert_with(|| {

@@ -1,5 +1,5 @@
 //! `nodeagent single --name MODULE [--frequency instance|always]`: run one module's steps
-//! of the plan, as `cloud-init single` (the selection is `crate::single`; the run is `run`'s).
+//! of the plan, as `cloud-init single` (the selection is `libnodeagent::plan::single`; the run is `run`'s).
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Freq {
@@ -30,16 +30,16 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> i32 {
-    let module = match crate::single::module(&args.name) {
+    let module = match libnodeagent::plan::single::module(&args.name) {
         Ok(m) => m,
         Err(e) => return super::common::fail("single", &e, args.json),
     };
     super::run::run(super::run::Args {
-        stage: crate::plan::RunStage::All,
+        stage: libnodeagent::plan::RunStage::All,
         exec: args.exec,
         data: args.data,
         json: args.json,
-        only: Some(crate::single::Selection {
+        only: Some(libnodeagent::plan::single::Selection {
             module,
             always: args.frequency == Freq::Always,
         }),

@@ -4,8 +4,8 @@
 //! `cloud-init status` does), 1 failed, 2 degraded (done with warnings), 3 still running
 //! when `--wait --timeout` ran out.
 
-use crate::error::exit;
-use crate::report::{Phase, Status, read_status};
+use libnodeagent::base::error::exit;
+use libnodeagent::report::{Phase, Status, read_status};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -53,14 +53,14 @@ pub fn run(mut args: Args) -> i32 {
         return exit::OK;
     }
     let started = Instant::now();
-    let mut progress = crate::output::WaitProgress::default();
+    let mut progress = libnodeagent::report::output::WaitProgress::default();
     loop {
         let status = read_status(&args.root).ok();
         let terminal = status.as_ref().is_some_and(|s| s.phase.is_terminal());
         let timed_out = deadline.is_some_and(|d| Instant::now() >= d);
         if args.wait && args.format == Format::Tabular {
             // Phase changes and the kubeadm/endpoint wait's clock, as they happen.
-            let now = crate::report::now_ms();
+            let now = libnodeagent::report::now_ms();
             for line in progress.lines(status.as_ref(), now) {
                 println!("{line}");
             }
@@ -121,7 +121,10 @@ fn print_doc(doc: &serde_json::Value, args: &Args) -> Option<()> {
             Some(())
         }
         Format::Yaml => {
-            print!("{}", crate::goyaml::dump(doc).unwrap_or_default());
+            print!(
+                "{}",
+                libnodeagent::formats::goyaml::dump(doc).unwrap_or_default()
+            );
             Some(())
         }
     }

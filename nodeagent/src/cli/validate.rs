@@ -16,16 +16,16 @@ pub struct Args {
 
 pub fn run(args: Args) -> i32 {
     let name = args.file.display().to_string();
-    let read = crate::pipeline::read_userdata_file(&args.file)
-        .and_then(|u| crate::pipeline::gather_with_userdata(&args.data.options(), u));
+    let read = libnodeagent::pipeline::read_userdata_file(&args.file)
+        .and_then(|u| libnodeagent::pipeline::gather_with_userdata(&args.data.options(), u));
     let (result, unreadable) = match read {
-        Ok(inputs) => (crate::pipeline::prepare_all(&inputs), false),
+        Ok(inputs) => (libnodeagent::pipeline::prepare_all(&inputs), false),
         Err(e) => {
             let unreadable = e.message.starts_with("cannot read");
             (Err(vec![e]), unreadable)
         }
     };
-    let redact = |s: &str| crate::redact::redact_text(s);
+    let redact = |s: &str| libnodeagent::base::redact::redact_text(s);
     match result {
         Ok(p) => {
             if args.json {
@@ -40,13 +40,13 @@ pub fn run(args: Args) -> i32 {
                 }
                 println!("{name}: valid ({} steps)", p.plan.steps.len());
             }
-            crate::error::exit::OK
+            libnodeagent::base::error::exit::OK
         }
         Err(errors) => {
             if args.json {
                 let list: Vec<_> = errors
                     .iter()
-                    .map(|e| crate::output::error_json(e)["error"].clone())
+                    .map(|e| libnodeagent::report::output::error_json(e)["error"].clone())
                     .collect();
                 print_json(&serde_json::json!({
                     "file": name, "valid": false, "warnings": [], "errors": list,
@@ -61,7 +61,7 @@ pub fn run(args: Args) -> i32 {
                     println!("{name}: invalid: {}", redact(&e.to_string()));
                 }
             }
-            crate::error::exit::FAILED
+            libnodeagent::base::error::exit::FAILED
         }
     }
 }

@@ -4,12 +4,12 @@
 #[path = "../prereq/mod.rs"]
 pub mod prereq;
 
-use nodeagent::apply::{self, Options, Target};
-use nodeagent::config::ImageConfig;
-use nodeagent::plan::RunStage;
-use nodeagent::plan::*;
-use nodeagent::report::Reporter;
-use nodeagent::state::{Journal, State};
+use libnodeagent::apply::{self, Options, Target};
+use libnodeagent::base::state::{Journal, State};
+use libnodeagent::plan::RunStage;
+use libnodeagent::plan::*;
+use libnodeagent::report::Reporter;
+use libnodeagent::source::config::ImageConfig;
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -98,7 +98,7 @@ pub fn run(
     exec: bool,
     compat: bool,
     boot: &str,
-) -> nodeagent::error::Result<apply::Summary> {
+) -> libnodeagent::base::error::Result<apply::Summary> {
     let st = State::open(root)?;
     st.begin_instance(&p.instance_id)?;
     let mut j = Journal::open(
@@ -155,7 +155,7 @@ fn walk(base: &Path, dir: &Path, skip: &dyn Fn(&str) -> bool, out: &mut BTreeMap
                 m.mode() & 0o7777,
                 m.uid(),
                 m.gid(),
-                nodeagent::apply::files::sha256_hex(&data)
+                libnodeagent::apply::files::sha256_hex(&data)
             )
         } else {
             format!("other {:o} rdev {}", m.mode(), m.rdev())

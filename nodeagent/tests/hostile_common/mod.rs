@@ -247,7 +247,7 @@ pub fn assert_no_secret(
     for s in secrets {
         assert!(!everything.contains(s), "{s} leaked:\n{everything}");
     }
-    let redacted = nodeagent::redact::redact_text(&everything);
+    let redacted = libnodeagent::base::redact::redact_text(&everything);
     if redacted != everything {
         let (a, b): (Vec<_>, Vec<_>) = everything
             .lines()

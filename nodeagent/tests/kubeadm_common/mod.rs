@@ -2,7 +2,7 @@
 //! made with rcgen, and the kubeadm stand-in binary (tests/kubeadm-standin).
 #![allow(dead_code)]
 
-use nodeagent::plan::{Action, Content, FileWrite, Frequency, Owner, Plan, RunStage, Step};
+use libnodeagent::plan::{Action, Content, FileWrite, Frequency, Owner, Plan, RunStage, Step};
 use std::path::{Path, PathBuf};
 
 // Test crates that also include apply_common (which holds its own copy) load it twice.
@@ -72,7 +72,7 @@ pub fn plan_of(files: &[(String, Vec<u8>)], kubeadm_line: &str) -> Plan {
         .enumerate()
         .map(|(i, (p, c))| step(&format!("write_files[{i}]:{p}"), write(p, c)))
         .collect();
-    let spec = nodeagent::kubeadm::recognise(kubeadm_line).expect("kubeadm line recognised");
+    let spec = libnodeagent::kubeadm::recognise(kubeadm_line).expect("kubeadm line recognised");
     steps.push(step("kubeadm", Action::Kubeadm(spec)));
     Plan {
         version: 1,
@@ -254,14 +254,14 @@ pub fn standin_calls(log: &Path) -> Vec<serde_json::Value> {
 #[derive(Default)]
 pub struct MemTransport(pub std::sync::Mutex<Vec<(String, Vec<u8>)>>);
 
-impl nodeagent::transport::Transport for MemTransport {
+impl libnodeagent::source::transport::Transport for MemTransport {
     fn name(&self) -> &'static str {
         "mem"
     }
-    fn get(&self, _key: &str) -> nodeagent::error::Result<Option<Vec<u8>>> {
+    fn get(&self, _key: &str) -> libnodeagent::base::error::Result<Option<Vec<u8>>> {
         Ok(None)
     }
-    fn set(&self, key: &str, value: &[u8]) -> nodeagent::error::Result<()> {
+    fn set(&self, key: &str, value: &[u8]) -> libnodeagent::base::error::Result<()> {
         self.0
             .lock()
             .unwrap()
@@ -295,7 +295,7 @@ impl MemTransport {
 pub struct Node {
     pub dir: tempfile::TempDir,
     pub log: PathBuf,
-    pub runner: nodeagent::kubeadm::run::Runner,
+    pub runner: libnodeagent::kubeadm::run::Runner,
 }
 
 impl Node {
@@ -313,7 +313,7 @@ impl Node {
         e.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         // The library tests drive the stand-in from outside the root; `nodeagent run --root
         // --exec` runs kubeadm chrooted (see `chrooted_env`).
-        let runner = nodeagent::kubeadm::run::Runner {
+        let runner = libnodeagent::kubeadm::run::Runner {
             program: standin(),
             env: e,
             chroot: false,
@@ -371,8 +371,8 @@ impl Node {
 }
 
 /// Fast settings for tests.
-pub fn fast_settings() -> nodeagent::config::KubeadmSettings {
-    nodeagent::config::KubeadmSettings {
+pub fn fast_settings() -> libnodeagent::source::config::KubeadmSettings {
+    libnodeagent::source::config::KubeadmSettings {
         endpoint_wait_secs: 20,
         timeout_secs: 20,
         join_attempts: 5,
@@ -483,7 +483,7 @@ impl E2e {
         )
         .unwrap()
     }
-    pub fn status(&self) -> nodeagent::report::Status {
-        nodeagent::report::read_status(self.node.root()).unwrap()
+    pub fn status(&self) -> libnodeagent::report::Status {
+        libnodeagent::report::read_status(self.node.root()).unwrap()
     }
 }

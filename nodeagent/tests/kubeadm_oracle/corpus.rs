@@ -6,8 +6,8 @@
 
 #![allow(clippy::string_slice)]
 
-use nodeagent::mint::bootstrap::{self, KubeadmApi, Role, Spec};
-use nodeagent::mint::pki::{Algorithm, Pki};
+use minter::bootstrap::{self, KubeadmApi, Role, Spec};
+use minter::pki::{Algorithm, Pki};
 use serde_norway::{Mapping, Value};
 
 /// One config file to judge. `name` says where it came from and what was changed.
@@ -34,7 +34,8 @@ pub fn minted(role: Role, api: KubeadmApi, version: &str, pki: &Pki) -> String {
         .and_then(|m| m.parse().ok())
         .expect("version v1.N.x");
     let mut s = Spec::capv(role, "demo", "10.0.0.10:6443", version, minor, api);
-    s.ca_cert_hashes = nodeagent::pki::hash::discovery_hashes(pki.ca.cert_pem.as_bytes()).unwrap();
+    s.ca_cert_hashes =
+        libnodeagent::pki::hash::discovery_hashes(pki.ca.cert_pem.as_bytes()).unwrap();
     s.token = Some(TOKEN.into());
     if api == KubeadmApi::V1beta4 {
         s.encryption_algorithm = Some("ECDSA-P256".into());

@@ -5,7 +5,7 @@
 //! size.
 
 use crate::apply_common::*;
-use nodeagent::plan::*;
+use libnodeagent::plan::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,13 +42,13 @@ pub fn secret_items() -> Vec<Step> {
 
 /// The instance's `cmd/` directory of `iid` under `root`.
 pub fn cmd_dir(root: &Path, iid: &str) -> PathBuf {
-    let st = nodeagent::state::State::open(root).unwrap();
+    let st = libnodeagent::base::state::State::open(root).unwrap();
     st.instance_dir(iid).join("cmd")
 }
 
 /// The file `<h>.EXT` of a list's program (`runcmd`, per instance) in `cmd/`.
 pub fn program_file(root: &Path, iid: &str, ext: &str) -> PathBuf {
-    let h = nodeagent::apply::files::sha256_hex(b"runcmd:program");
+    let h = libnodeagent::apply::files::sha256_hex(b"runcmd:program");
     cmd_dir(root, iid).join(format!("{}.{ext}", h.get(..16).unwrap()))
 }
 

@@ -7,7 +7,7 @@
 //! it: failed, recorded, not run again), and a further run changes nothing.
 
 use crate::apply_common::*;
-use nodeagent::plan::*;
+use libnodeagent::plan::*;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -274,7 +274,7 @@ fn one(case: &Case, fork: bool) {
         (Who::Agent, Point::BeforeAnswer) => {
             kill(agent, libc::SIGSTOP);
             open("gok");
-            let h = nodeagent::apply::files::sha256_hex(b"runcmd[2]:kubeadm");
+            let h = libnodeagent::apply::files::sha256_hex(b"runcmd[2]:kubeadm");
             let rc = crate::commands::cmd_dir(r, "vm-crash")
                 .join(format!("{}.rc", h.get(..16).unwrap()));
             wait_for("kubeadm's recorded status", &mut || rc.exists());
@@ -482,7 +482,7 @@ fn cell_kill_supervisor_repeatedly() {
         std::thread::sleep(Duration::from_millis(10));
     };
     assert!(!status.success(), "the run ends failed after {kills} kills");
-    assert_eq!(kills, nodeagent::apply::shell::MAX_RESTARTS as usize + 1);
+    assert_eq!(kills, libnodeagent::apply::shell::MAX_RESTARTS as usize + 1);
     assert_eq!(
         std::fs::read_to_string(r.join("record")).unwrap(),
         "item0\n"

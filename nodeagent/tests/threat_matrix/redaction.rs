@@ -351,7 +351,7 @@ fn cell_sink_output_bomb() {
     // The agent reads the output in 64 KiB pieces, keeps a bounded window of a line and the
     // last MiB of an item's lines: far below what was printed.
     assert!(maxrss_kib < 128 * 1024, "peak RSS {maxrss_kib} KiB");
-    let max = nodeagent::outlog::MAX_BYTES;
+    let max = libnodeagent::base::outlog::MAX_BYTES;
     for f in [
         "var/log/nodeagent-output.log",
         "var/log/nodeagent-output.log.1",
@@ -369,7 +369,7 @@ fn cell_sink_output_bomb() {
     );
     let g = std::fs::read_to_string(t.path().join("d/guestinfo.nodeagent.status")).unwrap();
     assert!(
-        g.len() <= nodeagent::limits::MAX_STATUS_BYTES,
+        g.len() <= libnodeagent::base::limits::MAX_STATUS_BYTES,
         "{}",
         g.len()
     );

@@ -371,7 +371,7 @@ fn cell_seed_fwcfg_hardlink() {
 fn bomb(layout: Layout) {
     let t = Trial::new(layout, true);
     let f = std::fs::File::create(t.node.root.join(t.ud())).unwrap();
-    f.set_len(nodeagent::limits::MAX_RAW_VALUE_BYTES as u64 + 1)
+    f.set_len(libnodeagent::base::limits::MAX_RAW_VALUE_BYTES as u64 + 1)
         .unwrap();
     let out = t.run_confined();
     assert_eq!(out.code, Some(1), "{}", out.stderr);

@@ -101,7 +101,7 @@ fn cell_state_dir_bomb() {
         .write(true)
         .open(node.root.join(JOURNAL))
         .unwrap();
-    f.set_len(nodeagent::limits::MAX_JOURNAL_BYTES as u64 + 1)
+    f.set_len(libnodeagent::base::limits::MAX_JOURNAL_BYTES as u64 + 1)
         .unwrap();
     run_confined(&node).refused();
     // A gigabyte instance-id: read no further than an id can be.

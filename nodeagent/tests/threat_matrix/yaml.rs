@@ -1,5 +1,5 @@
 //! Every parser boundary (issue 41, class 1): each kind of YAML document the agent and its
-//! tools read goes through the one bounded entry point (`nodeagent::yaml`), so one anchor
+//! tools read goes through the one bounded entry point (`libnodeagent::formats::yaml`), so one anchor
 //! aliased thousands of times, or nesting past the bound, is refused by a child that ends by
 //! itself, fast and inside its memory bound, wherever the document comes from. Also the JSON
 //! metadata and the OVF environment's XML, and the files the YAML readers open themselves.
@@ -58,7 +58,7 @@ fn cell_yaml_metadata_bomb() {
 /// millions of values, and nesting past the bound.
 #[test]
 fn cell_json_metadata_bomb() {
-    let n = (nodeagent::limits::MAX_DECODED_BYTES - 64) / 3;
+    let n = (libnodeagent::base::limits::MAX_DECODED_BYTES - 64) / 3;
     let wide = format!(
         "{{\"instance-id\": \"i-1\", \"x\": [{}{{}}]}}",
         "{},".repeat(n - 1)
@@ -149,7 +149,7 @@ fn endpoint(node: &Node, limit: Duration) -> Option<String> {
     let root = node.root.clone();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let _ = tx.send(nodeagent::kubeadm::run::join_endpoint(
+        let _ = tx.send(libnodeagent::kubeadm::run::join_endpoint(
             &root,
             "/run/kubeadm/join.yaml",
         ));

@@ -61,7 +61,7 @@ fn main() {
     let mut record = json!({
         "ts_ms": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),
         "pid": std::process::id(),
-        "argv": args.iter().map(|a| nodeagent::redact::redact_text(a)).collect::<Vec<_>>(),
+        "argv": args.iter().map(|a| libnodeagent::base::redact::redact_text(a)).collect::<Vec<_>>(),
     });
     let (code, reason) = run(&args, &node, &mut state, &mut record);
     record["exit"] = json!(code);
@@ -157,7 +157,7 @@ fn run(args: &[String], node: &Node, state: &mut Value, record: &mut Value) -> (
                     2,
                     format!(
                         "unexpected argument {:?}",
-                        nodeagent::redact::redact_text(other)
+                        libnodeagent::base::redact::redact_text(other)
                     ),
                 );
             }

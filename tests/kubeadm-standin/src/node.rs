@@ -128,7 +128,7 @@ impl Node {
     }
 }
 
-use nodeagent::mint::pki::{Algorithm, CaPair, Key};
+use minter::pki::{Algorithm, CaPair, Key};
 
 /// Real key material, as kubeadm makes it (ECDSA P-256 here, for speed): nodeagent checks
 /// what it finds on disk (apiserver.crt against the CA and controlPlaneEndpoint), so the
@@ -144,9 +144,8 @@ fn validity() -> time::Duration {
 /// A self-signed CA (`certs/<ca>` phase), written as `<ca>.crt` and `<ca>.key`.
 fn write_ca(node: &Node, crt: &str, key: &str) -> Result<(), String> {
     let k = new_key()?;
-    let cert =
-        nodeagent::mint::pki::ca_certificate(&k, time::OffsetDateTime::now_utc(), validity())
-            .map_err(|e| e.to_string())?;
+    let cert = minter::pki::ca_certificate(&k, time::OffsetDateTime::now_utc(), validity())
+        .map_err(|e| e.to_string())?;
     node.write(crt, 0o644, &cert)?;
     node.write(key, 0o600, &k.private_pem)
 }
@@ -180,14 +179,8 @@ fn write_leaf(node: &Node, cfg: &Config, pki: &str, leaf: &str) -> Result<(), St
         "etcd/server" | "etcd/peer" => {
             serving_cert(&pair, leaf, &name, etcd_sans(cfg, leaf), true)?
         }
-        _ => nodeagent::mint::pki::client_certificate(
-            &pair,
-            leaf,
-            None,
-            Algorithm::EcdsaP256,
-            validity(),
-        )
-        .map_err(|e| format!("certs/{leaf}: {e}"))?,
+        _ => minter::pki::client_certificate(&pair, leaf, None, Algorithm::EcdsaP256, validity())
+            .map_err(|e| format!("certs/{leaf}: {e}"))?,
     };
     node.write(&format!("{pki}/{leaf}.crt"), 0o644, &cert)?;
     node.write(&format!("{pki}/{leaf}.key"), 0o600, &key)
@@ -394,14 +387,9 @@ fn kubeconfig(node: &Node, cfg: &Config, server: &str, file: &str) -> Result<Str
     let pki = cfg.cert_dir();
     let ca = read_ca(node, &pki, "ca")?;
     let (user, group) = kubeconfig_identity(cfg, file);
-    let (cert, key) = nodeagent::mint::pki::client_certificate(
-        &ca,
-        &user,
-        group,
-        Algorithm::EcdsaP256,
-        validity(),
-    )
-    .map_err(|e| format!("kubeconfig/{file}: {e}"))?;
+    let (cert, key) =
+        minter::pki::client_certificate(&ca, &user, group, Algorithm::EcdsaP256, validity())
+            .map_err(|e| format!("kubeconfig/{file}: {e}"))?;
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     let cluster = cfg
         .cluster

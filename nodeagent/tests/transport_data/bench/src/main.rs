@@ -1,12 +1,16 @@
 // Release-profile timing of nodeagent's decode.rs, compiled from the source file as-is
 // (standalone so it builds in a minute without the whole crate). See BENCHMARKS.md.
 #![allow(dead_code)]
-#[path = "../../../../src/decode.rs"]
+#[path = "../../../../../libnodeagent/src/source/decode.rs"]
 mod decode;
-#[path = "../../../../src/error.rs"]
-mod error;
-#[path = "../../../../src/limits.rs"]
-mod limits;
+#[path = "../../../../../libnodeagent/src/base/error.rs"]
+pub mod error;
+#[path = "../../../../../libnodeagent/src/base/limits.rs"]
+pub mod limits;
+/// Where decode.rs finds them in the library (`crate::base::{error, limits}`).
+mod base {
+    pub use super::{error, limits};
+}
 use base64::Engine as _;
 use std::io::Write;
 
