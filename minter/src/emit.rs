@@ -2,7 +2,7 @@
 //! transport (one file per key named `guestinfo.K`), VMware ExtraConfig lines, QEMU fw_cfg
 //! files with their `-fw_cfg` arguments, and `govc vm.change -e` arguments.
 
-use super::fsio;
+use super::files;
 use base64::Engine;
 use libnodeagent::base::error::{Error, Result, Stage};
 use std::io::Write;
@@ -103,7 +103,7 @@ pub fn write_dir(dir: &Path, b: &Bundle, enc: Encoding) -> Result<()> {
         } else {
             0o644
         };
-        fsio::write_atomic(&dir.join(format!("guestinfo.{k}")), v.as_bytes(), mode)?;
+        files::write_atomic(&dir.join(format!("guestinfo.{k}")), v.as_bytes(), mode)?;
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! nodeagent mint: cluster PKI, CAPI Secrets, tokens, hashes, bootstrap bundles.
 //!
 //! Pure builders (values in, strings out) live in `pki`, `secrets`, `token`, `kubeconfig`,
-//! `bootstrap`, `metadata` and `emit`; only `fsio` and `commands` (each subcommand's work,
+//! `bootstrap`, `metadata` and `emit`; only `files` and `commands` (each subcommand's work,
 //! given its flags) touch the disk.
 
 // Tests slice the output they made themselves; the library's own code may not (Cargo.toml).
@@ -10,8 +10,8 @@
 pub mod bootstrap;
 pub mod commands;
 pub mod emit;
+pub mod files;
 pub mod fleet;
-pub mod fsio;
 pub mod kubeconfig;
 pub mod metadata;
 pub mod pki;

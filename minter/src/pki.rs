@@ -8,7 +8,7 @@
 //! rcgen (ring backend) signs, but ring cannot generate RSA keys, so RSA keys come from
 //! the `rsa` crate and are handed to rcgen as PKCS#8.
 
-use super::fsio;
+use super::files;
 use libnodeagent::base::error::{Error, ErrorKind, Result, Stage};
 use libnodeagent::pki::der;
 use rcgen::{
@@ -405,7 +405,7 @@ impl Pki {
             .iter()
             .map(|(name, content, mode)| (dir.join(name), content.as_bytes().to_vec(), *mode))
             .collect();
-        fsio::write_batch(&files, true)
+        files::write_batch(&files, true)
     }
 
     /// Read a kubeadm-layout PKI directory (e.g. `/etc/kubernetes/pki` of a running cluster).

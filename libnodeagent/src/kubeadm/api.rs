@@ -1,7 +1,7 @@
 //! The kubeadm configuration documents, `kubeadm.k8s.io/v1beta3` and `v1beta4`
 //! (InitConfiguration, ClusterConfiguration, JoinConfiguration), as typed structs: read by the
 //! agent (`kubeadm::config`, rejecting unknown fields like kubeadm's strict decoder) and built
-//! by the minter (`mint::bootstrap`, written through `crate::formats::goyaml` as CABPK writes them).
+//! by the minter (`minter::bootstrap`, written through `crate::formats::goyaml` as CABPK writes them).
 //! Field list: docs/formats.md e.2.
 
 use serde::{Deserialize, Serialize};

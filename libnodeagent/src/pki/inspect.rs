@@ -194,38 +194,7 @@ fn spki_public(spki: &SubjectPublicKeyInfo) -> PubKey {
     }
 }
 
-/// A `PUBLIC KEY` (PKIX) PEM, as in `sa.pub`.
-pub fn parse_public_key(data: &[u8]) -> Result<PubKey, String> {
-    let blocks = pem_blocks(data)?;
-    let (label, der) = blocks.first().ok_or("no PEM block found")?;
-    if label != "PUBLIC KEY" {
-        return Err(format!(
-            "PEM block `{label}` where a PUBLIC KEY was expected"
-        ));
-    }
-    use x509_parser::prelude::FromDer;
-    let (_, spki) =
-        SubjectPublicKeyInfo::from_der(der).map_err(|e| format!("not a valid public key: {e}"))?;
-    Ok(spki_public(&spki))
-}
 
-/// A private key PEM (PKCS#1 `RSA PRIVATE KEY`, SEC1 `EC PRIVATE KEY`, PKCS#8 `PRIVATE KEY`):
-/// its public half. Errors describe the structure, never the content.
-pub fn parse_private_key(data: &[u8]) -> Result<KeyPublic, String> {
-    if data.windows(9).any(|w| w == b"ENCRYPTED") {
-        return Err("encrypted private key (kubeadm needs it unencrypted)".into());
-    }
-    let blocks = pem_blocks(data)?;
-    let (label, der) = blocks.first().ok_or("no PEM block found")?;
-    match label.as_str() {
-        "RSA PRIVATE KEY" => pkcs1_public(der).map(KeyPublic::Known),
-        "EC PRIVATE KEY" => sec1_public(der),
-        "PRIVATE KEY" => pkcs8_public(der),
-        other => Err(format!(
-            "PEM block `{other}` where a private key was expected"
-        )),
-    }
-}
 
 // ---- minimal DER walking (definite lengths, single-byte tags) ---------------------------
 
@@ -325,13 +294,6 @@ fn pkcs8_public(der: &[u8]) -> Result<KeyPublic, String> {
     }
 }
 
-/// Whether a private key belongs to a public key; `None` when it cannot be decided.
-pub fn key_matches(key: &KeyPublic, public: &PubKey) -> Option<bool> {
-    match key {
-        KeyPublic::Known(k) => Some(k == public),
-        KeyPublic::Unknown(_) => None,
-    }
-}
 
 /// `time`-formatted UTC timestamp (RFC 3339) for messages and tables.
 pub fn fmt_time(unix: i64) -> String {

@@ -21,12 +21,6 @@ pub struct Plan {
     pub warnings: Vec<String>,
 }
 
-impl Plan {
-    pub fn steps_for(&self, stage: RunStage) -> impl Iterator<Item = &Step> {
-        self.steps.iter().filter(move |s| s.stage == stage)
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Step {
     /// Stable id, unique within the plan; the instance journal records finished steps by it.

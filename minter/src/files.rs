@@ -1,4 +1,4 @@
-//! Atomic file output for minted material, through the project's one writer (fsio.rs): the
+//! Atomic file output for minted material, through the project's one writer (`libnodeagent::base::fsio`): the
 //! temp file is created with its final mode in the target directory, written, fsynced,
 //! renamed over the target, and the directory fsynced, so a crash never leaves a
 //! half-written key or a key with a wider mode.
@@ -29,7 +29,7 @@ fn write_err(e: libnodeagent::base::fsio::WriteError) -> Error {
     Error::caused(Stage::Mint, e.path.display().to_string(), e)
 }
 
-/// Write `bytes` to `path` atomically with `mode` (the project's writer, fsio.rs), creating
+/// Write `bytes` to `path` atomically with `mode` (the project's writer, `libnodeagent::base::fsio`), creating
 /// parent directories.
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     let dir = match path.parent() {
@@ -46,7 +46,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
 }
 
 /// Write many files atomically at once, with `write_atomic`'s guarantees for each, as one
-/// fsio.rs batch: every temp file is created with its mode and written, all are fsynced
+/// `fsio` batch: every temp file is created with its mode and written, all are fsynced
 /// (after their writeback was started together) before the first rename, and each distinct
 /// directory is fsynced once. On error the temp files are removed and no target has been
 /// replaced unless all data was durable.
