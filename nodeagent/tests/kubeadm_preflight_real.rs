@@ -3,7 +3,7 @@
 //! nodeagent's reader, and a refusal names which of the two refused.
 //!
 //! With the real kubeadm (tests/k8s/build; skipped without it unless NODEAGENT_REQUIRE_K8S=1),
-//! with the stand-in (which answers `config validate` with its own reader) and with fake
+//! with the stand-in (which answers `config validate` with nodeagent's reader) and with fake
 //! kubeadm scripts (their tests say so in their names: a refusal's redaction, a kubeadm that
 //! cannot start or overruns), through the library and through `nodeagent run --root --exec`.
 

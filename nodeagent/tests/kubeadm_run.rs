@@ -316,7 +316,9 @@ fn sentinel_present_means_done() {
 
 #[test]
 fn standin_rejects_bad_arguments_and_configs() {
-    // The stand-in is honest: it refuses what real kubeadm would refuse.
+    // Arguments nodeagent never passes are refused (exit 2); a config the stand-in cannot read
+    // with nodeagent's reader is refused (exit 3). Whether kubeadm accepts a config is real
+    // kubeadm's to say (kubeadm_oracle.rs), not the stand-in's.
     let node = Node::new(&[]);
     let run = |args: &[&str]| {
         std::process::Command::new(standin())

@@ -1,5 +1,6 @@
-//! kubeadm-standin: a TEST STAND-IN for kubeadm (see README.md). It checks its arguments and
-//! config file with its own strict reader (`config.rs`), does to the filesystem what kubeadm
+//! kubeadm-standin: a TEST STAND-IN for kubeadm (see README.md). It checks its arguments,
+//! reads its config file with nodeagent's own reader (`config.rs`; real kubeadm judges configs
+//! in the tests, not the stand-in), does to the filesystem what kubeadm
 //! does (`node.rs`: init/join create kubeconfigs, manifests, kubelet files and missing PKI,
 //! `reset -f` deletes what kubeadm's reset deletes), records every call, and fails on request.
 //! It starts no kubelet, container or network service.
@@ -181,23 +182,23 @@ fn run(args: &[String], node: &Node, state: &mut Value, record: &mut Value) -> (
     if cmd == "init" {
         let n = bump(state, "inits");
         record["attempt"] = json!(n);
-        if cfg.init.is_none() && cfg.cluster.is_none() || cfg.join.is_some() {
+        // kubeadm init ignores a JoinConfiguration beside them.
+        if cfg.init().is_none() && cfg.cluster().is_none() {
             return (
                 3,
-                "init needs InitConfiguration/ClusterConfiguration and no JoinConfiguration".into(),
+                "no InitConfiguration or ClusterConfiguration kind was found in the configuration file"
+                    .into(),
             );
         }
         println!("[init] Using Kubernetes version: stand-in");
         let token = cfg
-            .init
-            .as_ref()
+            .init()
             .and_then(|i| i.bootstrap_tokens.as_ref())
             .and_then(|t| t.first())
             .map(|t| t.token.clone())
             .unwrap_or_else(|| "q1w2e3.r4t5y6u7i8o9p0a1".into());
         let ep = cfg
-            .cluster
-            .as_ref()
+            .cluster()
             .and_then(|c| c.control_plane_endpoint.clone())
             .unwrap_or_else(|| "127.0.0.1:6443".into());
         let fail = env_flag("KUBEADM_STANDIN_FAIL_INIT");
@@ -223,12 +224,13 @@ fn run(args: &[String], node: &Node, state: &mut Value, record: &mut Value) -> (
     // join
     let n = bump(state, "joins");
     record["attempt"] = json!(n);
-    let Some(join) = cfg.join.as_ref() else {
-        return (3, "join needs a JoinConfiguration".into());
+    // kubeadm join ignores an InitConfiguration beside it.
+    let Some(join) = cfg.join() else {
+        return (
+            3,
+            "no JoinConfiguration found in the supplied config".into(),
+        );
     };
-    if cfg.init.is_some() {
-        return (3, "join config contains an InitConfiguration".into());
-    }
     let bt = join.discovery.bootstrap_token.as_ref();
     if echo {
         if let Some(bt) = bt {
@@ -297,8 +299,9 @@ fn sha256_hex(data: &[u8]) -> String {
         .collect()
 }
 
-/// `config validate --config FILE` (kubeadm 1.28+): the stand-in's strict reader's judgement
-/// of FILE, nothing written. Exit 0 (prints `ok`, as kubeadm does) or 3 with the reason.
+/// `config validate --config FILE` (kubeadm 1.28+): whether the stand-in can read FILE
+/// (nodeagent's reader, no judgement of its own; real kubeadm's is `kubeadm_oracle.rs`'s),
+/// nothing written. Exit 0 (prints `ok`, as kubeadm does) or 3 with the reason.
 fn config_validate(args: &[String]) -> (i32, String) {
     let config = match args {
         [v, c, path] if v == "validate" && c == "--config" => path.clone(),

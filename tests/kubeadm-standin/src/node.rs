@@ -198,12 +198,10 @@ fn node_name(cfg: &Config) -> Option<String> {
 /// bind port (default 6443, constants.go `KubeAPIServerPort`).
 fn local_api_endpoint(cfg: &Config) -> (Option<String>, i32) {
     let ep = cfg
-        .init
-        .as_ref()
+        .init()
         .and_then(|i| i.local_api_endpoint.as_ref())
         .or_else(|| {
-            cfg.join
-                .as_ref()
+            cfg.join()
                 .and_then(|j| j.control_plane.as_ref())
                 .and_then(|c| c.local_api_endpoint.as_ref())
         });
@@ -266,7 +264,7 @@ fn push_unique(out: &mut Vec<String>, v: &str) {
 /// the advertise address; the controlPlaneEndpoint host; then `apiServer.certSANs`
 /// (`appendSANsToAltNames`). No 127.0.0.1: kubeadm does not add it.
 pub fn apiserver_sans(cfg: &Config) -> Vec<String> {
-    let net = cfg.cluster.as_ref().and_then(|c| c.networking.as_ref());
+    let net = cfg.cluster().and_then(|c| c.networking.as_ref());
     let domain = net
         .and_then(|n| n.dns_domain.clone())
         .filter(|d| !d.is_empty())
@@ -289,7 +287,7 @@ pub fn apiserver_sans(cfg: &Config) -> Vec<String> {
     if let Some(a) = local_api_endpoint(cfg).0 {
         push_unique(&mut out, &a);
     }
-    if let Some(c) = &cfg.cluster {
+    if let Some(c) = cfg.cluster() {
         if let Some(ep) = c
             .control_plane_endpoint
             .as_deref()
@@ -297,7 +295,13 @@ pub fn apiserver_sans(cfg: &Config) -> Vec<String> {
         {
             push_unique(&mut out, &endpoint_host(ep));
         }
-        for s in c.api_server.cert_sans.iter().flatten() {
+        for s in c
+            .api_server
+            .as_ref()
+            .and_then(|a| a.cert_sans.as_ref())
+            .into_iter()
+            .flatten()
+        {
             push_unique(&mut out, s);
         }
     }
@@ -319,7 +323,7 @@ pub fn etcd_sans(cfg: &Config, leaf: &str) -> Vec<String> {
     }
     push_unique(&mut out, "127.0.0.1");
     push_unique(&mut out, "::1");
-    let local = cfg.cluster.as_ref().and_then(|c| c.etcd.local.as_ref());
+    let local = cfg.local_etcd();
     let extra = if leaf == "etcd/server" {
         local.and_then(|l| l.server_cert_sans.as_ref())
     } else {
@@ -392,8 +396,7 @@ fn kubeconfig(node: &Node, cfg: &Config, server: &str, file: &str) -> Result<Str
             .map_err(|e| format!("kubeconfig/{file}: {e}"))?;
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     let cluster = cfg
-        .cluster
-        .as_ref()
+        .cluster()
         .and_then(|c| c.cluster_name.clone())
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| "kubernetes".into());
@@ -438,6 +441,7 @@ impl<'a> Preflight<'a> {
             .map(|n| {
                 n.ignore_preflight_errors
                     .iter()
+                    .flatten()
                     .map(|s| s.to_lowercase())
                     .collect()
             })
@@ -488,8 +492,7 @@ impl<'a> Preflight<'a> {
 
 /// Minor version of `kubernetesVersion` (`v1.29.3` → 29); a stand-in without one acts as 1.30.
 fn minor(cfg: &Config) -> u32 {
-    cfg.cluster
-        .as_ref()
+    cfg.cluster()
         .and_then(|c| c.kubernetes_version.as_deref())
         .and_then(|v| v.trim_start_matches('v').split('.').nth(1)?.parse().ok())
         .unwrap_or(30)
@@ -615,8 +618,7 @@ pub fn init(node: &Node, cfg: &Config, fail: bool) -> Result<Vec<String>, String
     }
     // init's endpoint: controlPlaneEndpoint when set (else the local API endpoint).
     let cpe = cfg
-        .cluster
-        .as_ref()
+        .cluster()
         .and_then(|c| c.control_plane_endpoint.as_deref())
         .filter(|e| !e.is_empty());
     made.extend(control_plane_files(node, cfg, cpe, true)?);
@@ -629,7 +631,7 @@ pub fn init(node: &Node, cfg: &Config, fail: bool) -> Result<Vec<String>, String
 
 /// `kubeadm join` preflight: RunJoinNodeChecks.
 pub fn join_preflight(node: &Node, cfg: &Config) -> Result<(), String> {
-    let join = cfg.join.as_ref().ok_or("join needs a JoinConfiguration")?;
+    let join = cfg.join().ok_or("join needs a JoinConfiguration")?;
     let mut pf = Preflight::new(node, cfg);
     pf.dir_available(MANIFESTS_DIR);
     pf.file_available(&format!("{KUBERNETES_DIR}/kubelet.conf"));
@@ -647,7 +649,7 @@ pub fn join_preflight(node: &Node, cfg: &Config) -> Result<(), String> {
 /// A control-plane join without certificateKey must find the shared CAs on disk
 /// (join/preflight.go `checkIfReadyForAdditionalControlPlane`, after discovery).
 pub fn control_plane_ready(node: &Node, cfg: &Config) -> Result<(), String> {
-    let join = cfg.join.as_ref().ok_or("join needs a JoinConfiguration")?;
+    let join = cfg.join().ok_or("join needs a JoinConfiguration")?;
     if let Some(cp) = &join.control_plane
         && cp.certificate_key.as_deref().unwrap_or_default().is_empty()
     {
@@ -672,7 +674,7 @@ pub fn control_plane_ready(node: &Node, cfg: &Config) -> Result<(), String> {
 /// `kubeadm join` after discovery: control-plane-prepare (control planes), then kubelet-start,
 /// which fails while waiting for the TLS bootstrap when `fail` is set.
 pub fn join(node: &Node, cfg: &Config, endpoint: &str, fail: bool) -> Result<Vec<String>, String> {
-    let join = cfg.join.as_ref().ok_or("join needs a JoinConfiguration")?;
+    let join = cfg.join().ok_or("join needs a JoinConfiguration")?;
     let mut made = Vec::new();
     if let Some(cp) = &join.control_plane {
         if !cp.certificate_key.as_deref().unwrap_or_default().is_empty() {
