@@ -21,13 +21,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "conformance"))
-import conformance as cf  # noqa: E402
+from harness import TESTS, conformance as cf
+
+HERE = os.path.join(TESTS, "cloud-init-surface")  # probe, systemctl
 
 META = "instance-id: iid-surface-1\nlocal-hostname: surface\n"
 OK_RUNCMD = "runcmd:\n  - echo surface-runcmd-output\n"

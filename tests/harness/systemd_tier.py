@@ -3,7 +3,7 @@ filesystem made with `mkfs.ext4 -d`, in partition 1 of an MBR disk image (as clo
 are, so growpart has a partition to grow), nodeagent installed by image-build/scripts/provision.sh (the
 script the real images use), booting the real units from units/ with systemd as init.
 
-Also the boot benchmark (`python3 tests/qemu/systemd_tier.py bench [--rounds N]`, default 5):
+Also the boot benchmark (`tests/harness/run systemd_tier bench [--rounds N]`, default 5):
 QEMU start to multi-user.target and to the node's `done`, for (a) no agent, (b) nodeagent,
 (c) Debian's cloud-init 22.4 on the same bootstrap data, kubeadm replaced by `true` in (b)
 and (c), interleaved; medians, ranges and systemd-analyze from inside the guests.
@@ -19,9 +19,7 @@ import sys
 import textwrap
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import qemulib as q  # noqa: E402
-import scenarios as sc  # noqa: E402
+from harness import qemu as q, scenarios as sc
 
 MARK_PORT = "org.nodeagent.mark"
 PROVISION = os.path.join(q.REPO, "image-build", "scripts", "provision.sh")
@@ -34,7 +32,7 @@ def rootfs(variant):
     return out.stdout.strip().splitlines()[-1]
 
 
-def _write(root, path, text, mode=0o644):
+def write_file(root, path, text, mode=0o644):
     full = os.path.join(root, path.lstrip("/"))
     os.makedirs(os.path.dirname(full), exist_ok=True)
     with open(full, "w") as f:
@@ -42,7 +40,7 @@ def _write(root, path, text, mode=0o644):
     os.chmod(full, mode)
 
 
-def _enable(root, unit, target="multi-user.target"):
+def enable_unit(root, unit, target="multi-user.target"):
     wants = os.path.join(root, "etc/systemd/system", f"{target}.wants")
     os.makedirs(wants, exist_ok=True)
     link = os.path.join(wants, unit)
@@ -144,7 +142,7 @@ sync
 
 # Test plumbing (fw_cfg opt/test.podlog = container names, e.g. "kube-apiserver etcd"): those
 # kube-system containers' logs on the console as they are written, every restart's file too, so
-# a control plane that never answers shows why while the run is still going (tests/qemu/cluster.py).
+# a control plane that never answers shows why while the run is still going (tests/harness/cluster.py).
 # Each line cut at 700 characters by awk's substr: the sed this replaced, `s|^\(.\{0,N\}\).*|`,
 # cost 0.1 s (N=300) to 0.6 s (N=700) of native CPU per 2000-character line, more under
 # TCG: in the control plane's own guest, beside etcd and the API server.
@@ -363,8 +361,8 @@ def build_deb(nodeagent, workdir, variant="nodeagent"):
     config = os.path.join(os.path.dirname(UNITS), "packaging", "config.yaml")
     if os.path.exists(config):
         q.copy_with_parents(config, tree, "/etc/nodeagent/config.yaml")
-        _write(tree, "/DEBIAN/conffiles", "/etc/nodeagent/config.yaml\n")
-    _write(tree, "/DEBIAN/control", "Package: nodeagent\nVersion: 0.0.0~qemutest\nArchitecture: amd64\n"
+        write_file(tree, "/DEBIAN/conffiles", "/etc/nodeagent/config.yaml\n")
+    write_file(tree, "/DEBIAN/control", "Package: nodeagent\nVersion: 0.0.0~qemutest\nArchitecture: amd64\n"
            "Maintainer: nodeagent tests <tests@localhost>\nDepends: libc6\n"
            "Description: nodeagent (minimal package made by tests/qemu for its test images)\n")
     deb = os.path.join(workdir, "nodeagent_0.0.0~qemutest_amd64.deb")
@@ -390,28 +388,28 @@ def add_plumbing(root, kubeadm=None):
     report units, the late-address helper and, with `kubeadm`, the recording stand-in with its
     wrapper and the 127.0.0.1:6443 socket. Into a staged root, or into the tree of the
     plumbing disk laid over the Packer-built image at boot (plumbing_disk)."""
-    _write(root, "/usr/local/lib/qemu-test/mark", MARK_SH, 0o755)
-    _write(root, "/usr/local/lib/qemu-test/report", REPORT_SH, 0o755)
-    _write(root, "/etc/systemd/system/qemu-test-mark.service", MARK_UNIT)
-    _write(root, "/etc/systemd/system/qemu-test-report.service", REPORT_UNIT)
-    _enable(root, "qemu-test-mark.service")
-    _enable(root, "qemu-test-report.service")
-    _write(root, "/usr/local/lib/qemu-test/ci-wait", CI_WAIT_SH, 0o755)
-    _write(root, "/etc/systemd/system/qemu-test-ci-wait.service", CI_WAIT_UNIT)
-    _enable(root, "qemu-test-ci-wait.service")
-    _write(root, "/usr/local/lib/qemu-test/late-address", LATE_ADDR_SH, 0o755)
-    _write(root, "/etc/systemd/system/qemu-test-late-address.service", LATE_ADDR_UNIT)
-    _enable(root, "qemu-test-late-address.service")
-    _write(root, "/usr/local/lib/qemu-test/podlog", PODLOG_SH, 0o755)
-    _write(root, "/etc/systemd/system/qemu-test-podlog.service", PODLOG_UNIT)
-    _enable(root, "qemu-test-podlog.service")
+    write_file(root, "/usr/local/lib/qemu-test/mark", MARK_SH, 0o755)
+    write_file(root, "/usr/local/lib/qemu-test/report", REPORT_SH, 0o755)
+    write_file(root, "/etc/systemd/system/qemu-test-mark.service", MARK_UNIT)
+    write_file(root, "/etc/systemd/system/qemu-test-report.service", REPORT_UNIT)
+    enable_unit(root, "qemu-test-mark.service")
+    enable_unit(root, "qemu-test-report.service")
+    write_file(root, "/usr/local/lib/qemu-test/ci-wait", CI_WAIT_SH, 0o755)
+    write_file(root, "/etc/systemd/system/qemu-test-ci-wait.service", CI_WAIT_UNIT)
+    enable_unit(root, "qemu-test-ci-wait.service")
+    write_file(root, "/usr/local/lib/qemu-test/late-address", LATE_ADDR_SH, 0o755)
+    write_file(root, "/etc/systemd/system/qemu-test-late-address.service", LATE_ADDR_UNIT)
+    enable_unit(root, "qemu-test-late-address.service")
+    write_file(root, "/usr/local/lib/qemu-test/podlog", PODLOG_SH, 0o755)
+    write_file(root, "/etc/systemd/system/qemu-test-podlog.service", PODLOG_UNIT)
+    enable_unit(root, "qemu-test-podlog.service")
     if kubeadm:
         q.install_stripped(kubeadm, os.path.join(root, "usr/local/lib/qemu-test/kubeadm-standin"))
-        _write(root, "/etc/kubeadm-standin.guest", "")
-        _write(root, "/usr/local/bin/kubeadm", KUBEADM_WRAPPER, 0o755)
-        _write(root, "/etc/systemd/system/qemu-test-apiserver.socket", APISERVER_SOCKET)
-        _write(root, "/etc/systemd/system/qemu-test-apiserver@.service", APISERVER_SERVICE)
-        _enable(root, "qemu-test-apiserver.socket", "sockets.target")
+        write_file(root, "/etc/kubeadm-standin.guest", "")
+        write_file(root, "/usr/local/bin/kubeadm", KUBEADM_WRAPPER, 0o755)
+        write_file(root, "/etc/systemd/system/qemu-test-apiserver.socket", APISERVER_SOCKET)
+        write_file(root, "/etc/systemd/system/qemu-test-apiserver@.service", APISERVER_SERVICE)
+        enable_unit(root, "qemu-test-apiserver.socket", "sockets.target")
 
 
 def stage(name, variant, kernel, nodeagent=None, kubeadm=None, seed=None, workdir=None, base=None):
@@ -424,8 +422,8 @@ def stage(name, variant, kernel, nodeagent=None, kubeadm=None, seed=None, workdi
     shutil.rmtree(root, ignore_errors=True)
     subprocess.run(["cp", "-a", base, root], check=True)
     _install_modules(kernel, root)
-    _write(root, "/etc/hostname", "localhost\n")
-    _write(root, "/etc/fstab", "/dev/vda1 / ext4 rw,relatime 0 1\n")
+    write_file(root, "/etc/hostname", "localhost\n")
+    write_file(root, "/etc/fstab", "/dev/vda1 / ext4 rw,relatime 0 1\n")
     add_plumbing(root, kubeadm)
     # The same fixed networkd setup in every variant: networkd enabled, nothing else.
     os.makedirs(os.path.join(root, "etc/systemd/system/multi-user.target.wants"), exist_ok=True)
@@ -441,11 +439,11 @@ def stage(name, variant, kernel, nodeagent=None, kubeadm=None, seed=None, workdi
     if variant == "cloudinit":
         # NoCloud seed (cloud-init's own local datasource) with the same bootstrap data.
         meta, user, netcfg = seed
-        _write(root, "/var/lib/cloud/seed/nocloud/meta-data", meta)
-        _write(root, "/var/lib/cloud/seed/nocloud/user-data", user)
+        write_file(root, "/var/lib/cloud/seed/nocloud/meta-data", meta)
+        write_file(root, "/var/lib/cloud/seed/nocloud/user-data", user)
         if netcfg:
-            _write(root, "/var/lib/cloud/seed/nocloud/network-config", netcfg)
-        _write(root, "/etc/cloud/cloud.cfg.d/99-qemu-test.cfg", "datasource_list: [ NoCloud, None ]\n")
+            write_file(root, "/var/lib/cloud/seed/nocloud/network-config", netcfg)
+        write_file(root, "/etc/cloud/cloud.cfg.d/99-qemu-test.cfg", "datasource_list: [ NoCloud, None ]\n")
     return root
 
 
@@ -460,7 +458,7 @@ def plumbing_disk(path, kubeadm, files=None):
     shutil.rmtree(tree, ignore_errors=True)
     add_plumbing(tree, kubeadm)
     for p, text in (files or {}).items():
-        _write(tree, p, text)
+        write_file(tree, p, text)
     q.make_disk(tree, path, size_mb=64)
     shutil.rmtree(tree)
     return path
@@ -548,7 +546,7 @@ class SystemdSession:
 
 
 def _read_marks(vm, path):
-    s = vm._connect(path)
+    s = vm.connect(path)
     if not s:
         return
     buf = b""
@@ -1092,7 +1090,7 @@ def _unit_phases(analyze, files):
     return out
 
 
-def _median(xs):
+def median(xs):
     xs = sorted(xs)
     n = len(xs)
     return None if not n else (xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2)
@@ -1152,7 +1150,7 @@ def bench(workdir, rounds=5, only=()):
         xs = [x for x in xs if x is not None]
         if not xs:
             return "—"
-        return f"{_median(xs):.2f} s ({min(xs):.2f}–{max(xs):.2f}, n={len(xs)})"
+        return f"{median(xs):.2f} s ({min(xs):.2f}–{max(xs):.2f}, n={len(xs)})"
 
     print(f"## Boot benchmark: {rounds} interleaved boots per image, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(f"host load average (1 min) during the run: {min(loads):.1f}–{max(loads):.1f}; times from QEMU start, median (min–max)\n")
@@ -1175,17 +1173,17 @@ def bench(workdir, rounds=5, only=()):
         if not (a and b):
             continue
         a_mu = [x[0] for x in a if x[0] is not None]
-        b_done = _median([x[1] for x in b if x[1] is not None] or [float("nan")])
-        b_mu = _median([x[0] for x in b if x[0] is not None] or [float("nan")])
-        print(f"\n{name} median done {b_done:.2f} s vs plain median multi-user {_median(a_mu):.2f} s: "
-              f"{'met' if b_done <= _median(a_mu) else 'NOT met'} (goal: no later)")
+        b_done = median([x[1] for x in b if x[1] is not None] or [float("nan")])
+        b_mu = median([x[0] for x in b if x[0] is not None] or [float("nan")])
+        print(f"\n{name} median done {b_done:.2f} s vs plain median multi-user {median(a_mu):.2f} s: "
+              f"{'met' if b_done <= median(a_mu) else 'NOT met'} (goal: no later)")
         print(f"{name} median multi-user {b_mu:.2f} s vs plain range {min(a_mu):.2f}–{max(a_mu):.2f} s: "
               f"{'met' if min(a_mu) <= b_mu <= max(a_mu) or b_mu < min(a_mu) else 'NOT met'} (goal: within the range)")
         # The same comparison within each round (its boots ran back to back, under the same
         # host load): less of the host's drift than the two medians above.
         pairs = [y[1] - x[0] for x, y in zip(a, b) if x[0] is not None and y[1] is not None]
         if pairs:
-            print(f"{name} done − plain multi-user within a round: median {_median(pairs):+.2f} s "
+            print(f"{name} done − plain multi-user within a round: median {median(pairs):+.2f} s "
                   f"({min(pairs):+.2f} to {max(pairs):+.2f}, n={len(pairs)})")
     if last_analyze.get("nodeagent"):
         print("\nLast nodeagent boot, inside the guest:\n")

@@ -53,8 +53,9 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
+from harness import REPO, TESTS
+
+HERE = os.path.join(TESTS, "conformance")  # cases/, stub, drive
 SHARED = os.path.join(REPO, "..", "shared")
 
 # The trees compared, relative to the root.

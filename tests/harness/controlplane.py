@@ -28,8 +28,9 @@ import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
+from harness import TESTS
+
+HERE = os.path.join(TESTS, "k8s")  # build
 K8S_VERSION = "v1.34.4"
 SERVICE_CIDR = "10.96.0.0/12"
 # The API server's own advertised address (kubeadm's localAPIEndpoint.advertiseAddress):

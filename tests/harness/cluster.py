@@ -24,16 +24,11 @@ import os
 import socket
 import ssl
 import subprocess
-import sys
 import tarfile
 import time
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import kube_tier as kt  # noqa: E402
-import qemulib as q  # noqa: E402
-import scenarios as sc  # noqa: E402
-import systemd_tier as st  # noqa: E402
+from harness import kube_tier as kt, qemu as q, scenarios as sc, systemd_tier as st
 
 SUBNET = "10.10.0"
 GATEWAY = f"{SUBNET}.1"

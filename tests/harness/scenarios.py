@@ -1,7 +1,7 @@
 """QEMU-booted scenarios: each boots one or more guests and checks from the outside what
 nodeagent did (status lines on virtio-serial, the guest's report of its files).
 
-    python3 tests/qemu/scenarios.py [--tier fast|systemd|kube|cluster|all] [--jobs N] [NAME ...]
+    tests/harness/run scenarios [--tier fast|systemd|kube|cluster|all] [--jobs N] [NAME ...]
 
 Prints every boot with its duration and ends with `N passed, N failed`.
 """
@@ -20,8 +20,7 @@ import threading
 import time
 import traceback
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import qemulib as q  # noqa: E402
+from harness import TESTS, qemu as q
 
 LOCAL_CORPUS_INIT = os.path.join(q.HERE, "data", "controlplane-init-v1beta3-k8s-1.26.6.cloud-config.yaml")
 SENTINEL = "/run/cluster-api/bootstrap-success.complete"
@@ -331,8 +330,7 @@ def sc_artifact_guard(s):
     """The tiers boot the Packer-built image and nothing else: a raw disk, a qcow2 with no
     backing file, and an overlay of another qcow2 are each refused before QEMU starts (and an
     overlay of the image is accepted), in the fast, systemd and kube tiers alike."""
-    import kube_tier  # both import this module: imported here, not at the top
-    import systemd_tier
+    from harness import kube_tier, systemd_tier  # both import this module: imported here, not at the top
 
     c = Checks()
     good = s.fast_disk("guard-good")
@@ -635,15 +633,15 @@ def scenario_list(tier):
     if tier in ("fast", "all"):
         out += [("fast/" + n, f) for n, f in FAST]
     if tier in ("systemd", "all"):
-        import systemd_tier
+        from harness import systemd_tier
 
         out += [("systemd/" + n, f) for n, f in systemd_tier.SCENARIOS]
     if tier in ("kube", "all"):
-        import kube_tier
+        from harness import kube_tier
 
         out += [("kube/" + n, f) for n, f in kube_tier.SCENARIOS]
     if tier in ("cluster", "all"):
-        import cluster
+        from harness import cluster
 
         out += [("cluster/" + n, f) for n, f in cluster.SCENARIOS]
     return out
@@ -688,9 +686,9 @@ def run_side_by_side(s, names, jobs):
         os.symlink(wd, link)
         try:
             with open(log, "wb") as out:
-                rc = subprocess.run([sys.executable, os.path.abspath(__file__), "--tier", "all", "--exact",
+                rc = subprocess.run([sys.executable, "-m", "harness.scenarios", "--tier", "all", "--exact",
                                      "--workdir", link, "--boots-json", os.path.join(wd, "boots.json"), name],
-                                    stdout=out, stderr=subprocess.STDOUT).returncode
+                                    stdout=out, stderr=subprocess.STDOUT, cwd=TESTS).returncode
         finally:
             shutil.rmtree(short, ignore_errors=True)
         with lock:
@@ -762,4 +760,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # The tiers import harness.scenarios: run that one module, not a second copy of it.
+    from harness import scenarios
+
+    sys.exit(scenarios.main())
