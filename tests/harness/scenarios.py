@@ -323,6 +323,16 @@ def file_digest(files, prefixes):
 END_STATE = ("/etc/kubernetes", "/run/kubeadm", "/run/cluster-api", "/etc/hostname")
 
 
+def variant(fn, doc, *args, **kw):
+    """A scenario that is `fn(s, *args, **kw)`, described by `doc` (the runner prints it):
+    a row of a scenario table for scenarios that differ only in their data."""
+    def scenario(s):
+        return fn(s, *args, **kw)
+
+    scenario.__doc__ = doc
+    return scenario
+
+
 # ---------------------------------------------------------------- fast-tier scenarios
 
 
@@ -510,18 +520,6 @@ def power_cut(s, name, kill_phase, delay):
     return c.failures
 
 
-def sc_power_cut_kubeadm(s):
-    """Power cut while kubeadm runs, then a boot from the same disk: same end state as an
-    uninterrupted run, kubeadm finished exactly once."""
-    return power_cut(s, "powercut-kubeadm", "kubeadm", 30)
-
-
-def sc_power_cut_apply(s):
-    """Power cut as soon as apply starts, then a boot from the same disk: same end state as
-    an uninterrupted run."""
-    return power_cut(s, "powercut-apply", "applying", 30)
-
-
 def clone_userdata(userdata):
     """The bootstrap data of a clone of an already bootstrapped disk. That disk still holds the
     first instance's static pod manifests, and real kubeadm init refuses them in preflight
@@ -621,8 +619,11 @@ FAST = [
     ("cp-init", sc_cp_init),
     ("malformed-userdata", sc_malformed),
     ("reboot-same-instance", sc_reboot),
-    ("power-cut-in-kubeadm", sc_power_cut_kubeadm),
-    ("power-cut-in-apply", sc_power_cut_apply),
+    ("power-cut-in-kubeadm", variant(power_cut, """Power cut while kubeadm runs, then a boot from the same
+        disk: same end state as an uninterrupted run, kubeadm finished exactly once.""",
+                                     "powercut-kubeadm", "kubeadm", 30)),
+    ("power-cut-in-apply", variant(power_cut, """Power cut as soon as apply starts, then a boot from the
+        same disk: same end state as an uninterrupted run.""", "powercut-apply", "applying", 30)),
     ("clone-new-instance", sc_clone),
     ("worker-join-late-cp", sc_join),
 ]
