@@ -5,6 +5,14 @@ the tiers (`scenarios`, `systemd_tier`, `kube_tier`, `cluster`), `conformance`, 
 (`python3 -m harness.MODULE` with tests/ on the module path)."""
 
 import os
+import socket
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO = os.path.dirname(TESTS)
+
+
+def free_port():
+    """A TCP port that is free on 127.0.0.1 now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -28,7 +28,7 @@ import tarfile
 import time
 import urllib.request
 
-from harness import kube_tier as kt, qemu as q, scenarios as sc, systemd_tier as st
+from harness import free_port, kube_tier as kt, qemu as q, scenarios as sc, systemd_tier as st
 
 SUBNET = "10.10.0"
 GATEWAY = f"{SUBNET}.1"
@@ -184,7 +184,7 @@ class PrivateNet:
         deadline = time.monotonic() + 10
         while not os.path.exists(sock) and time.monotonic() < deadline:
             time.sleep(0.05)
-        host_port = q.free_port()
+        host_port = free_port()
         outer = subprocess.Popen(["socat", f"TCP-LISTEN:{host_port},bind=127.0.0.1,reuseaddr,fork", f"UNIX-CONNECT:{sock}"],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         self.procs.append(outer)

@@ -599,11 +599,3 @@ def fwcfg_from_bundle(directory):
     if "guestinfo.userdata" not in out:
         raise RuntimeError(f"no guestinfo.userdata in {directory}: {sorted(os.listdir(directory))}")
     return out
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port

@@ -20,7 +20,7 @@ import threading
 import time
 import traceback
 
-from harness import TESTS, qemu as q
+from harness import TESTS, free_port, qemu as q
 
 LOCAL_CORPUS_INIT = os.path.join(q.HERE, "data", "controlplane-init-v1beta3-k8s-1.26.6.cloud-config.yaml")
 SENTINEL = "/run/cluster-api/bootstrap-success.complete"
@@ -553,7 +553,7 @@ def sc_clone(s):
 def pair_nets():
     """Two NICs on a private point-to-point UDP network on 127.0.0.1 (QEMU dgram netdevs):
     either side can start first, and no guest packet can leave loopback."""
-    a, b = q.free_port(), q.free_port()
+    a, b = free_port(), free_port()
     side = lambda local, remote: (f"dgram,local.type=inet,local.host=127.0.0.1,local.port={local},"
                                   f"remote.type=inet,remote.host=127.0.0.1,remote.port={remote}")
     return side(a, b), side(b, a)

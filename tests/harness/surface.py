@@ -44,10 +44,6 @@ OUTCOMES = ["done", "running", "error", "degraded", "disabled"]
 ORACLES = {"bookworm": "22.4", "trixie": "25.1"}
 
 
-def say(*a):
-    print(*a, file=sys.stderr, flush=True)
-
-
 def case_layer(work, name, agent, outcome):
     layer = os.path.join(work, "layer-" + name)
     seed = os.path.join(layer, "var/lib/cloud/seed/nocloud")
@@ -356,7 +352,7 @@ def main():
                 root, ok = boot(work, common, rootfs, agent, outcome, suite)
                 collect(root, os.path.join(facts_dir, f"{suite}-{agent}-{outcome}"))
                 root.drop()
-                say(f"{suite} {agent} {outcome}: {'ok' if ok else 'TIMEOUT'} {time.monotonic() - t:.1f}s")
+                cf.say(f"{suite} {agent} {outcome}: {'ok' if ok else 'TIMEOUT'} {time.monotonic() - t:.1f}s")
     rep = Report()
     for suite in roots:
         for outcome in OUTCOMES:
@@ -369,7 +365,7 @@ def main():
     same = sum(1 for r in rep.rows if r[3] == "same")
     print(f"{n} comparisons, {same} same, {n - same - len(rep.unexpected)} expected differences, "
           f"{len(rep.unexpected)} unexpected")
-    say(f"cloud-init surface: {time.monotonic() - t0:.0f} s")
+    cf.say(f"cloud-init surface: {time.monotonic() - t0:.0f} s")
     return 1 if rep.unexpected else 0
 
 
