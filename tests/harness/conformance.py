@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Differential conformance test: Debian's cloud-init and nodeagent on the same NoCloud seed.
 
 Started by tests/conformance/run (root, inside a private mount namespace) with one or more
@@ -1019,7 +1018,7 @@ def main():
         else:
             filters.append(a)
     if not oracles:
-        raise SystemExit("usage: conformance.py NODEAGENT WORK VERSION=ROOTFS... [CASE-SUBSTRING...]")
+        raise SystemExit("usage: tests/harness/run conformance NODEAGENT WORK VERSION=ROOTFS... [CASE-SUBSTRING...]")
     # The newest is the one nodeagent follows where two disagree: both of its modes boot there.
     newest = max(oracles, key=lambda o: tuple(int(x) for x in o[0].split(".")))[0]
     oracles = [Oracle(n, r, n == newest) for n, r in oracles]

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """cloud-init's surface on a nodeagent node, judged by the real thing (issue 44).
 
 Started by tests/cloud-init-surface/run (root, in a private mount namespace). For each oracle

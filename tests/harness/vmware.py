@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The conformance comparison through CAPV's transport: guestinfo, read by cloud-init's own
 VMware datasource (DataSourceVMware) and by nodeagent's `vmware` transport.
 
