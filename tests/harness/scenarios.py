@@ -1,7 +1,7 @@
 """QEMU-booted scenarios: each boots one or more guests and checks from the outside what
 nodeagent did (status lines on virtio-serial, the guest's report of its files).
 
-    python3 tests/qemu/scenarios.py [--tier fast|systemd|kube|cluster|all] [--jobs N] [NAME ...]
+    tests/harness/run scenarios [--tier fast|systemd|kube|cluster|all] [--jobs N] [NAME ...]
 
 Prints every boot with its duration and ends with `N passed, N failed`.
 """
@@ -20,8 +20,7 @@ import threading
 import time
 import traceback
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import qemulib as q  # noqa: E402
+from harness import TESTS, free_port, qemu as q
 
 LOCAL_CORPUS_INIT = os.path.join(q.HERE, "data", "controlplane-init-v1beta3-k8s-1.26.6.cloud-config.yaml")
 SENTINEL = "/run/cluster-api/bootstrap-success.complete"
@@ -324,6 +323,16 @@ def file_digest(files, prefixes):
 END_STATE = ("/etc/kubernetes", "/run/kubeadm", "/run/cluster-api", "/etc/hostname")
 
 
+def variant(fn, doc, *args, **kw):
+    """A scenario that is `fn(s, *args, **kw)`, described by `doc` (the runner prints it):
+    a row of a scenario table for scenarios that differ only in their data."""
+    def scenario(s):
+        return fn(s, *args, **kw)
+
+    scenario.__doc__ = doc
+    return scenario
+
+
 # ---------------------------------------------------------------- fast-tier scenarios
 
 
@@ -331,8 +340,7 @@ def sc_artifact_guard(s):
     """The tiers boot the Packer-built image and nothing else: a raw disk, a qcow2 with no
     backing file, and an overlay of another qcow2 are each refused before QEMU starts (and an
     overlay of the image is accepted), in the fast, systemd and kube tiers alike."""
-    import kube_tier  # both import this module: imported here, not at the top
-    import systemd_tier
+    from harness import kube_tier, systemd_tier  # both import this module: imported here, not at the top
 
     c = Checks()
     good = s.fast_disk("guard-good")
@@ -512,18 +520,6 @@ def power_cut(s, name, kill_phase, delay):
     return c.failures
 
 
-def sc_power_cut_kubeadm(s):
-    """Power cut while kubeadm runs, then a boot from the same disk: same end state as an
-    uninterrupted run, kubeadm finished exactly once."""
-    return power_cut(s, "powercut-kubeadm", "kubeadm", 30)
-
-
-def sc_power_cut_apply(s):
-    """Power cut as soon as apply starts, then a boot from the same disk: same end state as
-    an uninterrupted run."""
-    return power_cut(s, "powercut-apply", "applying", 30)
-
-
 def clone_userdata(userdata):
     """The bootstrap data of a clone of an already bootstrapped disk. That disk still holds the
     first instance's static pod manifests, and real kubeadm init refuses them in preflight
@@ -557,7 +553,7 @@ def sc_clone(s):
 def pair_nets():
     """Two NICs on a private point-to-point UDP network on 127.0.0.1 (QEMU dgram netdevs):
     either side can start first, and no guest packet can leave loopback."""
-    a, b = q.free_port(), q.free_port()
+    a, b = free_port(), free_port()
     side = lambda local, remote: (f"dgram,local.type=inet,local.host=127.0.0.1,local.port={local},"
                                   f"remote.type=inet,remote.host=127.0.0.1,remote.port={remote}")
     return side(a, b), side(b, a)
@@ -623,8 +619,11 @@ FAST = [
     ("cp-init", sc_cp_init),
     ("malformed-userdata", sc_malformed),
     ("reboot-same-instance", sc_reboot),
-    ("power-cut-in-kubeadm", sc_power_cut_kubeadm),
-    ("power-cut-in-apply", sc_power_cut_apply),
+    ("power-cut-in-kubeadm", variant(power_cut, """Power cut while kubeadm runs, then a boot from the same
+        disk: same end state as an uninterrupted run, kubeadm finished exactly once.""",
+                                     "powercut-kubeadm", "kubeadm", 30)),
+    ("power-cut-in-apply", variant(power_cut, """Power cut as soon as apply starts, then a boot from the
+        same disk: same end state as an uninterrupted run.""", "powercut-apply", "applying", 30)),
     ("clone-new-instance", sc_clone),
     ("worker-join-late-cp", sc_join),
 ]
@@ -635,15 +634,15 @@ def scenario_list(tier):
     if tier in ("fast", "all"):
         out += [("fast/" + n, f) for n, f in FAST]
     if tier in ("systemd", "all"):
-        import systemd_tier
+        from harness import systemd_tier
 
         out += [("systemd/" + n, f) for n, f in systemd_tier.SCENARIOS]
     if tier in ("kube", "all"):
-        import kube_tier
+        from harness import kube_tier
 
         out += [("kube/" + n, f) for n, f in kube_tier.SCENARIOS]
     if tier in ("cluster", "all"):
-        import cluster
+        from harness import cluster
 
         out += [("cluster/" + n, f) for n, f in cluster.SCENARIOS]
     return out
@@ -688,9 +687,9 @@ def run_side_by_side(s, names, jobs):
         os.symlink(wd, link)
         try:
             with open(log, "wb") as out:
-                rc = subprocess.run([sys.executable, os.path.abspath(__file__), "--tier", "all", "--exact",
+                rc = subprocess.run([sys.executable, "-m", "harness.scenarios", "--tier", "all", "--exact",
                                      "--workdir", link, "--boots-json", os.path.join(wd, "boots.json"), name],
-                                    stdout=out, stderr=subprocess.STDOUT).returncode
+                                    stdout=out, stderr=subprocess.STDOUT, cwd=TESTS).returncode
         finally:
             shutil.rmtree(short, ignore_errors=True)
         with lock:
@@ -762,4 +761,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # The tiers import harness.scenarios: run that one module, not a second copy of it.
+    from harness import scenarios
+
+    sys.exit(scenarios.main())

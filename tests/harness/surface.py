@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """cloud-init's surface on a nodeagent node, judged by the real thing (issue 44).
 
 Started by tests/cloud-init-surface/run (root, in a private mount namespace). For each oracle
@@ -21,13 +20,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "conformance"))
-import conformance as cf  # noqa: E402
+from harness import TESTS, conformance as cf
+
+HERE = os.path.join(TESTS, "cloud-init-surface")  # probe, systemctl
 
 META = "instance-id: iid-surface-1\nlocal-hostname: surface\n"
 OK_RUNCMD = "runcmd:\n  - echo surface-runcmd-output\n"
@@ -43,10 +41,6 @@ USERDATA = {
 }
 OUTCOMES = ["done", "running", "error", "degraded", "disabled"]
 ORACLES = {"bookworm": "22.4", "trixie": "25.1"}
-
-
-def say(*a):
-    print(*a, file=sys.stderr, flush=True)
 
 
 def case_layer(work, name, agent, outcome):
@@ -357,7 +351,7 @@ def main():
                 root, ok = boot(work, common, rootfs, agent, outcome, suite)
                 collect(root, os.path.join(facts_dir, f"{suite}-{agent}-{outcome}"))
                 root.drop()
-                say(f"{suite} {agent} {outcome}: {'ok' if ok else 'TIMEOUT'} {time.monotonic() - t:.1f}s")
+                cf.say(f"{suite} {agent} {outcome}: {'ok' if ok else 'TIMEOUT'} {time.monotonic() - t:.1f}s")
     rep = Report()
     for suite in roots:
         for outcome in OUTCOMES:
@@ -370,7 +364,7 @@ def main():
     same = sum(1 for r in rep.rows if r[3] == "same")
     print(f"{n} comparisons, {same} same, {n - same - len(rep.unexpected)} expected differences, "
           f"{len(rep.unexpected)} unexpected")
-    say(f"cloud-init surface: {time.monotonic() - t0:.0f} s")
+    cf.say(f"cloud-init surface: {time.monotonic() - t0:.0f} s")
     return 1 if rep.unexpected else 0
 
 

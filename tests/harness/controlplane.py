@@ -28,8 +28,9 @@ import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
+from harness import TESTS, free_port
+
+HERE = os.path.join(TESTS, "k8s")  # build
 K8S_VERSION = "v1.34.4"
 SERVICE_CIDR = "10.96.0.0/12"
 # The API server's own advertised address (kubeadm's localAPIEndpoint.advertiseAddress):
@@ -55,12 +56,6 @@ def k8s_bin():
         return os.environ["NODEAGENT_K8S_BIN"]
     out = subprocess.run([os.path.join(HERE, "build")], check=True, stdout=subprocess.PIPE, text=True)
     return out.stdout.strip().splitlines()[-1]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 _LIVE = []  # every ControlPlane not yet stopped, for the atexit and signal paths

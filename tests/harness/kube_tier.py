@@ -1,11 +1,11 @@
 """Kube tier: a node image with nodeagent, the real kubeadm and kubelet (tests/k8s/build),
 Debian's containerd and runc, and no cloud-init, boots from a `nodeagent mint bootstrap`
-worker bundle and joins a real control plane (tests/k8s/controlplane.py) running on the
+worker bundle and joins a real control plane (tests/harness/controlplane.py) running on the
 host's 127.0.0.1. The guest reaches it at 10.0.2.100:6443 through an explicit `guestfwd`
 on a `-netdev user,restrict=on` NIC: each guest connection starts `socat` to
 127.0.0.1:PORT, so no guest packet can reach another address.
 
-Also the time-to-Node benchmark (`python3 tests/qemu/kube_tier.py bench [--rounds N] [VARIANT ...]`):
+Also the time-to-Node benchmark (`tests/harness/run kube_tier bench [--rounds N] [VARIANT ...]`):
 power-on to the Node object in the API server for the floor (the same image with no bootstrap
 agent: the join config written into it, one oneshot unit running `kubeadm join`), nodeagent,
 nodeagent without real kubeadm in pre-flight, and Debian's cloud-init (NoCloud seed of the same
@@ -21,12 +21,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "k8s"))
-import controlplane as cpl  # noqa: E402
-import qemulib as q  # noqa: E402
-import scenarios as sc  # noqa: E402
-import systemd_tier as st  # noqa: E402
+from harness import controlplane as cpl, qemu as q, scenarios as sc, systemd_tier as st
 
 GUEST_ENDPOINT = "10.0.2.100:6443"
 UNINITIALIZED_TAINT = "node.cluster.x-k8s.io/uninitialized"
@@ -150,16 +145,16 @@ def add_kubernetes(root, kernel, bindir):
     kubeadm's SystemVerification reads."""
     for name in ("kubeadm", "kubelet"):
         shutil.copy2(os.path.join(bindir, name), os.path.join(root, "usr/bin", name))
-    st._write(root, "/lib/systemd/system/kubelet.service", KUBELET_UNIT)
-    st._write(root, "/etc/systemd/system/kubelet.service.d/10-kubeadm.conf", KUBEADM_DROPIN)
+    st.write_file(root, "/lib/systemd/system/kubelet.service", KUBELET_UNIT)
+    st.write_file(root, "/etc/systemd/system/kubelet.service.d/10-kubeadm.conf", KUBEADM_DROPIN)
     # Enabled, as the package's postinst leaves it: it restarts until `kubeadm join` writes its config.
     wants = os.path.join(root, "etc/systemd/system/multi-user.target.wants")
     os.makedirs(wants, exist_ok=True)
     if not os.path.lexists(os.path.join(wants, "kubelet.service")):
         os.symlink("/lib/systemd/system/kubelet.service", os.path.join(wants, "kubelet.service"))
-    st._write(root, "/etc/containerd/config.toml", CONTAINERD_CONFIG.replace("{pause}", pause_image(bindir)))
-    st._write(root, "/etc/modules-load.d/kubernetes.conf", MODULES_LOAD)
-    st._write(root, "/etc/sysctl.d/99-kubernetes.conf", SYSCTL)
+    st.write_file(root, "/etc/containerd/config.toml", CONTAINERD_CONFIG.replace("{pause}", pause_image(bindir)))
+    st.write_file(root, "/etc/modules-load.d/kubernetes.conf", MODULES_LOAD)
+    st.write_file(root, "/etc/sysctl.d/99-kubernetes.conf", SYSCTL)
     moddir = os.path.join(root, "lib/modules", kernel.version)
     shutil.rmtree(moddir, ignore_errors=True)
     shutil.copytree(kernel.moddir, moddir, symlinks=True)
@@ -191,8 +186,8 @@ class KubeSession:
                             nodeagent=nodeagent, seed=seed, workdir=self.s.workdir, base=base)
             add_kubernetes(root, kernel, self.bindir)
             if variant == "floor":
-                st._write(root, "/etc/systemd/system/floor-join.service", FLOOR_UNIT)
-                st._enable(root, "floor-join.service")
+                st.write_file(root, "/etc/systemd/system/floor-join.service", FLOOR_UNIT)
+                st.enable_unit(root, "floor-join.service")
             self.trees[key] = root
             self.s.scratch.append(root)
             q.log(f"kube image ({variant}) staged in {time.monotonic() - t:.1f}s")
@@ -222,7 +217,7 @@ class KubeSession:
         for path, text in (files or {}).items():
             full = os.path.join(root, path.lstrip("/"))
             saved[path] = open(full).read() if os.path.exists(full) else None
-            st._write(root, path, text)
+            st.write_file(root, path, text)
         try:
             disk = st.make_partitioned_disk(root, os.path.join(self.s.workdir, f"{name}.img"), DISK_MB)
         finally:
@@ -230,7 +225,7 @@ class KubeSession:
                 if text is None:
                     os.unlink(os.path.join(root, path.lstrip("/")))
                 else:
-                    st._write(root, path, text)
+                    st.write_file(root, path, text)
         self.s.scratch.append(disk)
         return disk
 
@@ -524,7 +519,7 @@ def _stat(xs):
     if not ok:
         return "—"
     failed = len(xs) - len(ok)
-    return f"{st._median(ok):.1f} s ({ok[0]:.1f}–{ok[-1]:.1f}, n={len(ok)}{f', {failed} failed' if failed else ''})"
+    return f"{st.median(ok):.1f} s ({ok[0]:.1f}–{ok[-1]:.1f}, n={len(ok)}{f', {failed} failed' if failed else ''})"
 
 
 def bench(workdir, rounds=5, only=()):

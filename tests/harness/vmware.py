@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """The conformance comparison through CAPV's transport: guestinfo, read by cloud-init's own
 VMware datasource (DataSourceVMware) and by nodeagent's `vmware` transport.
 
-    python3 tests/conformance/vmware.py ROOTFS NODEAGENT WORK [CASE-SUBSTRING...]
+    tests/harness/run vmware ROOTFS NODEAGENT WORK [CASE-SUBSTRING...]
     tests/conformance/run --vmware [CASE-SUBSTRING...]        (root; runs this for each oracle)
 
 Each case of `vmware.list` is a case directory of tests/conformance/cases/ given to both
@@ -45,15 +44,15 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import conformance as C  # noqa: E402  (the comparison, roots and reports are conformance.py's)
+from harness import conformance as C  # the comparison, roots and reports are conformance.py's
+
+HERE = C.HERE  # tests/conformance: vmware.list, cases/
 
 LIST = os.path.join(HERE, "vmware.list")
 GUESTINFO = "conformance/guestinfo"  # the fake tool's store, relative to the root
 
 FAKE_RPCTOOL = """#!/bin/sh
-# Fake vmware-rpctool (tests/conformance/vmware.py): guestinfo from /conformance/guestinfo,
+# Fake vmware-rpctool (tests/harness/vmware.py): guestinfo from /conformance/guestinfo,
 # one file per key, printed as the real tool prints it; every info-set recorded in
 # /conformance/out/guestinfo-sets (outside the compared trees) and stored.
 case $1 in
@@ -72,7 +71,7 @@ esac
 """
 
 FAKE_DMIDECODE = """#!/bin/sh
-# Fake dmidecode (tests/conformance/vmware.py): this machine has no DMI; a VMware VM says this.
+# Fake dmidecode (tests/harness/vmware.py): this machine has no DMI; a VMware VM says this.
 case "$*" in
   *system-product-name*) echo "VMware Virtual Platform" ;;
   *system-manufacturer*) echo "VMware, Inc." ;;

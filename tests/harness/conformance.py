@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Differential conformance test: Debian's cloud-init and nodeagent on the same NoCloud seed.
 
 Started by tests/conformance/run (root, inside a private mount namespace) with one or more
@@ -53,8 +52,9 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
+from harness import REPO, TESTS
+
+HERE = os.path.join(TESTS, "conformance")  # cases/, stub, drive
 SHARED = os.path.join(REPO, "..", "shared")
 
 # The trees compared, relative to the root.
@@ -1018,7 +1018,7 @@ def main():
         else:
             filters.append(a)
     if not oracles:
-        raise SystemExit("usage: conformance.py NODEAGENT WORK VERSION=ROOTFS... [CASE-SUBSTRING...]")
+        raise SystemExit("usage: tests/harness/run conformance NODEAGENT WORK VERSION=ROOTFS... [CASE-SUBSTRING...]")
     # The newest is the one nodeagent follows where two disagree: both of its modes boot there.
     newest = max(oracles, key=lambda o: tuple(int(x) for x in o[0].split(".")))[0]
     oracles = [Oracle(n, r, n == newest) for n, r in oracles]

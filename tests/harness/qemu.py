@@ -21,8 +21,9 @@ import tarfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
+from harness import REPO, TESTS
+
+HERE = os.path.join(TESTS, "qemu")  # guest/, data/, build-rootfs
 CACHE = os.path.join(REPO, "target", "qemu-cache")
 GUEST = os.path.join(HERE, "guest")
 
@@ -380,7 +381,7 @@ class VM:
         # again; None: QEMU's default (1 GiB on this host).
         self.tb_size = None
         # A command prefix QEMU runs under: `ip netns exec NS` puts a guest's tap NICs inside
-        # a network namespace the test made (tests/qemu/cluster.py).
+        # a network namespace the test made (tests/harness/cluster.py).
         self.prefix = []
 
     def _fwcfg_args(self):
@@ -434,7 +435,7 @@ class VM:
         threading.Thread(target=self._read_report, args=(rep,), daemon=True).start()
         return self
 
-    def _connect(self, path):
+    def connect(self, path):
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -448,7 +449,7 @@ class VM:
         return None
 
     def _read_status(self, path):
-        s = self._connect(path)
+        s = self.connect(path)
         if not s:
             return
         buf = b""
@@ -475,7 +476,7 @@ class VM:
                         cb(self, t, obj)
 
     def _read_report(self, path):
-        s = self._connect(path)
+        s = self.connect(path)
         if not s:
             return
         while True:
@@ -598,11 +599,3 @@ def fwcfg_from_bundle(directory):
     if "guestinfo.userdata" not in out:
         raise RuntimeError(f"no guestinfo.userdata in {directory}: {sorted(os.listdir(directory))}")
     return out
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port

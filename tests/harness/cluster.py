@@ -24,16 +24,11 @@ import os
 import socket
 import ssl
 import subprocess
-import sys
 import tarfile
 import time
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import kube_tier as kt  # noqa: E402
-import qemulib as q  # noqa: E402
-import scenarios as sc  # noqa: E402
-import systemd_tier as st  # noqa: E402
+from harness import free_port, kube_tier as kt, qemu as q, scenarios as sc, systemd_tier as st
 
 SUBNET = "10.10.0"
 GATEWAY = f"{SUBNET}.1"
@@ -189,7 +184,7 @@ class PrivateNet:
         deadline = time.monotonic() + 10
         while not os.path.exists(sock) and time.monotonic() < deadline:
             time.sleep(0.05)
-        host_port = q.free_port()
+        host_port = free_port()
         outer = subprocess.Popen(["socat", f"TCP-LISTEN:{host_port},bind=127.0.0.1,reuseaddr,fork", f"UNIX-CONNECT:{sock}"],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         self.procs.append(outer)
@@ -697,26 +692,24 @@ def run_cluster(s, c, name, nodes, node_config=None, retry=None, workdir=None):
         return cl, wide
 
 
-def sc_init_worker(s):
-    """cluster tier: cp-0 runs the real `kubeadm init` from a minted CABPK init bundle (static
+def cluster_scenario(s, name, nodes, retry=None):
+    """run_cluster as a scenario: its failures."""
+    c = sc.Checks()
+    run_cluster(s, c, name, nodes, retry=retry)
+    return c.failures
+
+
+INIT_WORKER = """cluster tier: cp-0 runs the real `kubeadm init` from a minted CABPK init bundle (static
     pods from the image's local container images), w-0 waits for cp-0's endpoint (bounded)
     and joins; both Nodes Ready, the static pods Running, a test pod Running on w-0; no pull
     attempted, no secret in any sink. (A forced first failure of w-0's join, as cp-1's in
     three-nodes-cp-join-retry, cost CI 3-5 min under TCG: kubeadm alone took 115 s to start.)"""
-    c = sc.Checks()
-    run_cluster(s, c, "init-worker", ["cp-0", "w-0"])
-    return c.failures
 
-
-def sc_three_nodes(s):
-    """cluster tier: cp-0 (init), cp-1 (control-plane join, stacked etcd) and w-0 (worker),
+THREE_NODES = """cluster tier: cp-0 (init), cp-1 (control-plane join, stacked etcd) and w-0 (worker),
     booted together: cp-1 waits for cp-0's API (bounded), its first join fails (kubeadm's
     discovery gives up: the token is not there yet), nodeagent resets and joins again with
     the shipped PKI intact; etcd lists
     two members; every Node Ready; a test pod Running on w-0."""
-    c = sc.Checks()
-    run_cluster(s, c, "three-nodes", ["cp-0", "cp-1", "w-0"], retry="cp-1")
-    return c.failures
 
 
 def sc_init_refused(s):
@@ -751,7 +744,8 @@ def sc_init_refused(s):
 
 
 SCENARIOS = [
-    ("init-and-worker", sc_init_worker),
+    ("init-and-worker", sc.variant(cluster_scenario, INIT_WORKER, "init-worker", ["cp-0", "w-0"])),
     ("init-refused-port-taken", sc_init_refused),
-    ("three-nodes-cp-join-retry", sc_three_nodes),
+    ("three-nodes-cp-join-retry", sc.variant(cluster_scenario, THREE_NODES, "three-nodes", ["cp-0", "cp-1", "w-0"],
+                                             retry="cp-1")),
 ]

@@ -3,7 +3,7 @@ filesystem made with `mkfs.ext4 -d`, in partition 1 of an MBR disk image (as clo
 are, so growpart has a partition to grow), nodeagent installed by image-build/scripts/provision.sh (the
 script the real images use), booting the real units from units/ with systemd as init.
 
-Also the boot benchmark (`python3 tests/qemu/systemd_tier.py bench [--rounds N]`, default 5):
+Also the boot benchmark (`tests/harness/run systemd_tier bench [--rounds N]`, default 5):
 QEMU start to multi-user.target and to the node's `done`, for (a) no agent, (b) nodeagent,
 (c) Debian's cloud-init 22.4 on the same bootstrap data, kubeadm replaced by `true` in (b)
 and (c), interleaved; medians, ranges and systemd-analyze from inside the guests.
@@ -19,9 +19,7 @@ import sys
 import textwrap
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import qemulib as q  # noqa: E402
-import scenarios as sc  # noqa: E402
+from harness import qemu as q, scenarios as sc
 
 MARK_PORT = "org.nodeagent.mark"
 PROVISION = os.path.join(q.REPO, "image-build", "scripts", "provision.sh")
@@ -34,7 +32,7 @@ def rootfs(variant):
     return out.stdout.strip().splitlines()[-1]
 
 
-def _write(root, path, text, mode=0o644):
+def write_file(root, path, text, mode=0o644):
     full = os.path.join(root, path.lstrip("/"))
     os.makedirs(os.path.dirname(full), exist_ok=True)
     with open(full, "w") as f:
@@ -42,270 +40,12 @@ def _write(root, path, text, mode=0o644):
     os.chmod(full, mode)
 
 
-def _enable(root, unit, target="multi-user.target"):
+def enable_unit(root, unit, target="multi-user.target"):
     wants = os.path.join(root, "etc/systemd/system", f"{target}.wants")
     os.makedirs(wants, exist_ok=True)
     link = os.path.join(wants, unit)
     if not os.path.lexists(link):
         os.symlink(f"/etc/systemd/system/{unit}", link)
-
-
-# Test-only guest units: a marker when multi-user.target is reached, and the end-of-test
-# report (tar of the node's files on org.nodeagent.test, then power off).
-MARK_SH = """#!/bin/sh
-# Test plumbing: one line "<event> <guest uptime>" on virtio port org.nodeagent.mark.
-echo "$1 $(cut -d' ' -f1 /proc/uptime)" > /dev/virtio-ports/org.nodeagent.mark
-"""
-
-REPORT_SH = """#!/bin/sh
-# Test plumbing: wait for the bootstrap to end (opt/test.wait: nodeagent | cloudinit | sentinel | none),
-# send the node's files as a tar stream on org.nodeagent.test, then power off.
-opt() { cat "/sys/firmware/qemu_fw_cfg/by_name/opt/test.$1/raw" 2>/dev/null; }
-mode=$(opt wait); mode=${mode:-nodeagent}
-limit=$(opt timeout); limit=${limit:-240}
-# The guest's uptime in whole seconds, read without starting a process: this loop runs beside
-# the bootstrap it waits for, and under TCG every fork costs the bootstrap tens of ms.
-up() { read -r u _ < /proc/uptime; up=${u%%.*}; }
-# Once a second for the sentinel (the time-to-Node benchmark times the Node from the host; this
-# loop ran through the join it measures, and only on images whose agent is not ordered before
-# multi-user.target: nodeagent's and cloud-init's, not the floor's), five times a second else.
-tick=0.2; [ "$mode" = sentinel ] && tick=1
-while up; [ "$up" -lt "$limit" ]; do
-  case "$mode" in
-    nodeagent)
-      grep -qE '"phase": *"(done|failed)"' /run/nodeagent/status.json 2>/dev/null && break
-      case "$(systemctl show -p ActiveState --value nodeagent.service)" in active|failed) break ;; esac ;;
-    cloudinit)
-      [ -e /var/lib/cloud/instance/boot-finished ] && break
-      case "$(systemctl show -p ActiveState --value cloud-final.service)" in active|failed) break ;; esac ;;
-    # Whoever ran kubeadm (nodeagent, cloud-init's runcmd, the time-to-Node floor's unit).
-    sentinel) [ -e /run/cluster-api/bootstrap-success.complete ] && break ;;
-    *) break ;;
-  esac
-  sleep "$tick"
-done
-# The time-to-Node benchmark: leave the kubelet alone until its Node is registered (opt/test.report-after s).
-after=$(opt report-after); [ -z "$after" ] || sleep "$after"
-# A `cloud-init status --wait` started by the test (opt/test.ci-wait) ends right after the boot.
-if [ -n "$(opt ci-wait)" ]; then
-  while [ ! -e /run/test/ci/finished ] && up && [ "$up" -lt "$limit" ]; do sleep 0.2; done
-fi
-/usr/local/lib/qemu-test/mark "end-$mode"
-mkdir -p /run/test
-ip addr > /run/test/ip-addr.txt
-hostname > /run/test/hostname.txt
-systemctl list-units --failed --no-legend --plain > /run/test/failed-units.txt 2>&1
-systemctl show -p ActiveState,Result nodeagent-local.service nodeagent.service > /run/test/agent-units.txt 2>&1
-journalctl -b -o short-monotonic --no-pager > /run/test/journal.txt 2>&1
-# nodeagent's own records with their fields (step, result, duration_ms), which the text form drops.
-journalctl -b -o json --no-pager SYSLOG_IDENTIFIER=nodeagent > /run/test/journal-nodeagent.json 2>&1
-# The guest's wall clock against its uptime: events.jsonl's `at` on the journal's time line.
-echo "$(date +%s.%N) $(cut -d' ' -f1 /proc/uptime)" > /run/test/clock.txt
-# Every process's /proc/PID/stat (the nice value is field 19), after the agent's run.
-for d in /proc/[0-9]*; do read -r s < "$d/stat" 2>/dev/null && echo "$s"; done > /run/test/proc-stat.txt
-# Boot benchmark (opt/test.analyze = 1): systemd-analyze once the boot has finished (this unit
-# is Type=exec so that its own run does not hold the boot open).
-if [ "$(opt analyze)" = 1 ]; then
-  while up && [ "$up" -lt "$limit" ] && [ "$(systemctl show -p FinishTimestampMonotonic --value)" = 0 ]; do sleep 0.2; done
-  { echo "== time"; systemd-analyze time
-    echo "== critical-chain multi-user.target"; systemd-analyze critical-chain --no-pager multi-user.target
-    for u in nodeagent-local.service nodeagent.service cloud-final.service; do
-      systemctl -q is-enabled "$u" 2>/dev/null || continue
-      echo "== critical-chain $u"; systemd-analyze critical-chain --no-pager "$u"
-    done
-    echo "== units"
-    systemctl show --timestamp=us+utc -p Id,InactiveExitTimestamp,ExecMainStartTimestamp,ExecMainExitTimestamp \
-      nodeagent-local.service nodeagent.service 2>/dev/null
-    # What one process start, a platform read and a whole plan cost in this guest (after the
-    # boot, nothing else running): to tell the agent's own work from the emulator's price.
-    echo "== timing"
-    # The userdata read two ways: to the end (cat), and as the agent reads it, up to the
-    # entry's size (each fw_cfg read re-reads the entry from its start: transport/fwcfg.rs).
-    ud=/sys/firmware/qemu_fw_cfg/by_name/opt/guestinfo.userdata
-    for c in /bin/true "nodeagent --version" "cat $ud/raw" \
-        "dd if=$ud/raw of=/dev/null iflag=fullblock bs=$(cat $ud/size) count=1" "nodeagent plan"; do
-      s=$(date +%s%N); $c >/dev/null 2>&1; e=$(date +%s%N); echo "$(( (e - s) / 1000000 )) ms $c"
-    done
-    echo "== blame"; systemd-analyze blame --no-pager; } > /run/test/analyze.txt 2>&1
-fi
-# The log bundle a machine log collector takes off the node (opt/test.collect = 1).
-if [ "$(opt collect)" = 1 ]; then
-  nodeagent collect-logs -o /run/test/collect-logs.tar.gz > /run/test/collect-logs.out 2>&1
-fi
-set --
-{ stat -f -c 'fs %b %S' /; echo "disk $(cat /sys/class/block/vda/size)"; echo "part $(cat /sys/class/block/vda1/start) $(cat /sys/class/block/vda1/size)"; } > /run/test/disk.txt 2>&1
-for p in /etc/kubernetes /var/log/pods /run/kubeadm /run/cluster-api /run/nodeagent /run/test /var/lib/nodeagent /var/lib/lifecycle-test /var/lib/parity /var/log/kubeadm-standin.jsonl /var/log/nodeagent /etc/hostname /etc/systemd/network /etc/netplan; do
-  [ -e "$p" ] && set -- "$@" "$p"
-done
-tar -cf /dev/virtio-ports/org.nodeagent.test "$@" 2>/dev/null
-sync
-[ "$(opt hold)" = 1 ] || systemctl poweroff --no-block
-"""
-
-# Test plumbing (fw_cfg opt/test.podlog = container names, e.g. "kube-apiserver etcd"): those
-# kube-system containers' logs on the console as they are written, every restart's file too, so
-# a control plane that never answers shows why while the run is still going (tests/qemu/cluster.py).
-# Each line cut at 700 characters by awk's substr: the sed this replaced, `s|^\(.\{0,N\}\).*|`,
-# cost 0.1 s (N=300) to 0.6 s (N=700) of native CPU per 2000-character line, more under
-# TCG: in the control plane's own guest, beside etcd and the API server.
-PODLOG_SH = """#!/bin/sh
-want=$(cat /sys/firmware/qemu_fw_cfg/by_name/opt/test.podlog/raw 2>/dev/null) || exit 0
-seen=" "
-while [ "$(cut -d. -f1 /proc/uptime)" -lt 7200 ]; do
-  for f in /var/log/pods/kube-system_*/*/*.log; do
-    [ -f "$f" ] || continue
-    case "$seen" in *" $f "*) continue ;; esac
-    c=${f%/*}; c=${c##*/}
-    case " $want " in *" $c "*) ;; *) continue ;; esac
-    seen="$seen$f "
-    tail -n +1 -F "$f" 2>/dev/null | awk -v p="podlog $c: " '{ print p substr($0, 1, 700); fflush() }' > /dev/console &
-  done
-  sleep 10
-done
-"""
-
-PODLOG_UNIT = """[Unit]
-Description=QEMU test plumbing: control-plane container logs on the console (opt/test.podlog)
-
-[Service]
-Type=exec
-ExecStart=/usr/local/lib/qemu-test/podlog
-
-[Install]
-WantedBy=multi-user.target
-"""
-
-MARK_UNIT = """[Unit]
-Description=QEMU test plumbing: mark multi-user.target reached
-After=multi-user.target
-
-[Service]
-Type=oneshot
-ExecStart=/usr/local/lib/qemu-test/mark multi-user
-
-[Install]
-WantedBy=multi-user.target
-"""
-
-REPORT_UNIT = """[Unit]
-Description=QEMU test plumbing: report the node's files and power off
-After=multi-user.target qemu-test-mark.service
-
-[Service]
-# exec, not oneshot: the boot counts as finished once this has started (systemd-analyze needs it).
-Type=exec
-ExecStart=/usr/local/lib/qemu-test/report
-
-[Install]
-WantedBy=multi-user.target
-"""
-
-
-# Test plumbing for wait-on-network: the harness delays the node's address. fw_cfg
-# opt/test.late-address = "<delay s> <mac> <address/prefix>"; absent: does nothing. The delay
-# counts from the agent's first `waiting` status (at most 200 s of boot), so a slow boot
-# cannot make the address come before the agent looks.
-LATE_ADDR_SH = """#!/bin/sh
-spec=$(cat /sys/firmware/qemu_fw_cfg/by_name/opt/test.late-address/raw 2>/dev/null) || exit 0
-set -- $spec
-while [ "$(cut -d. -f1 /proc/uptime)" -lt 200 ]; do
-  grep -qE '"phase": *"waiting"' /run/nodeagent/status.json 2>/dev/null && break
-  sleep 0.5
-done
-sleep "$1"
-for d in /sys/class/net/*; do [ "$(cat "$d/address")" = "$2" ] && dev=${d##*/}; done
-ip link set "$dev" up
-# Marked before the address is added: the agent (at the main unit's boot priority) may see
-# the address and finish before this script would get the CPU back to mark it afterwards.
-/usr/local/lib/qemu-test/mark late-address
-ip addr add "$3" dev "$dev"
-"""
-
-LATE_ADDR_UNIT = """[Unit]
-Description=QEMU test plumbing: give the NIC its address late (opt/test.late-address)
-DefaultDependencies=no
-After=systemd-modules-load.service systemd-udev-trigger.service
-
-[Service]
-Type=exec
-ExecStart=/usr/local/lib/qemu-test/late-address
-
-[Install]
-WantedBy=multi-user.target
-"""
-
-
-# Test plumbing for cloud-init's surface (fw_cfg opt/test.ci-wait present): what a Packer or
-# Terraform provisioner and a runbook do on a cloud-init node, started before the main stage:
-# `cloud-init status --wait`, then `status --long` and `--format json`; and what Cluster API's
-# CAPV log collector copies (`cat /var/log/cloud-init.log`, `cat /var/log/cloud-init-output.log`,
-# test/framework/log/collector.go), as root and as a user outside the log group (nobody).
-CI_WAIT_SH = """#!/bin/sh
-[ -e /sys/firmware/qemu_fw_cfg/by_name/opt/test.ci-wait/raw ] || exit 0
-out=/run/test/ci
-mkdir -p "$out"
-phase() { grep -o '"phase": *"[a-z]*"' /run/nodeagent/status.json 2>/dev/null | tail -n 1; }
-echo "start $(cut -d' ' -f1 /proc/uptime) $(phase)" > "$out/times"
-cloud-init status --wait > "$out/wait.out" 2> "$out/wait.err"; echo $? > "$out/wait.rc"
-echo "end $(cut -d' ' -f1 /proc/uptime) $(phase)" >> "$out/times"
-cloud-init status --long > "$out/long.out" 2>&1; echo $? > "$out/long.rc"
-cloud-init status --format json > "$out/json.out" 2>&1; echo $? > "$out/json.rc"
-cloud-init query v1.instance_id > "$out/query.out" 2>&1
-for f in cloud-init.log cloud-init-output.log; do
-  cat "/var/log/$f" > "$out/collected-$f" 2>&1; echo $? > "$out/collected-$f.rc"
-  setpriv --reuid=65534 --regid=65534 --clear-groups cat "/var/log/$f" > /dev/null 2>&1; echo $? > "$out/nobody-$f.rc"
-done
-stat -c '%n %F %a %U %G' /var/log/cloud-init.log /var/log/cloud-init-output.log /run/cloud-init/status.json \
-  /run/cloud-init/result.json /var/lib/cloud/instance/boot-finished /run/cloud-init/instance-data.json \
-  /run/cloud-init/instance-data-sensitive.json > "$out/stat" 2>&1
-readlink /var/lib/cloud/instance > "$out/instance-link"
-touch "$out/finished"
-"""
-
-CI_WAIT_UNIT = """[Unit]
-Description=QEMU test plumbing: cloud-init status --wait while the boot runs (opt/test.ci-wait)
-After=nodeagent-local.service
-Before=nodeagent.service
-
-[Service]
-Type=exec
-ExecStart=/usr/local/lib/qemu-test/ci-wait
-
-[Install]
-WantedBy=multi-user.target
-"""
-
-
-# Test plumbing for the control-plane join: the kubeadm stand-in is called through this wrapper,
-# which passes it the environment lines of fw_cfg opt/test.standin-env (e.g.
-# KUBEADM_STANDIN_FAIL_JOINS=1); and systemd accepts TCP connections on 127.0.0.1:6443 so the
-# agent's endpoint wait and the stand-in's discovery find a listening "API server".
-KUBEADM_WRAPPER = """#!/bin/sh
-env=/sys/firmware/qemu_fw_cfg/by_name/opt/test.standin-env/raw
-# What an init or join saw of the shell state the preKubeadmCommands left (one-shell scenario).
-case "$1" in init|join) mkdir -p /run/test; echo "PARITY_VAR=${PARITY_VAR:-} PWD=$(pwd)" >> /run/test/kubeadm-saw.txt ;; esac
-if [ -r "$env" ]; then set -a; . "$env"; set +a; fi
-exec /usr/local/lib/qemu-test/kubeadm-standin "$@"
-"""
-
-APISERVER_SOCKET = """[Unit]
-Description=QEMU test plumbing: accept TCP on 127.0.0.1:6443 (the join's API server endpoint)
-
-[Socket]
-ListenStream=127.0.0.1:6443
-Accept=yes
-
-[Install]
-WantedBy=sockets.target
-"""
-
-APISERVER_SERVICE = """[Unit]
-Description=QEMU test plumbing: one accepted API server connection, closed at once
-
-[Service]
-ExecStart=/bin/true
-StandardInput=socket
-"""
 
 
 def make_partitioned_disk(stage_dir, path, size_mb, grow_mb=0):
@@ -363,8 +103,8 @@ def build_deb(nodeagent, workdir, variant="nodeagent"):
     config = os.path.join(os.path.dirname(UNITS), "packaging", "config.yaml")
     if os.path.exists(config):
         q.copy_with_parents(config, tree, "/etc/nodeagent/config.yaml")
-        _write(tree, "/DEBIAN/conffiles", "/etc/nodeagent/config.yaml\n")
-    _write(tree, "/DEBIAN/control", "Package: nodeagent\nVersion: 0.0.0~qemutest\nArchitecture: amd64\n"
+        write_file(tree, "/DEBIAN/conffiles", "/etc/nodeagent/config.yaml\n")
+    write_file(tree, "/DEBIAN/control", "Package: nodeagent\nVersion: 0.0.0~qemutest\nArchitecture: amd64\n"
            "Maintainer: nodeagent tests <tests@localhost>\nDepends: libc6\n"
            "Description: nodeagent (minimal package made by tests/qemu for its test images)\n")
     deb = os.path.join(workdir, "nodeagent_0.0.0~qemutest_amd64.deb")
@@ -386,32 +126,21 @@ def install_nodeagent(root, nodeagent, log, variant="nodeagent"):
 
 
 def add_plumbing(root, kubeadm=None):
-    """The test plumbing of the systemd tier (not part of any node image): the marker and
-    report units, the late-address helper and, with `kubeadm`, the recording stand-in with its
-    wrapper and the 127.0.0.1:6443 socket. Into a staged root, or into the tree of the
-    plumbing disk laid over the Packer-built image at boot (plumbing_disk)."""
-    _write(root, "/usr/local/lib/qemu-test/mark", MARK_SH, 0o755)
-    _write(root, "/usr/local/lib/qemu-test/report", REPORT_SH, 0o755)
-    _write(root, "/etc/systemd/system/qemu-test-mark.service", MARK_UNIT)
-    _write(root, "/etc/systemd/system/qemu-test-report.service", REPORT_UNIT)
-    _enable(root, "qemu-test-mark.service")
-    _enable(root, "qemu-test-report.service")
-    _write(root, "/usr/local/lib/qemu-test/ci-wait", CI_WAIT_SH, 0o755)
-    _write(root, "/etc/systemd/system/qemu-test-ci-wait.service", CI_WAIT_UNIT)
-    _enable(root, "qemu-test-ci-wait.service")
-    _write(root, "/usr/local/lib/qemu-test/late-address", LATE_ADDR_SH, 0o755)
-    _write(root, "/etc/systemd/system/qemu-test-late-address.service", LATE_ADDR_UNIT)
-    _enable(root, "qemu-test-late-address.service")
-    _write(root, "/usr/local/lib/qemu-test/podlog", PODLOG_SH, 0o755)
-    _write(root, "/etc/systemd/system/qemu-test-podlog.service", PODLOG_UNIT)
-    _enable(root, "qemu-test-podlog.service")
+    """The test plumbing of the systemd tier (not part of any node image), the files of
+    tests/qemu/guest/plumbing/: the marker and report units (a marker when multi-user.target
+    is reached; the end-of-test report, a tar of the node's files on org.nodeagent.test, then
+    power off), the cloud-init surface, late-address and podlog helpers; with `kubeadm`, the
+    recording stand-in with guest/standin/: its wrapper and the 127.0.0.1:6443 socket. Into a
+    staged root, or into the tree of the plumbing disk laid over the Packer-built image at
+    boot (plumbing_disk). Every unit is enabled."""
+    for tree, target in [("plumbing", "multi-user.target")] + ([("standin", "sockets.target")] if kubeadm else []):
+        shutil.copytree(os.path.join(q.GUEST, tree), root, dirs_exist_ok=True)
+        for unit in sorted(os.listdir(os.path.join(q.GUEST, tree, "etc/systemd/system"))):
+            if unit.endswith((".service", ".socket")) and "@" not in unit:
+                enable_unit(root, unit, target)
     if kubeadm:
         q.install_stripped(kubeadm, os.path.join(root, "usr/local/lib/qemu-test/kubeadm-standin"))
-        _write(root, "/etc/kubeadm-standin.guest", "")
-        _write(root, "/usr/local/bin/kubeadm", KUBEADM_WRAPPER, 0o755)
-        _write(root, "/etc/systemd/system/qemu-test-apiserver.socket", APISERVER_SOCKET)
-        _write(root, "/etc/systemd/system/qemu-test-apiserver@.service", APISERVER_SERVICE)
-        _enable(root, "qemu-test-apiserver.socket", "sockets.target")
+        write_file(root, "/etc/kubeadm-standin.guest", "")
 
 
 def stage(name, variant, kernel, nodeagent=None, kubeadm=None, seed=None, workdir=None, base=None):
@@ -424,8 +153,8 @@ def stage(name, variant, kernel, nodeagent=None, kubeadm=None, seed=None, workdi
     shutil.rmtree(root, ignore_errors=True)
     subprocess.run(["cp", "-a", base, root], check=True)
     _install_modules(kernel, root)
-    _write(root, "/etc/hostname", "localhost\n")
-    _write(root, "/etc/fstab", "/dev/vda1 / ext4 rw,relatime 0 1\n")
+    write_file(root, "/etc/hostname", "localhost\n")
+    write_file(root, "/etc/fstab", "/dev/vda1 / ext4 rw,relatime 0 1\n")
     add_plumbing(root, kubeadm)
     # The same fixed networkd setup in every variant: networkd enabled, nothing else.
     os.makedirs(os.path.join(root, "etc/systemd/system/multi-user.target.wants"), exist_ok=True)
@@ -441,11 +170,11 @@ def stage(name, variant, kernel, nodeagent=None, kubeadm=None, seed=None, workdi
     if variant == "cloudinit":
         # NoCloud seed (cloud-init's own local datasource) with the same bootstrap data.
         meta, user, netcfg = seed
-        _write(root, "/var/lib/cloud/seed/nocloud/meta-data", meta)
-        _write(root, "/var/lib/cloud/seed/nocloud/user-data", user)
+        write_file(root, "/var/lib/cloud/seed/nocloud/meta-data", meta)
+        write_file(root, "/var/lib/cloud/seed/nocloud/user-data", user)
         if netcfg:
-            _write(root, "/var/lib/cloud/seed/nocloud/network-config", netcfg)
-        _write(root, "/etc/cloud/cloud.cfg.d/99-qemu-test.cfg", "datasource_list: [ NoCloud, None ]\n")
+            write_file(root, "/var/lib/cloud/seed/nocloud/network-config", netcfg)
+        write_file(root, "/etc/cloud/cloud.cfg.d/99-qemu-test.cfg", "datasource_list: [ NoCloud, None ]\n")
     return root
 
 
@@ -460,7 +189,7 @@ def plumbing_disk(path, kubeadm, files=None):
     shutil.rmtree(tree, ignore_errors=True)
     add_plumbing(tree, kubeadm)
     for p, text in (files or {}).items():
-        _write(tree, p, text)
+        write_file(tree, p, text)
     q.make_disk(tree, path, size_mb=64)
     shutil.rmtree(tree)
     return path
@@ -548,7 +277,7 @@ class SystemdSession:
 
 
 def _read_marks(vm, path):
-    s = vm._connect(path)
+    s = vm.connect(path)
     if not s:
         return
     buf = b""
@@ -1092,7 +821,7 @@ def _unit_phases(analyze, files):
     return out
 
 
-def _median(xs):
+def median(xs):
     xs = sorted(xs)
     n = len(xs)
     return None if not n else (xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2)
@@ -1152,7 +881,7 @@ def bench(workdir, rounds=5, only=()):
         xs = [x for x in xs if x is not None]
         if not xs:
             return "—"
-        return f"{_median(xs):.2f} s ({min(xs):.2f}–{max(xs):.2f}, n={len(xs)})"
+        return f"{median(xs):.2f} s ({min(xs):.2f}–{max(xs):.2f}, n={len(xs)})"
 
     print(f"## Boot benchmark: {rounds} interleaved boots per image, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(f"host load average (1 min) during the run: {min(loads):.1f}–{max(loads):.1f}; times from QEMU start, median (min–max)\n")
@@ -1175,17 +904,17 @@ def bench(workdir, rounds=5, only=()):
         if not (a and b):
             continue
         a_mu = [x[0] for x in a if x[0] is not None]
-        b_done = _median([x[1] for x in b if x[1] is not None] or [float("nan")])
-        b_mu = _median([x[0] for x in b if x[0] is not None] or [float("nan")])
-        print(f"\n{name} median done {b_done:.2f} s vs plain median multi-user {_median(a_mu):.2f} s: "
-              f"{'met' if b_done <= _median(a_mu) else 'NOT met'} (goal: no later)")
+        b_done = median([x[1] for x in b if x[1] is not None] or [float("nan")])
+        b_mu = median([x[0] for x in b if x[0] is not None] or [float("nan")])
+        print(f"\n{name} median done {b_done:.2f} s vs plain median multi-user {median(a_mu):.2f} s: "
+              f"{'met' if b_done <= median(a_mu) else 'NOT met'} (goal: no later)")
         print(f"{name} median multi-user {b_mu:.2f} s vs plain range {min(a_mu):.2f}–{max(a_mu):.2f} s: "
               f"{'met' if min(a_mu) <= b_mu <= max(a_mu) or b_mu < min(a_mu) else 'NOT met'} (goal: within the range)")
         # The same comparison within each round (its boots ran back to back, under the same
         # host load): less of the host's drift than the two medians above.
         pairs = [y[1] - x[0] for x, y in zip(a, b) if x[0] is not None and y[1] is not None]
         if pairs:
-            print(f"{name} done − plain multi-user within a round: median {_median(pairs):+.2f} s "
+            print(f"{name} done − plain multi-user within a round: median {median(pairs):+.2f} s "
                   f"({min(pairs):+.2f} to {max(pairs):+.2f}, n={len(pairs)})")
     if last_analyze.get("nodeagent"):
         print("\nLast nodeagent boot, inside the guest:\n")
