@@ -52,7 +52,7 @@ pub(crate) fn test_skip(switch: &str, why: &str) {
     if let Some(dir) = std::env::var_os("NODEAGENT_SKIP_LEDGER") {
         let dir = std::path::PathBuf::from(dir);
         let _ = std::fs::create_dir_all(&dir);
-        let file = format!("nodeagent--{}", test.replace([':', '/'], "_"));
-        let _ = std::fs::write(dir.join(file), format!("nodeagent {test}: {why}\n"));
+        let file = format!("libnodeagent--{}", test.replace([':', '/'], "_"));
+        let _ = std::fs::write(dir.join(file), format!("libnodeagent {test}: {why}\n"));
     }
 }

@@ -500,7 +500,7 @@ def breakdown(files):
             # The transport's detection lines come first; its last line before the first
             # step ("selected", or the main unit's "... reused") ends the read. Nothing is
             # logged between that and the first step: the plan and pre-flight.
-            reading = [t for t, _, _, mod in mine if mod == "nodeagent::pipeline" and first_step and t < first_step]
+            reading = [t for t, _, _, mod in mine if mod == "libnodeagent::pipeline" and first_step and t < first_step]
             if reading:
                 b[f"{key} transport"] = reading[0]
                 b[f"{key} read"] = reading[-1]
