@@ -30,15 +30,6 @@ impl PubKey {
     }
 }
 
-/// What a private key tells about its public half.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeyPublic {
-    Known(PubKey),
-    /// A valid key whose public half cannot be derived without crypto (e.g. Ed25519 seed,
-    /// EC key without the optional public key field).
-    Unknown(&'static str),
-}
-
 #[derive(Debug, Clone)]
 pub struct CertInfo {
     pub subject: String,
@@ -194,106 +185,11 @@ fn spki_public(spki: &SubjectPublicKeyInfo) -> PubKey {
     }
 }
 
-
-
-// ---- minimal DER walking (definite lengths, single-byte tags) ---------------------------
-
-/// One TLV: `(tag, content, rest)`.
-fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let tag = *input.first()?;
-    let first = *input.get(1)? as usize;
-    let (len, hdr) = if first < 0x80 {
-        (first, 2)
-    } else {
-        let n = first & 0x7f;
-        if n == 0 || n > 4 {
-            return None;
-        }
-        let mut len = 0usize;
-        for i in 0..n {
-            len = (len << 8) | *input.get(2 + i)? as usize;
-        }
-        (len, 2 + n)
-    };
-    let end = hdr.checked_add(len)?;
-    Some((tag, input.get(hdr..end)?, input.get(end..)?))
-}
-
-fn seq_items(der: &[u8]) -> Option<Vec<(u8, &[u8])>> {
-    let (tag, mut content, _) = tlv(der)?;
-    if tag != 0x30 {
-        return None;
-    }
-    let mut items = Vec::new();
-    while !content.is_empty() {
-        let (t, c, rest) = tlv(content)?;
-        items.push((t, c));
-        content = rest;
-    }
-    Some(items)
-}
-
+/// A big-endian integer without its leading zero bytes (how the key proof compares them).
 fn strip_zeros(b: &[u8]) -> Vec<u8> {
     let i = b.iter().position(|&x| x != 0).unwrap_or(b.len());
     b.get(i..).unwrap_or_default().to_vec()
 }
-
-fn pkcs1_public(der: &[u8]) -> Result<PubKey, String> {
-    let items = seq_items(der).ok_or("malformed RSA private key (PKCS#1)")?;
-    match items.as_slice() {
-        [(0x02, _ver), (0x02, n), (0x02, e), (0x02, _d), ..] if items.len() >= 9 => {
-            Ok(PubKey::Rsa {
-                n: strip_zeros(n),
-                e: strip_zeros(e),
-            })
-        }
-        _ => Err("malformed RSA private key (PKCS#1)".into()),
-    }
-}
-
-fn sec1_public(der: &[u8]) -> Result<KeyPublic, String> {
-    let items = seq_items(der).ok_or("malformed EC private key (SEC1)")?;
-    if !matches!(items.first(), Some((0x02, [1]))) || !matches!(items.get(1), Some((0x04, _))) {
-        return Err("malformed EC private key (SEC1)".into());
-    }
-    for (tag, content) in items.iter().skip(2) {
-        if *tag == 0xa1 {
-            let (t, bits, _) = tlv(content).ok_or("malformed EC public key field")?;
-            if t != 0x03 || bits.first() != Some(&0) {
-                return Err("malformed EC public key field".into());
-            }
-            let point = bits.get(1..).unwrap_or_default();
-            return Ok(KeyPublic::Known(PubKey::Ec(point.to_vec())));
-        }
-    }
-    Ok(KeyPublic::Unknown(
-        "EC private key without its public key field",
-    ))
-}
-
-const OID_RSA: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01];
-const OID_EC: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01];
-
-fn pkcs8_public(der: &[u8]) -> Result<KeyPublic, String> {
-    let items = seq_items(der).ok_or("malformed private key (PKCS#8)")?;
-    let [(0x02, _), (0x30, alg), (0x04, inner), ..] = items.as_slice() else {
-        return Err("malformed private key (PKCS#8)".into());
-    };
-    let (t, oid, _) = tlv(alg).ok_or("malformed PKCS#8 algorithm")?;
-    if t != 0x06 {
-        return Err("malformed PKCS#8 algorithm".into());
-    }
-    if oid == OID_RSA {
-        pkcs1_public(inner).map(KeyPublic::Known)
-    } else if oid == OID_EC {
-        sec1_public(inner)
-    } else {
-        Ok(KeyPublic::Unknown(
-            "private key algorithm whose public half is not derivable here",
-        ))
-    }
-}
-
 
 /// `time`-formatted UTC timestamp (RFC 3339) for messages and tables.
 pub fn fmt_time(unix: i64) -> String {
@@ -377,15 +273,6 @@ mod tests {
                 ),
             }
         }
-    }
-
-    #[test]
-    fn der_lengths() {
-        assert_eq!(tlv(&[0x02, 0x01, 0x05]), Some((0x02, &[5u8][..], &[][..])));
-        let long = [&[0x04u8, 0x81, 0x80][..], &[7u8; 128]].concat();
-        assert_eq!(tlv(&long).unwrap().1.len(), 128);
-        assert_eq!(tlv(&[0x04, 0x05, 1]), None);
-        assert_eq!(tlv(&[0x04, 0x85, 1, 1, 1, 1, 1]), None);
     }
 
     #[test]
