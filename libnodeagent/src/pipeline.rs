@@ -402,7 +402,7 @@ fn instance(inputs: &Inputs, memo: &Memo) -> Result<(Metadata, String, Value)> {
 /// that format.
 fn nocloud_network(seed: &transport::SeedDir, md: &Metadata) -> Result<Option<Value>> {
     if md.tree.contains_key("network-interfaces") {
-        return Err(Error::new(
+        return Err(Error::unsupported(
             Stage::Metadata,
             "meta-data: network-interfaces",
             "ifupdown-format network configuration is not supported: give the seed a \
@@ -653,7 +653,7 @@ fn check_vendordata(inputs: &Inputs, config: &CloudConfig) -> Result<()> {
     } else {
         "guestinfo.vendordata"
     };
-    Err(Error::new(
+    Err(Error::unsupported(
         Stage::Plan,
         place,
         "vendordata is not applied by nodeagent (cloud-init would merge it under the userdata); put its settings in the userdata, or set vendor_data: {enabled: false} in the userdata to ignore it as cloud-init would",
@@ -680,7 +680,7 @@ pub fn render_userdata(
                 "userdata line 1: {why}; userdata ignored as cloud-init would (--compat)"
             )],
         )),
-        Header::LikelyTypo(why) => Err(Error::new(Stage::Template, "userdata line 1", why)),
+        Header::LikelyTypo(why) => Err(Error::invalid(Stage::Template, "userdata line 1", why)),
         Header::NotTemplate => Ok((Some(text.to_string()), "userdata", Vec::new())),
     }
 }
@@ -691,7 +691,7 @@ pub fn read_userdata_file(path: &Path) -> Result<String> {
     let bytes = crate::base::fsio::read_capped(path, crate::base::limits::MAX_DECODED_BYTES)
         .map_err(|e| Error::io(Stage::Transport, &place, "cannot read", e))?;
     if bytes.len() > crate::base::limits::MAX_DECODED_BYTES {
-        return Err(Error::new(
+        return Err(Error::too_large(
             Stage::Decode,
             &place,
             format!(
@@ -702,7 +702,7 @@ pub fn read_userdata_file(path: &Path) -> Result<String> {
         ));
     }
     String::from_utf8(bytes).map_err(|e| {
-        Error::new(
+        Error::invalid(
             Stage::Decode,
             &place,
             format!(
@@ -724,7 +724,7 @@ impl Transport for Offline {
         Ok(None)
     }
     fn set(&self, key: &str, _value: &[u8]) -> Result<()> {
-        Err(Error::new(
+        Err(Error::unavailable(
             Stage::Transport,
             key,
             "no platform transport to publish to",

@@ -30,7 +30,7 @@ impl Role {
             "init" => Ok(Role::Init),
             "control-plane" => Ok(Role::ControlPlane),
             "worker" => Ok(Role::Worker),
-            _ => Err(Error::new(
+            _ => Err(Error::invalid(
                 Stage::Usage,
                 "--role",
                 format!("unknown role {v:?}: use init, control-plane or worker"),
@@ -62,7 +62,7 @@ impl KubeadmApi {
             "v1beta3" => KubeadmApi::V1beta3,
             "v1beta4" => KubeadmApi::V1beta4,
             _ => {
-                return Err(Error::new(
+                return Err(Error::invalid(
                     Stage::Usage,
                     "--kubeadm-api",
                     format!("unknown kubeadm API {v:?}: use v1beta3 or v1beta4"),
@@ -70,7 +70,7 @@ impl KubeadmApi {
             }
         };
         if api == KubeadmApi::V1beta4 && minor < 31 {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Usage,
                 "--kubeadm-api",
                 format!(
@@ -206,7 +206,7 @@ fn extra_args(api: KubeadmApi, args: &[(String, String)]) -> Option<kapi::Args> 
 fn named<T: serde::de::DeserializeOwned>(value: &str, place: &str) -> Result<T> {
     use serde::de::value::{Error as DeError, StrDeserializer};
     T::deserialize(StrDeserializer::<DeError>::new(value)).map_err(|e| {
-        Error::new(
+        Error::invalid(
             Stage::Mint,
             place,
             format!("{value:?} is not a kubeadm value: {e}"),
@@ -235,7 +235,7 @@ fn node_registration(
 /// A document through the one YAML emitter; the API's types always serialize.
 fn dump<T: serde::Serialize>(doc: &T, kind: &str) -> Result<String> {
     libnodeagent::formats::goyaml::dump(doc)
-        .map_err(|e| Error::new(Stage::Mint, kind, e.to_string()).with_kind(ErrorKind::Internal))
+        .map_err(|e| Error::of(ErrorKind::Internal, Stage::Mint, kind, e.to_string()))
 }
 
 pub fn cluster_configuration(spec: &Spec) -> Result<String> {
@@ -291,7 +291,7 @@ pub fn init_configuration(spec: &Spec) -> Result<String> {
 
 pub fn join_configuration(spec: &Spec) -> Result<String> {
     let token = spec.token.clone().ok_or_else(|| {
-        Error::new(
+        Error::invalid(
             Stage::Mint,
             "--token",
             "join bundles need a bootstrap token",
@@ -398,7 +398,7 @@ pub fn userdata(spec: &Spec) -> Result<String> {
     let mut o = String::from("## template: jinja\n#cloud-config\n\nwrite_files:");
     if spec.role.ships_pki() {
         let pki = spec.pki.as_ref().ok_or_else(|| {
-            Error::new(
+            Error::invalid(
                 Stage::Mint,
                 "--pki",
                 "init and control-plane bundles need the cluster PKI",

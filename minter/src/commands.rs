@@ -206,7 +206,7 @@ pub struct HashArgs {
 }
 
 fn usage(place: &str, message: impl Into<String>) -> Error {
-    Error::new(Stage::Usage, place, message)
+    Error::invalid(Stage::Usage, place, message)
 }
 
 /// Cluster and node names end up in Secret names and file names: DNS-1123 labels only.
@@ -287,7 +287,7 @@ pub fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>> {
         .read_to_end(&mut buf)
         .map_err(|e| Error::io(Stage::Mint, path.display().to_string(), "", e))?;
     if buf.len() as u64 > max {
-        return Err(Error::new(
+        return Err(Error::too_large(
             Stage::Mint,
             path.display().to_string(),
             format!("larger than {max} bytes"),
@@ -379,7 +379,7 @@ pub fn run_kubeconfig(a: &KubeconfigArgs) -> Result<Output> {
     let read = |name: &str| -> Result<String> {
         let p = a.pki.join(name);
         String::from_utf8(read_bounded(&p, pki::MAX_PEM_BYTES)?)
-            .map_err(|_| Error::new(Stage::Mint, p.display().to_string(), "not UTF-8 PEM"))
+            .map_err(|_| Error::invalid(Stage::Mint, p.display().to_string(), "not UTF-8 PEM"))
     };
     let ca = pki::CaPair {
         cert_pem: read("ca.crt")?,

@@ -23,7 +23,7 @@ impl Format {
             "guestinfo" => Ok(Format::Guestinfo),
             "fwcfg" => Ok(Format::Fwcfg),
             "govc" => Ok(Format::Govc),
-            _ => Err(Error::new(
+            _ => Err(Error::invalid(
                 Stage::Usage,
                 "--format",
                 format!("unknown format {v:?}: use dir, guestinfo, fwcfg or govc"),
@@ -43,7 +43,7 @@ impl Encoding {
         match v {
             "base64" => Ok(Encoding::Base64),
             "gzip+base64" => Ok(Encoding::GzipBase64),
-            _ => Err(Error::new(
+            _ => Err(Error::invalid(
                 Stage::Usage,
                 "--encoding",
                 format!("unknown encoding {v:?}: use base64 or gzip+base64"),
@@ -197,7 +197,7 @@ pub fn outputs(
             (Format::Guestinfo, None) => printed.push_str(&guestinfo_lines(b, encoding)),
             (Format::Govc, None) => printed.push_str(&govc_command(b, encoding)),
             (Format::Dir | Format::Fwcfg, None) => {
-                return Err(Error::new(
+                return Err(Error::invalid(
                     Stage::Usage,
                     "--out",
                     "this format writes files: pass --out DIR",

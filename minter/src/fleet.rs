@@ -23,7 +23,7 @@ pub enum Network {
 
 /// `dhcp` | `dhcp6` | `static:ADDR/PREFIX[,gw=IP][,dns=IP]...`
 pub fn parse_network(v: &str) -> Result<Network> {
-    let bad = |m: String| Error::new(Stage::Usage, "--network", m);
+    let bad = |m: String| Error::invalid(Stage::Usage, "--network", m);
     match v {
         "dhcp" | "dhcp4" => return Ok(Network::Dhcp4),
         "dhcp6" => return Ok(Network::Dhcp6),
@@ -69,7 +69,7 @@ pub fn mac_plus(mac: &str, i: u32) -> Result<String> {
         .collect();
     let low = u32::from_be_bytes([0, b[3], b[4], b[5]]) + i;
     if low > 0xff_ffff {
-        return Err(Error::new(
+        return Err(Error::invalid(
             Stage::Usage,
             "--mac",
             format!("{mac} + {i} leaves the NIC-specific part of the address"),
@@ -86,7 +86,7 @@ pub fn mac_plus(mac: &str, i: u32) -> Result<String> {
 pub fn random_mac() -> Result<String> {
     let mut b = [0u8; 6];
     getrandom::fill(&mut b)
-        .map_err(|e| Error::new(Stage::Mint, "random", e.to_string()).with_kind(ErrorKind::Io))?;
+        .map_err(|e| Error::of(ErrorKind::Io, Stage::Mint, "random", e.to_string()))?;
     b[0] = (b[0] & 0xfc) | 0x02;
     Ok(b.iter()
         .map(|x| format!("{x:02x}"))
@@ -115,7 +115,7 @@ pub fn node_names(node: &str, nodes: u32) -> Vec<String> {
 
 pub fn build(input: &Input) -> Result<Vec<NodeBundle>> {
     if input.nodes == 0 || input.nodes > MAX_NODES {
-        return Err(Error::new(
+        return Err(Error::invalid(
             Stage::Usage,
             "--nodes",
             format!("must be 1-{MAX_NODES}"),
@@ -123,21 +123,21 @@ pub fn build(input: &Input) -> Result<Vec<NodeBundle>> {
     }
     if input.nodes > 1 {
         if input.spec.role != Role::Worker {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Usage,
                 "--nodes",
                 "only worker bundles come in fleets (one init node; control planes join one by one)",
             ));
         }
         if input.token.is_some() {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Usage,
                 "--token",
                 "each of --nodes N gets its own token; leave --token out",
             ));
         }
         if matches!(input.network, Network::Static { .. }) {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Usage,
                 "--network",
                 "a static address names one node; use --nodes 1",
@@ -147,7 +147,7 @@ pub fn build(input: &Input) -> Result<Vec<NodeBundle>> {
     let mut out = Vec::with_capacity(input.nodes as usize);
     for (i, name) in node_names(&input.node, input.nodes).into_iter().enumerate() {
         if name.len() > 63 {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Usage,
                 "--node",
                 format!("node name {name:?} is longer than 63 characters"),

@@ -40,7 +40,7 @@ impl Algorithm {
             .into_iter()
             .find(|a| a.name() == s.to_ascii_lowercase() || a.kubeadm_name() == s)
             .ok_or_else(|| {
-                Error::new(
+                Error::invalid(
                     Stage::Mint,
                     "--algorithm",
                     format!(
@@ -85,7 +85,7 @@ pub struct Key {
 
 impl Key {
     pub fn generate(algorithm: Algorithm) -> Result<Key> {
-        let gen_err = |e: String| Error::new(Stage::Mint, "key generation", e);
+        let gen_err = |e: String| Error::internal(Stage::Mint, "key generation", e);
         if let Some(bits) = algorithm.rsa_bits() {
             use rsa::pkcs1::EncodeRsaPrivateKey;
             use rsa::pkcs8::EncodePrivateKey;
@@ -119,8 +119,8 @@ impl Key {
     pub fn from_pem(pem_text: &str, place: &str) -> Result<Key> {
         let block = x509_parser::pem::Pem::iter_from_buffer(pem_text.as_bytes())
             .next()
-            .ok_or_else(|| Error::new(Stage::Mint, place, "no PEM block"))?
-            .map_err(|e| Error::new(Stage::Mint, place, format!("bad PEM: {e}")))?;
+            .ok_or_else(|| Error::invalid(Stage::Mint, place, "no PEM block"))?
+            .map_err(|e| Error::invalid(Stage::Mint, place, format!("bad PEM: {e}")))?;
         let (pkcs8, algorithm) = match block.label.as_str() {
             "RSA PRIVATE KEY" => {
                 let pkcs8 = der::pkcs1_to_pkcs8(&block.contents).map_err(|e| e.within(place))?;
@@ -149,15 +149,16 @@ impl Key {
                 (block.contents.clone(), algorithm)
             }
             other => {
-                return Err(Error::new(
+                return Err(Error::invalid(
                     Stage::Mint,
                     place,
                     format!("expected a private key PEM, found {other:?}"),
                 ));
             }
         };
-        let pair = KeyPair::try_from(pkcs8)
-            .map_err(|e| Error::new(Stage::Mint, place, format!("unusable private key: {e}")))?;
+        let pair = KeyPair::try_from(pkcs8).map_err(|e| {
+            Error::invalid(Stage::Mint, place, format!("unusable private key: {e}"))
+        })?;
         Ok(Key {
             algorithm,
             private_pem: pem_text.to_string(),
@@ -180,7 +181,7 @@ fn rsa_algorithm(pkcs8: &[u8], place: &str) -> Result<Algorithm> {
     use rsa::pkcs8::DecodePrivateKey;
     use rsa::traits::PublicKeyParts;
     let key = rsa::RsaPrivateKey::from_pkcs8_der(pkcs8)
-        .map_err(|e| Error::new(Stage::Mint, place, format!("bad RSA key: {e}")))?;
+        .map_err(|e| Error::invalid(Stage::Mint, place, format!("bad RSA key: {e}")))?;
     match key.size() * 8 {
         2048 => Ok(Algorithm::Rsa2048),
         4096 => Ok(Algorithm::Rsa4096),
@@ -210,7 +211,7 @@ pub use libnodeagent::pki::der::pem_encode;
 pub fn random_serial() -> Result<rcgen::SerialNumber> {
     let mut b = [0u8; 16];
     getrandom::fill(&mut b)
-        .map_err(|e| Error::new(Stage::Mint, "random", e.to_string()).with_kind(ErrorKind::Io))?;
+        .map_err(|e| Error::of(ErrorKind::Io, Stage::Mint, "random", e.to_string()))?;
     b[0] = (b[0] & 0x7f).max(1);
     Ok(rcgen::SerialNumber::from_slice(&b))
 }
@@ -229,7 +230,7 @@ pub fn ca_certificate(key: &Key, now: OffsetDateTime, validity: Duration) -> Res
     p.distinguished_name = rcgen::DistinguishedName::new();
     let cn = "kubernetes"
         .try_into()
-        .map_err(|e: rcgen::Error| Error::new(Stage::Mint, "CA subject", e.to_string()))?;
+        .map_err(|e: rcgen::Error| Error::internal(Stage::Mint, "CA subject", e.to_string()))?;
     p.distinguished_name
         .push(DnType::CommonName, DnValue::PrintableString(cn));
     p.serial_number = Some(random_serial()?);
@@ -244,7 +245,7 @@ pub fn ca_certificate(key: &Key, now: OffsetDateTime, validity: Duration) -> Res
     p.key_identifier_method = KeyIdMethod::PreSpecified(go_key_id(key.pair()));
     let cert = p
         .self_signed(key.pair())
-        .map_err(|e| Error::new(Stage::Mint, "CA certificate", e.to_string()))?;
+        .map_err(|e| Error::internal(Stage::Mint, "CA certificate", e.to_string()))?;
     Ok(cert.pem())
 }
 
@@ -260,7 +261,7 @@ pub fn client_certificate(
 ) -> Result<(String, String)> {
     let ca_key = Key::from_pem(&ca.key_pem, "ca.key")?;
     let issuer = rcgen::Issuer::from_ca_cert_pem(&ca.cert_pem, ca_key.pair()).map_err(|e| {
-        Error::new(
+        Error::invalid(
             Stage::Mint,
             "ca.crt",
             format!("unusable CA certificate: {e}"),
@@ -285,18 +286,18 @@ pub fn client_certificate(
     p.use_authority_key_identifier_extension = true;
     let cert = p
         .signed_by(key.pair(), &issuer)
-        .map_err(|e| Error::new(Stage::Mint, "client certificate", e.to_string()))?;
+        .map_err(|e| Error::internal(Stage::Mint, "client certificate", e.to_string()))?;
     Ok((cert.pem(), key.private_pem))
 }
 
 fn ca_not_before(cert_pem: &str) -> Result<OffsetDateTime> {
     let block = x509_parser::pem::Pem::iter_from_buffer(cert_pem.as_bytes())
         .next()
-        .ok_or_else(|| Error::new(Stage::Mint, "ca.crt", "no PEM block"))?
-        .map_err(|e| Error::new(Stage::Mint, "ca.crt", e.to_string()))?;
+        .ok_or_else(|| Error::invalid(Stage::Mint, "ca.crt", "no PEM block"))?
+        .map_err(|e| Error::invalid(Stage::Mint, "ca.crt", e.to_string()))?;
     let cert = block
         .parse_x509()
-        .map_err(|e| Error::new(Stage::Mint, "ca.crt", e.to_string()))?;
+        .map_err(|e| Error::invalid(Stage::Mint, "ca.crt", e.to_string()))?;
     Ok(cert.validity().not_before.to_datetime())
 }
 
@@ -341,7 +342,11 @@ impl Pki {
                     .into_iter()
                     .map(|h| {
                         h.join().unwrap_or_else(|_| {
-                            Err(Error::new(Stage::Mint, "key generation", "thread panicked"))
+                            Err(Error::internal(
+                                Stage::Mint,
+                                "key generation",
+                                "thread panicked",
+                            ))
                         })
                     })
                     .collect()
@@ -394,7 +399,7 @@ impl Pki {
     pub fn write(&self, dir: &Path, force: bool) -> Result<()> {
         let existing = FILES.iter().find(|(n, _)| dir.join(n).exists());
         if let (false, Some((name, _))) = (force, existing) {
-            return Err(Error::new(
+            return Err(Error::conflict(
                 Stage::Mint,
                 dir.join(name).display().to_string(),
                 "a PKI already exists here; refusing to overwrite it (use --force to replace it)",
@@ -455,16 +460,16 @@ impl Pki {
             let key = Key::from_pem(&ca.key_pem, &format!("{name}.key"))?;
             let block = x509_parser::pem::Pem::iter_from_buffer(ca.cert_pem.as_bytes())
                 .next()
-                .ok_or_else(|| Error::new(Stage::Mint, format!("{name}.crt"), "no PEM block"))?
-                .map_err(|e| Error::new(Stage::Mint, format!("{name}.crt"), e.to_string()))?;
+                .ok_or_else(|| Error::invalid(Stage::Mint, format!("{name}.crt"), "no PEM block"))?
+                .map_err(|e| Error::invalid(Stage::Mint, format!("{name}.crt"), e.to_string()))?;
             let cert = block
                 .parse_x509()
-                .map_err(|e| Error::new(Stage::Mint, format!("{name}.crt"), e.to_string()))?;
+                .map_err(|e| Error::invalid(Stage::Mint, format!("{name}.crt"), e.to_string()))?;
             use rcgen::PublicKeyData;
             if cert.tbs_certificate.subject_pki.raw
                 != key.pair().subject_public_key_info().as_slice()
             {
-                return Err(Error::new(
+                return Err(Error::conflict(
                     Stage::Mint,
                     format!("{name}.key"),
                     "does not match the certificate",

@@ -83,7 +83,7 @@ pub struct Parsed {
 /// Read CAPI Secrets (any order, other objects ignored) back into a PKI. `cluster` picks one
 /// cluster when the stream holds several. `data` (base64) and `stringData` are both read.
 pub fn parse(yaml: &str, cluster: Option<&str>) -> Result<Parsed> {
-    let err = |place: String, m: String| Error::new(Stage::Mint, place, m);
+    let err = |place: String, m: String| Error::invalid(Stage::Mint, place, m);
     if yaml.len() > MAX_SECRETS_BYTES {
         return Err(Error::too_large(
             Stage::Mint,
@@ -164,14 +164,14 @@ fn secret_data(v: &serde_json::Value, name: &str) -> Result<BTreeMap<String, Str
             let bytes = b64()
                 .decode(val.split_whitespace().collect::<String>())
                 .map_err(|e| {
-                    Error::new(
+                    Error::invalid(
                         Stage::Mint,
                         format!("Secret {name} data.{k}"),
                         format!("not base64: {e}"),
                     )
                 })?;
             let text = String::from_utf8(bytes).map_err(|_| {
-                Error::new(
+                Error::invalid(
                     Stage::Mint,
                     format!("Secret {name} data.{k}"),
                     "not UTF-8 PEM text",
@@ -204,7 +204,7 @@ fn pick_cluster(cluster: Option<&str>, clusters: &[&str]) -> Result<String> {
             ));
         }
         (None, many) => {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Mint,
                 "--from-secrets",
                 format!(

@@ -21,9 +21,8 @@ fn random_chars(n: usize) -> Result<String> {
     let mut out = String::with_capacity(n);
     let mut buf = [0u8; 32];
     while out.len() < n {
-        getrandom::fill(&mut buf).map_err(|e| {
-            Error::new(Stage::Mint, "random", e.to_string()).with_kind(ErrorKind::Io)
-        })?;
+        getrandom::fill(&mut buf)
+            .map_err(|e| Error::of(ErrorKind::Io, Stage::Mint, "random", e.to_string()))?;
         // 252 = 7 * 36: bytes at or above it would bias the draw.
         for &b in buf.iter().filter(|b| **b < 252) {
             if out.len() == n {
@@ -44,7 +43,7 @@ pub fn parse(token: &str) -> Result<(&str, &str)> {
     };
     match token.split_once('.') {
         Some((id, secret)) if ok(id, 6) && ok(secret, 16) => Ok((id, secret)),
-        _ => Err(Error::new(
+        _ => Err(Error::invalid(
             Stage::Usage,
             "--token",
             "not a bootstrap token: want [a-z0-9]{6}.[a-z0-9]{16}",
@@ -69,7 +68,7 @@ pub fn secret_manifest(token: &str, ttl: Duration, now: OffsetDateTime) -> Resul
         .replace_nanosecond(0)
         .expect("zero nanoseconds is valid")
         .format(&time::format_description::well_known::Rfc3339)
-        .map_err(|e| Error::new(Stage::Mint, "--ttl", e.to_string()))?;
+        .map_err(|e| Error::internal(Stage::Mint, "--ttl", e.to_string()))?;
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     let data = [
         (

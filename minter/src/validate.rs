@@ -4,7 +4,7 @@ use libnodeagent::base::error::{Error, Result, Stage};
 use std::net::IpAddr;
 
 fn bad(flag: &str, message: String) -> Error {
-    Error::new(Stage::Usage, flag, message)
+    Error::invalid(Stage::Usage, flag, message)
 }
 
 /// `HOST:PORT` with HOST an IPv4 address, `[IPv6]` or a DNS name; returns it normalized.
@@ -153,7 +153,7 @@ pub fn duration(
     units: &[DurationUnit],
     hint: &str,
 ) -> Result<time::Duration> {
-    let bad = || Error::new(stage, flag, format!("bad duration {s:?}: {hint}"));
+    let bad = || Error::invalid(stage, flag, format!("bad duration {s:?}: {hint}"));
     let split = s.len().saturating_sub(1);
     let (num, suffix) = (
         s.get(..split).ok_or_else(bad)?,
@@ -183,7 +183,7 @@ pub fn kubeadm_phase(flag: &str, v: &str) -> Result<String> {
     if ok {
         Ok(v.to_string())
     } else {
-        Err(Error::new(
+        Err(Error::invalid(
             Stage::Usage,
             flag,
             format!("{v:?} is not a kubeadm phase name (e.g. addon/kube-proxy)"),
@@ -206,7 +206,7 @@ pub fn kubeadm_timeout_name(flag: &str, v: &str) -> Result<String> {
     if KUBEADM_TIMEOUTS.contains(&v) {
         Ok(v.to_string())
     } else {
-        Err(Error::new(
+        Err(Error::invalid(
             Stage::Usage,
             flag,
             format!(
@@ -244,7 +244,7 @@ pub fn go_duration(flag: &str, v: &str) -> Result<String> {
     if parts > 0 && v.bytes().any(|b| (b'1'..=b'9').contains(&b)) {
         Ok(v.to_string())
     } else {
-        Err(Error::new(
+        Err(Error::invalid(
             Stage::Usage,
             flag,
             format!("{v:?} is not a duration such as 90s, 15m or 1h30m"),

@@ -140,10 +140,11 @@ fn a_restore_that_fails_ends_the_retries() {
         _ => unreachable!(),
     };
     let restore = || {
-        Err(libnodeagent::base::error::Error::new(
+        Err(libnodeagent::base::error::Error::io(
             libnodeagent::base::error::Stage::Apply,
             "/etc/kubernetes/pki/ca.key",
-            "disk full",
+            "cannot write",
+            std::io::Error::from(std::io::ErrorKind::StorageFull),
         ))
     };
     let err = execute_restoring(

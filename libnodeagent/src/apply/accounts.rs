@@ -65,7 +65,7 @@ fn lock(t: &Target) -> Result<PwLock> {
             return Err(Error::io(Stage::Apply, PLACE, "lock", e));
         }
         if Instant::now() >= deadline {
-            return Err(Error::new(
+            return Err(Error::timeout(
                 Stage::Apply,
                 PLACE,
                 "another program holds the account database lock (waited 15 s)",

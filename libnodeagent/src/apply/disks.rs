@@ -64,7 +64,7 @@ pub fn sfdisk_script(
         "mbr" | "dos" | "" => "dos",
         "gpt" => "gpt",
         other => {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Apply,
                 "disk_setup.table_type",
                 format!("{other:?} is not mbr or gpt"),
@@ -73,7 +73,7 @@ pub fn sfdisk_script(
     };
     let sum: u32 = layout.iter().map(|l| l.0).sum();
     if sum > 100 || layout.iter().any(|l| l.0 == 0) {
-        return Err(Error::new(
+        return Err(Error::invalid(
             Stage::Apply,
             "disk_setup.layout",
             "partition sizes must be 1..100 percent and sum to at most 100",
@@ -94,7 +94,7 @@ pub fn sfdisk_script(
             .map(|t| format!("type={t}"))
             .unwrap_or_else(|| "type=L".into());
         if t.contains(['\n', ',']) {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Apply,
                 "disk_setup.layout",
                 "bad partition type",
@@ -121,12 +121,14 @@ fn settle_device(dev: &str) -> Result<()> {
         ],
         None,
     );
-    ensure(
-        std::path::Path::new(dev).exists(),
+    if std::path::Path::new(dev).exists() {
+        return Ok(());
+    }
+    Err(Error::not_found(
         Stage::Apply,
         dev,
-        || "device did not exist and did not appear after udevadm settle",
-    )
+        "device did not exist and did not appear after udevadm settle",
+    ))
 }
 
 pub fn disk_setup(ctx: &mut Ctx<'_>, d: &DiskSetupSpec) -> Result<Outcome> {
@@ -204,7 +206,7 @@ pub fn fs_setup(ctx: &mut Ctx<'_>, f: &FsSetupSpec) -> Result<Outcome> {
 fn make_fs(fs: &crate::plan::FsSpec, dev: &str, place: &str) -> Result<()> {
     check_device(dev, place)?;
     if !fs.filesystem.bytes().all(|b| b.is_ascii_alphanumeric()) || fs.filesystem.is_empty() {
-        return Err(Error::new(
+        return Err(Error::invalid(
             Stage::Apply,
             place,
             format!("filesystem {:?} is not a mkfs type", fs.filesystem),

@@ -71,7 +71,7 @@ pub fn read_regular(dir: &Dir, name: &str, place: &str, max: u64) -> Result<Opti
             Ok(Some(v))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Err(Error::new(
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Err(Error::conflict(
             Stage::Apply,
             place,
             "is a symlink; not followed",
@@ -87,7 +87,7 @@ pub fn locate<'a>(t: &Target, abs: &'a str) -> Result<(Option<Dir>, &'a str)> {
     let (parent, name) = abs
         .rsplit_once('/')
         .filter(|(_, n)| !n.is_empty() && *n != ".")
-        .ok_or_else(|| Error::new(Stage::Apply, abs, "no file name"))?;
+        .ok_or_else(|| Error::invalid(Stage::Apply, abs, "no file name"))?;
     match Dir::reach(&t.root, parent) {
         Ok((d, missing)) if missing.is_empty() => Ok((Some(d), name)),
         Ok(_) => Ok((None, name)),
@@ -98,7 +98,7 @@ pub fn locate<'a>(t: &Target, abs: &'a str) -> Result<(Option<Dir>, &'a str)> {
 /// A walk's error at `place`: a link not followed says so, others are I/O errors.
 fn reach_error(place: &str, e: std::io::Error) -> Error {
     if crate::base::confine::is_untrusted_link(&e) {
-        Error::new(Stage::Apply, place, e.to_string())
+        Error::conflict(Stage::Apply, place, e.to_string())
     } else {
         Error::io(Stage::Apply, place, "", e)
     }
@@ -182,7 +182,7 @@ fn owner_id(
 ) -> Option<Result<u32>> {
     let name = name?;
     Some(lookup(name).ok_or_else(|| {
-        Error::new(
+        Error::not_found(
             Stage::Apply,
             &f.path,
             format!("owner: unknown {what} {name:?} in the target's /etc/{table}"),
@@ -233,9 +233,9 @@ impl Dirs {
         }
         let (dir, holder) = Dir::reach_or_make(&t.root, parent, 0o755, uid, gid).map_err(|e| {
             if crate::base::confine::is_untrusted_link(&e) {
-                Error::new(Stage::Apply, place, e.to_string())
+                Error::conflict(Stage::Apply, place, e.to_string())
             } else {
-                Error::new(Stage::Apply, place, format!("mkdir {parent}: {e}"))
+                Error::io(Stage::Apply, place, &format!("mkdir {parent}"), e)
             }
         })?;
         let dir = Arc::new(dir);
@@ -268,7 +268,7 @@ fn prepare<'a>(t: &Target, f: &'a FileWrite, db: &UserDb, dirs: &mut Dirs) -> Re
     };
     let kind = existing.map(|st| st.st_mode & libc::S_IFMT);
     if kind == Some(libc::S_IFDIR) {
-        return Err(Error::new(Stage::Apply, place, "is a directory"));
+        return Err(Error::conflict(Stage::Apply, place, "is a directory"));
     }
     let regular = existing.filter(|_| kind == Some(libc::S_IFREG));
     let (uid, gid) = owner_ids(f, db, regular.map(|st| (st.st_uid, st.st_gid)))?;

@@ -46,7 +46,7 @@ pub fn make_home(
         .rsplit_once('/')
         .filter(|(_, n)| !n.is_empty())
     else {
-        return Err(Error::new(
+        return Err(Error::invalid(
             Stage::Apply,
             place,
             "home directory has no parent",
@@ -91,7 +91,7 @@ fn copy_tree(
     let at = from.path().display().to_string();
     let err = |e: std::io::Error| Error::io(Stage::Apply, &at, "skel", e);
     if depth > SKEL_DEPTH {
-        return Err(Error::new(
+        return Err(Error::too_large(
             Stage::Apply,
             &at,
             "skeleton directory nested too deep",

@@ -153,7 +153,7 @@ fn localhost_hosts(t: &super::Target, address: &str, h: &HostnameSpec) -> Result
     Ok(match current {
         Some(bytes) => {
             let text = String::from_utf8(bytes).map_err(|e| {
-                Error::new(
+                Error::invalid(
                     Stage::Apply,
                     "/etc/hosts",
                     format!(

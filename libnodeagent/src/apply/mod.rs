@@ -68,10 +68,10 @@ impl Target {
     /// `abs` is an absolute in-target path without `..` or NUL.
     pub fn check(abs: &str) -> Result<()> {
         if !abs.starts_with('/') || abs.contains('\0') {
-            return Err(Error::new(Stage::Apply, abs, "not an absolute path"));
+            return Err(Error::invalid(Stage::Apply, abs, "not an absolute path"));
         }
         if abs.split('/').any(|c| c == "..") {
-            return Err(Error::new(Stage::Apply, abs, "path contains `..`"));
+            return Err(Error::invalid(Stage::Apply, abs, "path contains `..`"));
         }
         Ok(())
     }

@@ -53,7 +53,7 @@ pub fn detect(t: &Target, wanted: &str) -> Result<Client> {
 /// `detect` without the probe: an error when the wanted client is not installed.
 pub fn choose(wanted: &str, chrony: bool, timesyncd: bool) -> Result<Client> {
     let missing = |c: &str| {
-        Error::new(
+        Error::not_found(
             Stage::Apply,
             "ntp.ntp_client",
             format!("{c} is not installed in the image"),
@@ -66,12 +66,12 @@ pub fn choose(wanted: &str, chrony: bool, timesyncd: bool) -> Result<Client> {
         "systemd-timesyncd" => Err(missing("systemd-timesyncd")),
         "auto" | "" if chrony => Ok(Client::Chrony),
         "auto" | "" if timesyncd => Ok(Client::Timesyncd),
-        "auto" | "" => Err(Error::new(
+        "auto" | "" => Err(Error::not_found(
             Stage::Apply,
             "ntp",
             "the image has neither chrony nor systemd-timesyncd",
         )),
-        other => Err(Error::new(
+        other => Err(Error::unsupported(
             Stage::Apply,
             "ntp.ntp_client",
             format!("{other:?} is not supported (chrony, systemd-timesyncd, auto)"),
@@ -199,7 +199,7 @@ pub fn apply(ctx: &mut Ctx<'_>, n: &NtpSpec) -> Result<Outcome> {
     }
     for s in n.servers.iter().chain(&n.pools) {
         if s.is_empty() || s.contains(|c: char| c.is_whitespace() || c.is_control()) {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Apply,
                 "ntp",
                 format!("{s:?} is not a host name"),

@@ -102,11 +102,7 @@ fn write_record(rc: &Path, status: i32, ended: bool, place: &str) -> Result<()> 
     };
     crate::base::fsio::write_atomic(rc, text.as_bytes(), &crate::base::fsio::Options::new(0o600))
         .map_err(|e| {
-            Error::new(
-                Stage::Apply,
-                place,
-                format!("cannot record the status: {e}"),
-            )
+            Error::caused(Stage::Apply, place, e).map_message(|_| "cannot record the status".into())
         })
 }
 
@@ -634,7 +630,7 @@ fn inside(ctx: &Ctx<'_>, p: &Path) -> Result<String> {
         p.to_path_buf()
     } else {
         Path::new("/").join(p.strip_prefix(&t.root).map_err(|_| {
-            Error::new(
+            Error::invalid(
                 Stage::Apply,
                 p.display().to_string(),
                 "state outside the root",
@@ -643,7 +639,7 @@ fn inside(ctx: &Ctx<'_>, p: &Path) -> Result<String> {
     };
     rel.to_str()
         .map(str::to_string)
-        .ok_or_else(|| Error::new(Stage::Apply, p.display().to_string(), "path is not UTF-8"))
+        .ok_or_else(|| Error::invalid(Stage::Apply, p.display().to_string(), "path is not UTF-8"))
 }
 
 /// Write the program for the steps from `live.pos` on (script.rs) and start it under its
@@ -717,11 +713,7 @@ fn start(ctx: &mut Ctx<'_>, live: &mut Live<'_>) -> Result<()> {
         &crate::base::fsio::Options::new(0o600),
     )
     .map_err(|e| {
-        Error::new(
-            Stage::Apply,
-            live.list,
-            format!("cannot write its script: {e}"),
-        )
+        Error::caused(Stage::Apply, live.list, e).map_message(|_| "cannot write its script".into())
     })?;
     if steps[..program.parts]
         .iter()

@@ -367,14 +367,14 @@ pub fn user(ctx: &mut Ctx<'_>, u: &UserSpec, new_user: Option<&str>) -> Result<O
         check_name(g, &place)?;
     }
     if (u.no_create_home || u.system) && !u.ssh_authorized_keys.is_empty() {
-        return Err(Error::new(
+        return Err(Error::invalid(
             Stage::Apply,
             &place,
             "ssh_authorized_keys need a home directory (no_create_home/system set)",
         ));
     }
     if u.passwd.as_ref().is_some_and(|h| h.contains(['\n', ':'])) {
-        return Err(Error::new(
+        return Err(Error::invalid(
             Stage::Apply,
             &place,
             "the passwd value is not a password hash",
@@ -485,10 +485,11 @@ fn ssh_files(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Resul
     ssh.create_new("authorized_keys", b"", uid, gid, 0o600)
         .map(drop)
         .map_err(|e| {
-            Error::new(
+            Error::io(
                 Stage::Apply,
                 place,
-                format!("{ssh_dir}/authorized_keys: {e}"),
+                &format!("{ssh_dir}/authorized_keys"),
+                e,
             )
         })
 }
@@ -524,7 +525,7 @@ fn sudo(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()>
     let mut text = format!("# Written by nodeagent for user {}\n", u.name);
     for rule in &u.sudo {
         if rule.contains('\n') {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Apply,
                 place,
                 "sudo: a rule must be one line",
@@ -539,9 +540,9 @@ fn sudo(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()>
     // `/etc/sudoers.d` link in the image chmodded a directory of the host), then changed
     // through a descriptor of what was resolved, opened without following a link.
     let (dir, _) = crate::base::confine::Dir::make(&t.root, "/etc/sudoers.d", 0o750, 0, 0)
-        .map_err(|e| Error::new(Stage::Apply, place, format!("mkdir /etc/sudoers.d: {e}")))?;
+        .map_err(|e| Error::io(Stage::Apply, place, "mkdir /etc/sudoers.d", e))?;
     dir.set_mode(0o750)
-        .map_err(|e| Error::new(Stage::Apply, place, format!("chmod /etc/sudoers.d: {e}")))?;
+        .map_err(|e| Error::io(Stage::Apply, place, "chmod /etc/sudoers.d", e))?;
     // Validate before it can take effect: a broken sudoers.d file disables sudo entirely.
     // Rules of the forms sudo is known to accept (CAPV's among them) need no visudo process.
     let known_good = u.sudo.iter().all(|r| KNOWN_GOOD_SUDO.contains(&r.as_str()));
@@ -552,7 +553,8 @@ fn sudo(ctx: &mut Ctx<'_>, u: &UserSpec, db: &UserDb, place: &str) -> Result<()>
         let res = commands::run_tool(&t, &["visudo", "-cf", &check], None);
         let _ = dir.remove_tree(check.trim_start_matches("/etc/sudoers.d/"));
         res.map_err(|e| {
-            Error::new(
+            Error::of(
+                e.kind(),
                 Stage::Apply,
                 place,
                 format!("sudo rule rejected by visudo: {}", e.detail()),
@@ -602,7 +604,7 @@ fn keys(
         )
     })?;
     if !home.starts_with('/') {
-        return Err(Error::new(
+        return Err(Error::conflict(
             Stage::Apply,
             place,
             format!("home directory {home:?} is not absolute"),
@@ -614,7 +616,7 @@ fn keys(
     // so `.ssh` swapped for a link to /root/.ssh, or authorized_keys for a link to a
     // root-only file, is never followed.
     let Some(home_dir) = open_home(&t, &home, Some((uid, gid)), place)? else {
-        return Err(Error::new(
+        return Err(Error::conflict(
             Stage::Apply,
             place,
             format!("home directory {home} is not a directory; not followed"),
@@ -622,11 +624,11 @@ fn keys(
     };
     let ssh = home_dir.subdir(".ssh", 0o700).map_err(|e| {
         let why = match e.raw_os_error() {
-            Some(libc::ELOOP) => "is a symlink; not followed".to_string(),
-            Some(libc::ENOTDIR) => "is not a directory".to_string(),
-            _ => e.to_string(),
+            Some(libc::ELOOP) => "is a symlink; not followed",
+            Some(libc::ENOTDIR) => "is not a directory",
+            _ => return Error::io(Stage::Apply, place, &ssh_dir, e),
         };
-        Error::new(Stage::Apply, place, format!("{ssh_dir} {why}"))
+        Error::conflict(Stage::Apply, place, format!("{ssh_dir} {why}"))
     })?;
     let io = |e| Error::io(Stage::Apply, place, &ssh_dir, e);
     ssh.set_owner_mode(uid, gid, 0o700).map_err(io)?;

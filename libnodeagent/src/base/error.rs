@@ -46,12 +46,17 @@ pub enum ErrorKind {
     /// An operating-system call failed; the `io::Error` is the source.
     Io,
     /// A command ran and failed (non-zero exit, killed by a signal, output over its cap).
+    /// A tool's refusal of what nodeagent gave it is this kind too, whatever the tool's reason
+    /// (kubeadm's `config validate` or preflight, visudo's check of a sudo rule): the message
+    /// carries the tool's words; `invalid` is only for what nodeagent's own checks reject.
     CommandFailed,
     /// A bounded wait ran out.
     Timeout,
-    /// The platform channel (guestinfo, OVF environment, fw_cfg) is absent or refused.
+    /// The platform channel (guestinfo, OVF environment, fw_cfg) is absent or refused (no
+    /// transport has data; neither rpctool nor vmtoolsd is there, or both fail).
     Unavailable,
-    /// A bug in nodeagent (a panic caught at the edge and reported).
+    /// A bug in nodeagent (a panic caught at the edge and reported), or a library failing on
+    /// what nodeagent made itself (signing its own certificate, dumping its own YAML).
     Internal,
 }
 
@@ -105,8 +110,9 @@ impl PartialEq for Error {
 impl Eq for Error {}
 
 impl Error {
-    /// Invalid input (the common case); see [`Error::with_kind`] for the others.
-    pub fn new(stage: Stage, place: impl Into<String>, message: impl Into<String>) -> Self {
+    /// Malformed input (kind `invalid`): syntax, a wrong type, an unknown key, a value out of
+    /// its domain. Not for a failed call, tool or wait: each has its constructor below.
+    pub fn invalid(stage: Stage, place: impl Into<String>, message: impl Into<String>) -> Self {
         Error::of(ErrorKind::Invalid, stage, place, message)
     }
     /// An error of the given kind.
@@ -131,6 +137,34 @@ impl Error {
     /// Input over a limit (kind `too-large`).
     pub fn too_large(stage: Stage, place: impl Into<String>, message: impl Into<String>) -> Self {
         Error::of(ErrorKind::TooLarge, stage, place, message)
+    }
+    /// The node's existing state contradicts the plan (kind `conflict`).
+    pub fn conflict(stage: Stage, place: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::of(ErrorKind::Conflict, stage, place, message)
+    }
+    /// A named user, group, file, device or tool does not exist (kind `not-found`).
+    pub fn not_found(stage: Stage, place: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::of(ErrorKind::NotFound, stage, place, message)
+    }
+    /// A command ran and failed, or refused what it was given (kind `command-failed`).
+    pub fn command_failed(
+        stage: Stage,
+        place: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Error::of(ErrorKind::CommandFailed, stage, place, message)
+    }
+    /// A bounded wait ran out (kind `timeout`).
+    pub fn timeout(stage: Stage, place: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::of(ErrorKind::Timeout, stage, place, message)
+    }
+    /// The platform channel is absent or refused (kind `unavailable`).
+    pub fn unavailable(stage: Stage, place: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::of(ErrorKind::Unavailable, stage, place, message)
+    }
+    /// A bug in nodeagent, or a library failing on what nodeagent made itself (kind `internal`).
+    pub fn internal(stage: Stage, place: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::of(ErrorKind::Internal, stage, place, message)
     }
     /// An operating-system call failed: `what` says which (`cannot read`), the `io::Error`
     /// stays the source. The kind is `not-found` for `NotFound`, `timeout` for `TimedOut`,
@@ -206,7 +240,7 @@ pub fn ensure<M: Into<String>>(
     if valid {
         Ok(())
     } else {
-        Err(Error::new(stage, place, message()))
+        Err(Error::invalid(stage, place, message()))
     }
 }
 

@@ -105,6 +105,23 @@ pub enum ProcessError {
     Io { program: String, source: io::Error },
 }
 
+impl ProcessError {
+    /// The error kind it reports as: a wait that ran out is `timeout`; a failed start or
+    /// pipe is the kind of its `io::Error`.
+    pub fn kind(&self) -> crate::base::error::ErrorKind {
+        use crate::base::error::ErrorKind;
+        match self {
+            ProcessError::TimedOut { .. } | ProcessError::RunDeadline { .. } => ErrorKind::Timeout,
+            ProcessError::Spawn { source, .. } | ProcessError::Io { source, .. } => {
+                match source.kind() {
+                    io::ErrorKind::NotFound => ErrorKind::NotFound,
+                    _ => ErrorKind::Io,
+                }
+            }
+        }
+    }
+}
+
 /// `600s`, or `400 ms` when not a whole number of seconds.
 pub fn show_duration(d: Duration) -> String {
     if d.subsec_millis() == 0 {

@@ -310,7 +310,7 @@ impl State {
     /// rewritten by the next run.
     pub fn begin_instance(&self, iid: &str) -> Result<Journal> {
         if iid.is_empty() || iid.contains('\n') {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::State,
                 "instance-id",
                 "empty or multi-line instance-id",

@@ -209,7 +209,7 @@ pub fn read_all(doc: Doc, text: &str) -> Result<Vec<Node>> {
 pub fn read_bytes(doc: Doc, bytes: &[u8]) -> Result<Node> {
     check_size(doc, bytes.len())?;
     let text = std::str::from_utf8(bytes).map_err(|e| {
-        Error::new(
+        Error::invalid(
             doc.stage,
             doc.place(""),
             format!("not UTF-8 (invalid byte at offset {})", e.valid_up_to()),

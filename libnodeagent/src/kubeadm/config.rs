@@ -97,7 +97,7 @@ pub fn parse(text: &str, source: &str) -> Result<KubeadmConfig> {
             continue; // empty document (e.g. a trailing `---`)
         }
         if !matches!(node.value, yaml::Value::Map(_)) {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Kubeadm,
                 place(""),
                 "a document must be a mapping",
@@ -105,10 +105,10 @@ pub fn parse(text: &str, source: &str) -> Result<KubeadmConfig> {
         }
         let field = |k: &str| node.get(k).and_then(yaml::Node::as_str).map(str::to_string);
         let kind = field("kind").ok_or_else(|| {
-            Error::new(Stage::Kubeadm, place(""), "missing required field `kind`")
+            Error::invalid(Stage::Kubeadm, place(""), "missing required field `kind`")
         })?;
         let api = field("apiVersion").ok_or_else(|| {
-            Error::new(
+            Error::invalid(
                 Stage::Kubeadm,
                 place(&format!(" ({kind})")),
                 "missing required field `apiVersion`",
@@ -119,7 +119,7 @@ pub fn parse(text: &str, source: &str) -> Result<KubeadmConfig> {
         if let Some(group) = component_config_api(&kind) {
             // kubeadm refuses a component config under any other apiVersion.
             if api != group {
-                return Err(Error::new(
+                return Err(Error::invalid(
                     Stage::Kubeadm,
                     format!("{here}: apiVersion"),
                     format!("a {kind} is `{group}`, not `{api}`"),
@@ -209,7 +209,7 @@ fn component_config_api(kind: &str) -> Option<&'static str> {
 
 fn set_once<T>(slot: &mut Option<Doc<T>>, doc: Doc<T>, place: &str) -> Result<()> {
     if slot.is_some() {
-        return Err(Error::new(
+        return Err(Error::invalid(
             Stage::Kubeadm,
             place,
             "the same kind appears twice in the file",
@@ -231,7 +231,7 @@ fn typed<T: serde::de::DeserializeOwned>(
         } else {
             format!("{place}: {}", e.path)
         };
-        Error::new(Stage::Kubeadm, at, sanitize(&e.message))
+        Error::invalid(Stage::Kubeadm, at, sanitize(&e.message))
     })?;
     Ok(Doc {
         index,
@@ -269,7 +269,7 @@ struct Check<'a> {
 
 impl Check<'_> {
     fn fail(&self, path: &str, msg: impl Into<String>) -> Error {
-        Error::new(
+        Error::invalid(
             Stage::Kubeadm,
             format!("{}: {path}", self.place),
             msg.into(),

@@ -350,7 +350,7 @@ impl StepRun<'_, '_> {
                 && let Some(why) = refusal()
             {
                 return Err(Failed {
-                    kind: ErrorKind::Invalid,
+                    kind: ErrorKind::CommandFailed,
                     reason: format!("kubeadm join failed: {why}"),
                     tail: out.tail,
                 });

@@ -171,7 +171,7 @@ pub fn check(
         };
         ran += 1;
         if !out.status.success() {
-            return Err(Error::new(
+            return Err(Error::command_failed(
                 Stage::Kubeadm,
                 format!("step {}: {}", step.id, spec.config_path),
                 format!(

@@ -5,7 +5,7 @@ use super::inspect::{self, CertInfo};
 use crate::base::error::{Error, Result, Stage};
 
 fn fail(place: &str, msg: impl Into<String>) -> Error {
-    Error::new(Stage::Kubeadm, place, msg.into())
+    Error::invalid(Stage::Kubeadm, place, msg.into())
 }
 
 /// kubeadm's discovery hash of one certificate: `sha256:` + hex SHA-256 of the DER

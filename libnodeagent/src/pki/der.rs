@@ -15,7 +15,7 @@ pub const OID_P384: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.132.0.3
 pub const OID_RSA: ObjectIdentifier = pkcs1::ALGORITHM_OID;
 
 fn bad(why: impl std::fmt::Display) -> Error {
-    Error::new(Stage::Mint, "private key", format!("malformed DER: {why}"))
+    Error::invalid(Stage::Mint, "private key", format!("malformed DER: {why}"))
 }
 
 /// (algorithm OID, curve OID for EC keys, inner private key).
@@ -36,7 +36,7 @@ pub fn pkcs8_to_sec1(pkcs8: &[u8]) -> Result<Vec<u8>> {
     let curve = info
         .algorithm
         .parameters_oid()
-        .map_err(|_| Error::new(Stage::Mint, "private key", "EC key without curve"))?;
+        .map_err(|_| Error::invalid(Stage::Mint, "private key", "EC key without curve"))?;
     let mut ec = EcPrivateKey::from_der(info.private_key).map_err(bad)?;
     ec.parameters = Some(EcParameters::NamedCurve(curve));
     ec.to_der().map_err(bad)
@@ -46,7 +46,7 @@ pub fn pkcs8_to_sec1(pkcs8: &[u8]) -> Result<Vec<u8>> {
 pub fn sec1_to_pkcs8(sec1: &[u8]) -> Result<(Vec<u8>, ObjectIdentifier)> {
     let ec = EcPrivateKey::from_der(sec1).map_err(bad)?;
     let curve = ec.parameters.and_then(|p| p.named_curve()).ok_or_else(|| {
-        Error::new(
+        Error::invalid(
             Stage::Mint,
             "private key",
             "EC PRIVATE KEY without named-curve parameters",

@@ -13,7 +13,7 @@ pub fn discovery_hashes(ca_pem: &[u8]) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for (i, block) in x509_parser::pem::Pem::iter_from_buffer(ca_pem).enumerate() {
         let block = block.map_err(|e| {
-            Error::new(
+            Error::invalid(
                 Stage::Mint,
                 "CA certificate",
                 format!("PEM block {}: {e}", i + 1),
@@ -23,7 +23,7 @@ pub fn discovery_hashes(ca_pem: &[u8]) -> Result<Vec<String>> {
             continue;
         }
         let (_, cert) = x509_parser::parse_x509_certificate(&block.contents).map_err(|e| {
-            Error::new(
+            Error::invalid(
                 Stage::Mint,
                 "CA certificate",
                 format!("certificate {}: {e}", i + 1),

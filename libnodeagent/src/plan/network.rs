@@ -91,7 +91,7 @@ impl Ctx {
             self.warnings.push(format!("{place}: {msg}"));
             Ok(())
         } else {
-            Err(Error::new(Stage::Metadata, place, msg))
+            Err(Error::invalid(Stage::Metadata, place, msg))
         }
     }
 }
@@ -106,7 +106,7 @@ pub fn render_with(config: &Value, renderer: &str, compat: bool) -> Result<Rende
         "networkd" => devices.iter().flat_map(networkd_files).collect(),
         "netplan" => vec![netplan_file(&devices)],
         other => {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Metadata,
                 "network renderer",
                 format!("unknown renderer {other:?} (want networkd or netplan)"),
@@ -124,7 +124,7 @@ fn parse(config: &Value, ctx: &mut Ctx) -> Result<Vec<Device>> {
         Value::Null => return Ok(Vec::new()),
         Value::Object(m) => m,
         _ => {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Metadata,
                 "network",
                 "must be a mapping (netplan version 2)",
@@ -146,7 +146,7 @@ fn parse(config: &Value, ctx: &mut Ctx) -> Result<Vec<Device>> {
             ));
         }
         None => {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Metadata,
                 "network.version",
                 "missing (only netplan version 2 is supported)",
@@ -170,7 +170,7 @@ fn parse(config: &Value, ctx: &mut Ctx) -> Result<Vec<Device>> {
         None | Some(Value::Null) => return Ok(out),
         Some(Value::Object(m)) => m,
         Some(_) => {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Metadata,
                 "network.ethernets",
                 "must be a mapping",
@@ -202,7 +202,7 @@ fn parse(config: &Value, ctx: &mut Ctx) -> Result<Vec<Device>> {
         .windows(2)
         .find_map(|w| <&[_; 2]>::try_from(w).ok().filter(|[a, b]| a == b))
     {
-        return Err(Error::new(
+        return Err(Error::invalid(
             Stage::Metadata,
             "network.ethernets",
             format!("two devices are named {:?}", first),
@@ -250,7 +250,7 @@ fn device(id: &str, d: &Map<String, Value>, place: &str, ctx: &mut Ctx) -> Resul
     }
     if dev.name.is_empty() {
         if dev.mac.is_some() {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Metadata,
                 format!("{place}.set-name"),
                 "missing (a device matched by MAC needs set-name)",
@@ -282,7 +282,7 @@ fn check_devices(eths: &Map<String, Value>) -> Result<()> {
     } else {
         return Ok(());
     };
-    Err(Error::new(Stage::Metadata, place, msg))
+    Err(Error::invalid(Stage::Metadata, place, msg))
 }
 
 /// `match:` of an ethernets entry: only `macaddress` is supported.
@@ -333,7 +333,7 @@ fn nameservers(v: &Value, p: &str, dev: &mut Device) -> Result<()> {
                 for (i, a) in list(nv, &np)?.iter().enumerate() {
                     let s = string(a, &format!("{np}[{i}]"))?;
                     if s.is_empty() || s.contains(|c: char| c.is_whitespace() || c.is_control()) {
-                        return Err(Error::new(
+                        return Err(Error::invalid(
                             Stage::Metadata,
                             format!("{np}[{i}]"),
                             format!("{s:?} is not a domain"),
@@ -366,7 +366,7 @@ fn overrides(v: &Value, p: &str, ctx: &mut Ctx, v6: bool) -> Result<Vec<(String,
             "hostname" => {
                 let s = string(val, &kp)?;
                 if s.is_empty() || s.contains(|c: char| c.is_whitespace() || c.is_control()) {
-                    return Err(Error::new(
+                    return Err(Error::invalid(
                         Stage::Metadata,
                         &kp,
                         format!("{s:?} is not a host name"),
@@ -432,7 +432,11 @@ fn routes(v: &Value, p: &str) -> Result<Vec<Route>> {
             }
         }
         if route.to.is_empty() {
-            return Err(Error::new(Stage::Metadata, format!("{rp}.to"), "missing"));
+            return Err(Error::invalid(
+                Stage::Metadata,
+                format!("{rp}.to"),
+                "missing",
+            ));
         }
         out.push(route);
     }
@@ -442,14 +446,14 @@ fn routes(v: &Value, p: &str) -> Result<Vec<Route>> {
 fn mapping<'a>(v: &'a Value, p: &str) -> Result<&'a Map<String, Value>> {
     match v {
         Value::Object(m) => Ok(m),
-        _ => Err(Error::new(Stage::Metadata, p, "must be a mapping")),
+        _ => Err(Error::invalid(Stage::Metadata, p, "must be a mapping")),
     }
 }
 
 fn list<'a>(v: &'a Value, p: &str) -> Result<&'a Vec<Value>> {
     match v {
         Value::Array(a) => Ok(a),
-        _ => Err(Error::new(Stage::Metadata, p, "must be a list")),
+        _ => Err(Error::invalid(Stage::Metadata, p, "must be a list")),
     }
 }
 
@@ -457,7 +461,7 @@ fn string(v: &Value, p: &str) -> Result<String> {
     match v {
         Value::String(s) => Ok(s.clone()),
         Value::Number(n) => Ok(n.to_string()),
-        _ => Err(Error::new(Stage::Metadata, p, "must be a string")),
+        _ => Err(Error::invalid(Stage::Metadata, p, "must be a string")),
     }
 }
 
@@ -467,13 +471,13 @@ fn boolean(v: &Value, p: &str) -> Result<bool> {
         Value::String(s) => match s.to_ascii_lowercase().as_str() {
             "true" | "yes" | "on" => Ok(true),
             "false" | "no" | "off" => Ok(false),
-            _ => Err(Error::new(
+            _ => Err(Error::invalid(
                 Stage::Metadata,
                 p,
                 format!("{s:?} is not a boolean"),
             )),
         },
-        _ => Err(Error::new(Stage::Metadata, p, "must be a boolean")),
+        _ => Err(Error::invalid(Stage::Metadata, p, "must be a boolean")),
     }
 }
 
@@ -485,7 +489,7 @@ fn number(v: &Value, p: &str, min: u64, max: u64) -> Result<u64> {
     };
     match n {
         Some(n) if (min..=max).contains(&n) => Ok(n),
-        _ => Err(Error::new(
+        _ => Err(Error::invalid(
             Stage::Metadata,
             p,
             format!("{v} is not a number in {min}..={max}"),
@@ -504,7 +508,7 @@ fn iface_name(v: &Value, p: &str) -> Result<String> {
     if ok {
         Ok(s)
     } else {
-        Err(Error::new(
+        Err(Error::invalid(
             Stage::Metadata,
             p,
             format!("{s:?} is not a valid interface name"),
@@ -525,12 +529,12 @@ fn ip(v: &Value, p: &str, want_v6: Option<bool>) -> Result<String> {
     let s = string(v, p)?;
     match s.parse::<std::net::IpAddr>() {
         Ok(a) if want_v6.is_none_or(|w| w == a.is_ipv6()) => Ok(a.to_string()),
-        Ok(_) => Err(Error::new(
+        Ok(_) => Err(Error::invalid(
             Stage::Metadata,
             p,
             format!("{s:?} is the wrong address family"),
         )),
-        Err(_) => Err(Error::new(
+        Err(_) => Err(Error::invalid(
             Stage::Metadata,
             p,
             format!("{s:?} is not an IP address"),
@@ -549,11 +553,11 @@ fn cidr(s: &str, p: &str) -> Result<String> {
     };
     let addr: std::net::IpAddr = a
         .parse()
-        .map_err(|_| Error::new(Stage::Metadata, p, format!("{s:?} is not an IP address")))?;
+        .map_err(|_| Error::invalid(Stage::Metadata, p, format!("{s:?} is not an IP address")))?;
     let max = if addr.is_ipv6() { 128 } else { 32 };
     match len.parse::<u8>() {
         Ok(l) if l <= max => Ok(format!("{addr}/{l}")),
-        _ => Err(Error::new(
+        _ => Err(Error::invalid(
             Stage::Metadata,
             p,
             format!("{s:?} has a bad prefix length"),
@@ -568,7 +572,7 @@ fn address(v: &Value, p: &str, ctx: &mut Ctx) -> Result<String> {
     }
     let addr: std::net::IpAddr = s
         .parse()
-        .map_err(|_| Error::new(Stage::Metadata, p, format!("{s:?} is not an IP address")))?;
+        .map_err(|_| Error::invalid(Stage::Metadata, p, format!("{s:?} is not an IP address")))?;
     let host = if addr.is_ipv6() { 128 } else { 32 };
     ctx.bad(p, format!("{s:?} has no /prefix length; using /{host}"))?;
     Ok(format!("{addr}/{host}"))

@@ -77,7 +77,7 @@ impl Builder<'_> {
             self.warnings.push(format!("{place}: {msg}"));
             Ok(())
         } else {
-            Err(Error::new(Stage::Plan, place, msg))
+            Err(Error::invalid(Stage::Plan, place, msg))
         }
     }
 }
@@ -517,7 +517,7 @@ fn check_ntp(ntp: &crate::render::cloudconfig::Ntp) -> Result<()> {
                         || more.as_bytes().contains(&c)
                 });
             if !ok {
-                return Err(Error::new(
+                return Err(Error::invalid(
                     Stage::Plan,
                     format!("ntp.{key}[{j}]"),
                     format!(

@@ -59,7 +59,7 @@ pub fn module(name: &str) -> Result<String> {
         Ok(n)
     } else {
         let known: Vec<&str> = MODULES.iter().map(|(m, _)| *m).collect();
-        Err(Error::new(
+        Err(Error::invalid(
             Stage::Usage,
             "--name",
             format!(

@@ -53,7 +53,7 @@ pub fn instance_id(md: &Metadata, facts: &Facts) -> Result<String> {
         .clone()
         .or_else(|| facts.product_uuid.clone())
         .ok_or_else(|| {
-            Error::new(
+            Error::invalid(
                 Stage::Metadata,
                 "guestinfo.metadata: instance-id",
                 "no instance-id in metadata and no DMI product UUID to fall back on",
@@ -270,7 +270,7 @@ pub fn query(tree: &Value, path: &str) -> Result<Value> {
                 } else {
                     format!("instance-data '{}' has no '{seg}'", walked.join("."))
                 };
-                return Err(Error::new(Stage::Usage, path, msg));
+                return Err(Error::not_found(Stage::Usage, path, msg));
             }
         }
         walked.push(seg);

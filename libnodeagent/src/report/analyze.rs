@@ -219,7 +219,7 @@ pub fn load(
         .map(|p| read_events(&p))
         .unwrap_or_default();
     if records.is_empty() && events.is_empty() {
-        return Err(Error::new(
+        return Err(Error::not_found(
             Stage::State,
             journal.display().to_string(),
             format!(
@@ -433,7 +433,7 @@ pub fn boot_times(manager: &str, units: &str) -> crate::base::error::Result<Boot
     };
     let m = show_blocks(manager).into_iter().next().unwrap_or_default();
     let Some(userspace_s) = secs(m.get("UserspaceTimestampMonotonic")) else {
-        return Err(Error::new(
+        return Err(Error::not_found(
             Stage::State,
             "systemctl show",
             "no UserspaceTimestampMonotonic: systemd did not record the boot's timestamps",
@@ -455,7 +455,7 @@ pub fn boot_times(manager: &str, units: &str) -> crate::base::error::Result<Boot
 pub fn systemd_boot_times() -> crate::base::error::Result<BootTimes> {
     use crate::base::error::{Error, Stage};
     if !Path::new("/run/systemd/system").is_dir() {
-        return Err(Error::new(
+        return Err(Error::unsupported(
             Stage::State,
             "/run/systemd/system",
             "analyze boot reads systemd's boot timestamps, and this system is not running systemd \
@@ -469,7 +469,7 @@ pub fn systemd_boot_times() -> crate::base::error::Result<BootTimes> {
             .stdout_cap(64 * 1024)
             .stderr_cap(16 * 1024);
         let out = crate::base::process::run(cmd, &limits, None)
-            .map_err(|e| Error::new(Stage::State, "systemctl show", e.to_string()))?;
+            .map_err(|e| Error::of(e.kind(), Stage::State, "systemctl show", e.to_string()))?;
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     };
     let manager = run(&["show", "-p", "UserspaceTimestampMonotonic"])?;

@@ -40,7 +40,7 @@ pub fn error_exit(err: &Error) -> i32 {
 
 /// A usage error naming the flag or argument at fault.
 pub fn usage(place: &str, message: impl Into<String>) -> Error {
-    Error::new(Stage::Usage, place, message)
+    Error::invalid(Stage::Usage, place, message)
 }
 
 /// Colour only on a terminal and never when `NO_COLOR` is set to anything non-empty
@@ -126,7 +126,7 @@ mod tests {
 
     #[test]
     fn error_json_has_kind_place_message_redacted() {
-        let e = Error::new(
+        let e = Error::invalid(
             Stage::Kubeadm,
             "step runcmd[0]:kubeadm",
             "kubeadm join --token abcdef.0123456789abcdef failed",

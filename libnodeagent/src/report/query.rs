@@ -79,7 +79,7 @@ pub fn saved(root: &Path, sensitive: bool) -> Result<Value> {
         Error::io(Stage::State, path.display().to_string(), what, e)
     })?;
     let mut tree: Value = serde_json::from_str(&text).map_err(|e| {
-        Error::new(
+        Error::invalid(
             Stage::State,
             path.display().to_string(),
             format!("not JSON: {e}"),
@@ -139,7 +139,8 @@ fn public_copy(root: &Path) -> Option<Value> {
 pub fn format(template: &str, tree: &Value, compat: bool) -> Result<(String, Vec<String>)> {
     let payload = format!("## template: jinja\n{template}");
     let r = crate::render::template::render_bounded(&payload, tree, compat).map_err(|e| {
-        Error::new(
+        Error::of(
+            e.kind(),
             Stage::Usage,
             "--format",
             e.to_string().replace("userdata line ", "template line "),
@@ -158,7 +159,7 @@ pub fn format(template: &str, tree: &Value, compat: bool) -> Result<(String, Vec
 /// `--list-keys`: the keys of a mapping, sorted.
 pub fn list_keys(value: &Value, key: Option<&str>) -> Result<Vec<String>> {
     let Value::Object(m) = value else {
-        return Err(Error::new(
+        return Err(Error::invalid(
             Stage::Usage,
             key.unwrap_or("--list-keys"),
             "--list-keys needs a mapping, and this is not one",

@@ -123,11 +123,12 @@ impl ImageConfig {
         match text {
             Ok(text) => Self::parse(&text).map_err(|e| e.within(&path.display().to_string())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ImageConfig::default()),
-            Err(e) => Err(Error::new(
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Err(Error::invalid(
                 Stage::Usage,
                 path.display().to_string(),
                 e.to_string(),
             )),
+            Err(e) => Err(Error::io(Stage::Usage, path.display().to_string(), "", e)),
         }
     }
 
@@ -138,7 +139,7 @@ impl ImageConfig {
         let cfg: ImageConfig =
             crate::formats::yaml::parse(crate::formats::yaml::Doc::new(Stage::Usage, ""), text)?;
         if !matches!(cfg.growpart.mode.as_str(), "auto" | "growpart" | "off") {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Usage,
                 "growpart.mode",
                 format!("{:?} is not auto, growpart or off", cfg.growpart.mode),

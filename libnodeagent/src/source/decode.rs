@@ -128,7 +128,7 @@ pub fn decode_userdata(
     };
     let what = if verbatim { "value" } else { "decoded value" };
     let text = String::from_utf8(bytes).map_err(|e| {
-        Error::new(
+        Error::invalid(
             Stage::Decode,
             &place,
             format!(
@@ -145,7 +145,7 @@ fn decode_text(place: &str, enc_place: &str, value: &str, enc: Option<&str>) -> 
     let mut warnings = Vec::new();
     let bytes = decode_bytes(place, enc_place, value, enc, &mut warnings)?;
     let text = String::from_utf8(bytes).map_err(|e| {
-        Error::new(
+        Error::invalid(
             Stage::Decode,
             place,
             format!(
@@ -244,7 +244,7 @@ pub fn py_rstrip(s: &str) -> &str {
 fn utf8<'a>(b: &'a [u8], place: &str, what: &str) -> Result<&'a str> {
     std::str::from_utf8(b).map_err(|e| {
         let off = e.valid_up_to();
-        Error::new(
+        Error::invalid(
             Stage::Decode,
             place,
             format!("{what} is not valid UTF-8 (invalid byte at offset {off})"),

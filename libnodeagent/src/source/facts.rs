@@ -62,8 +62,7 @@ impl Facts {
     /// Load `--facts FILE` (YAML or JSON object). It replaces detection entirely.
     pub fn from_file(path: &Path) -> Result<Facts> {
         let place = path.display().to_string();
-        let file = std::fs::File::open(path)
-            .map_err(|e| Error::new(Stage::Usage, &place, e.to_string()))?;
+        let file = std::fs::File::open(path).map_err(|e| Error::io(Stage::Usage, &place, "", e))?;
         let node = crate::formats::yaml::read_from(
             crate::formats::yaml::Doc::new(Stage::Usage, &place),
             file,
@@ -71,7 +70,7 @@ impl Facts {
         let json = node.to_json();
         serde_path_to_error::deserialize(json).map_err(|e| {
             let at = node.locate(e.path());
-            Error::new(
+            Error::invalid(
                 Stage::Usage,
                 format!("{place}: {} ({})", e.path(), at.place()),
                 e.inner().to_string(),

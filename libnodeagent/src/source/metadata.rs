@@ -50,7 +50,7 @@ pub fn parse(text: &str, place: &str) -> Result<Metadata> {
             Value::Object(m) if !m.is_empty() => Value::Object(m),
             Value::Null | Value::String(_) | Value::Object(_) | Value::Bool(false) => Value::Null,
             other => {
-                return Err(Error::new(
+                return Err(Error::invalid(
                     Stage::Metadata,
                     format!("{place}: network"),
                     format!(
@@ -75,7 +75,7 @@ pub fn parse(text: &str, place: &str) -> Result<Metadata> {
     }
 
     let not_a_string = |key: &str, other: &Value| {
-        Error::new(
+        Error::invalid(
             Stage::Metadata,
             format!("{place}: {key}"),
             found("expected a string", other),
@@ -89,7 +89,7 @@ pub fn parse(text: &str, place: &str) -> Result<Metadata> {
     };
     if let Some(w) = tree.get("wait-on-network") {
         let Value::Object(w) = w else {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Metadata,
                 format!("{place}: wait-on-network"),
                 "expected a mapping with ipv4/ipv6",
@@ -106,7 +106,7 @@ pub fn parse(text: &str, place: &str) -> Result<Metadata> {
         Some(Value::String(s)) => vec![s.clone()],
         Some(Value::Array(items)) => strings(items),
         Some(other) => {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Metadata,
                 format!("{place}: redact"),
                 found("expected a list of keys", other),
@@ -130,7 +130,7 @@ pub fn nocloud_network(text: &str, place: &str) -> Result<Option<Value>> {
     }
     let m = parse_object(text, place)?;
     if m.contains_key("network") {
-        return Err(Error::new(
+        return Err(Error::invalid(
             Stage::Metadata,
             format!("{place}: network"),
             "a top-level `network:` key: cloud-init 22.4 reads network-config unwrapped \
@@ -149,7 +149,7 @@ fn parse_object(text: &str, place: &str) -> Result<Map<String, Value>> {
     match node.to_json() {
         Value::Object(m) => Ok(m),
         Value::Null => Ok(Map::new()),
-        other => Err(Error::new(
+        other => Err(Error::invalid(
             Stage::Metadata,
             place,
             format!(

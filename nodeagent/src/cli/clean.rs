@@ -59,18 +59,14 @@ pub fn run(args: Args) -> i32 {
 
 /// `shutdown -r now`, as `cloud-init clean --reboot` runs it.
 pub(crate) fn reboot(json: bool) -> i32 {
-    let why = match std::process::Command::new("shutdown")
+    use libnodeagent::base::error::{Error, Stage};
+    let e = match std::process::Command::new("shutdown")
         .args(["-r", "now"])
         .status()
     {
         Ok(s) if s.success() => return libnodeagent::base::error::exit::OK,
-        Ok(s) => s.to_string(),
-        Err(e) => e.to_string(),
+        Ok(s) => Error::command_failed(Stage::State, "--reboot", format!("shutdown -r now: {s}")),
+        Err(e) => Error::io(Stage::State, "--reboot", "shutdown -r now", e),
     };
-    let e = libnodeagent::base::error::Error::new(
-        libnodeagent::base::error::Stage::State,
-        "--reboot",
-        format!("shutdown -r now: {why}"),
-    );
     super::common::fail("clean", &e, json)
 }

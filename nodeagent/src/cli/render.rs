@@ -26,7 +26,7 @@ pub fn run(args: Args) -> i32 {
     let result = inputs.and_then(|inputs| {
         let tree = libnodeagent::pipeline::instance_data(&inputs)?;
         let Some(text) = inputs.raw.userdata.as_ref().map(|d| d.text.clone()) else {
-            return Err(libnodeagent::base::error::Error::new(
+            return Err(libnodeagent::base::error::Error::not_found(
                 libnodeagent::base::error::Stage::Transport,
                 "guestinfo.userdata",
                 "no userdata",

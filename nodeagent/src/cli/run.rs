@@ -364,7 +364,7 @@ fn refuse_without_shell(plan: &libnodeagent::plan::Plan, root: &std::path::Path)
     if shell.is_some_and(|p| p.is_file()) {
         return Ok(());
     }
-    Err(Error::new(
+    Err(Error::not_found(
         Stage::Plan,
         &step.id,
         "--exec under --root: the root has no /bin/sh to run this step chrooted; nothing \
@@ -608,12 +608,12 @@ impl Scratch {
         use std::os::unix::fs::DirBuilderExt;
         let mut b = [0u8; 8];
         getrandom::fill(&mut b).map_err(|e| {
-            libnodeagent::base::error::Error::new(
+            libnodeagent::base::error::Error::of(
+                libnodeagent::base::error::ErrorKind::Io,
                 libnodeagent::base::error::Stage::State,
                 "random",
                 e.to_string(),
             )
-            .with_kind(libnodeagent::base::error::ErrorKind::Io)
         })?;
         let dir = std::env::temp_dir().join(format!("nodeagent-single-{}", hex::encode(b)));
         std::fs::DirBuilder::new()

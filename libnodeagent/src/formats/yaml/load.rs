@@ -27,7 +27,7 @@ pub(super) fn load(text: &str, allow_duplicate_keys: bool) -> Result<Node> {
         1 => Ok(docs.remove(0)),
         _ => {
             let place = docs.get(1).map(Node::place).unwrap_or_default();
-            Err(Error::new(
+            Err(Error::invalid(
                 Stage::CloudConfig,
                 place,
                 "expected a single YAML document, found several",
@@ -44,7 +44,7 @@ pub(super) fn load_all(text: &str, allow_duplicate_keys: bool) -> Result<Vec<Nod
         let before = text.get(..at).unwrap_or_default();
         let line = before.matches('\n').count() + 1;
         let col = at - before.rfind('\n').map(|p| p + 1).unwrap_or(0) + 1;
-        return Err(Error::new(
+        return Err(Error::invalid(
             Stage::CloudConfig,
             format!("line {line} column {col}"),
             "NUL byte (not allowed in YAML)",
@@ -55,7 +55,7 @@ pub(super) fn load_all(text: &str, allow_duplicate_keys: bool) -> Result<Vec<Nod
     loop {
         let (event, mark) = parser.next_token().map_err(|e| {
             let m = e.marker();
-            Error::new(
+            Error::invalid(
                 Stage::CloudConfig,
                 format!("line {} column {}", m.line(), m.col() + 1),
                 e.info().to_string(),
@@ -100,7 +100,7 @@ struct Builder {
 }
 
 fn err_at(mark: &Marker, msg: impl Into<String>) -> Error {
-    Error::new(
+    Error::invalid(
         Stage::CloudConfig,
         format!("line {} column {}", mark.line(), mark.col() + 1),
         msg,
@@ -289,7 +289,7 @@ impl Builder {
                 None => {
                     if matches!(node.value, Value::Seq(_) | Value::Map(_)) && node.plain.is_none() {
                         // PyYAML would fail: unhashable key.
-                        return Err(Error::new(
+                        return Err(Error::invalid(
                             Stage::CloudConfig,
                             node.place(),
                             "a mapping or sequence cannot be a mapping key",
@@ -321,7 +321,7 @@ fn insert_entry(
             Value::Map(_) => vec![&value],
             Value::Seq(items) => items.iter().collect(),
             _ => {
-                return Err(Error::new(
+                return Err(Error::invalid(
                     Stage::CloudConfig,
                     value.place(),
                     "a merge key (<<) needs a mapping or a list of mappings",
@@ -330,7 +330,7 @@ fn insert_entry(
         };
         for src in sources {
             let Value::Map(src_entries) = &src.value else {
-                return Err(Error::new(
+                return Err(Error::invalid(
                     Stage::CloudConfig,
                     src.place(),
                     "a merge key (<<) needs a mapping or a list of mappings",
@@ -352,7 +352,7 @@ fn insert_entry(
             && !allow_dup
             && !first.merged
         {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::CloudConfig,
                 key.place(),
                 format!("duplicate key '{}' (first at line {})", text, first.line),

@@ -148,7 +148,7 @@ fn write_file(
     };
     let path = normalise_path(raw_path, compat)
         .and_then(|p| check_path_limits(&p).map(|()| p))
-        .map_err(|m| Error::new(Stage::Plan, format!("{place}.path"), m))?;
+        .map_err(|m| Error::invalid(Stage::Plan, format!("{place}.path"), m))?;
     let has_content = wf.content.is_some() || wf.content_binary.is_some();
     let source = match &wf.source {
         None => None,
@@ -175,7 +175,9 @@ fn write_file(
                         .push(format!("{place}.encoding: {msg}; assuming text/plain"));
                     bytes.to_vec()
                 }
-                Err(msg) => return Err(Error::new(Stage::Plan, format!("{place}.content"), msg)),
+                Err(msg) => {
+                    return Err(Error::invalid(Stage::Plan, format!("{place}.content"), msg));
+                }
             }
         }
         None => Vec::new(),
@@ -191,7 +193,7 @@ fn write_file(
             None
         }
         Ok(None) => {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Plan,
                 format!("{place}.permissions"),
                 "mode 0 (no access at all) is not applied by cloud-init, which leaves the file 0644, readable by all users; give the mode you mean (e.g. '0600'), or run with --compat for cloud-init's result",
@@ -203,7 +205,13 @@ fn write_file(
                 .push(format!("{place}.permissions: {msg}; using 0644"));
             Some(0o644)
         }
-        Err(msg) => return Err(Error::new(Stage::Plan, format!("{place}.permissions"), msg)),
+        Err(msg) => {
+            return Err(Error::invalid(
+                Stage::Plan,
+                format!("{place}.permissions"),
+                msg,
+            ));
+        }
     };
     let secret = looks_secret(&path, &content) || source.is_some();
     Ok(Some(FileWrite {
@@ -233,14 +241,14 @@ fn file_source(
     compat: bool,
 ) -> Result<Option<FileSource>> {
     let Value::Object(m) = v else {
-        return Err(Error::new(
+        return Err(Error::invalid(
             Stage::Plan,
             place,
             crate::source::metadata::found("expected a mapping with `uri` (and `headers`)", v),
         ));
     };
     if let Some(k) = m.keys().find(|k| !matches!(k.as_str(), "uri" | "headers")) {
-        return Err(Error::new(
+        return Err(Error::invalid(
             Stage::Plan,
             format!("{place}.{k}"),
             "unknown key (a source has `uri` and `headers`)",
@@ -250,7 +258,7 @@ fn file_source(
         None | Some(Value::Null) => return Ok(None),
         Some(Value::String(u)) => u.trim_start_matches(crate::source::decode::py_isspace),
         Some(other) => {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Plan,
                 format!("{place}.uri"),
                 crate::source::metadata::found("expected a string", other),
@@ -282,7 +290,7 @@ fn file_source(
             return Ok(None);
         }
         _ => {
-            return Err(Error::new(
+            return Err(Error::unsupported(
                 Stage::Plan,
                 format!("{place}.uri"),
                 "only file:// URIs (a file of the node) are read: nodeagent fetches nothing from the network at boot; put the file's content in `content` (what cloud-init writes when the fetch fails)",
@@ -292,7 +300,7 @@ fn file_source(
     // urlparse's path stops at a query or a fragment.
     let path = path.split(['?', '#']).next().unwrap_or_default();
     let path = normalise_path(path, compat)
-        .map_err(|m| Error::new(Stage::Plan, format!("{place}.uri"), m))?;
+        .map_err(|m| Error::invalid(Stage::Plan, format!("{place}.uri"), m))?;
     Ok(Some(FileSource {
         path,
         fallback: has_content,
@@ -353,7 +361,7 @@ pub(super) fn check_owners(b: &Builder<'_>) -> Result<()> {
                         } else {
                             ""
                         };
-                        return Err(Error::new(
+                        return Err(Error::not_found(
                             Stage::Plan,
                             format!("{}.owner", step.id),
                             format!(

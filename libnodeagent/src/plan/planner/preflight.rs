@@ -314,7 +314,7 @@ fn check_cas<'a>(
             }
             None => {
                 if let Some((kp, _)) = key_bytes {
-                    return Err(Error::new(
+                    return Err(Error::not_found(
                         Stage::Kubeadm,
                         kp,
                         format!("private key present but its certificate {cert_path} is not"),
@@ -343,7 +343,7 @@ fn check_join<'a>(
         && f.kube_config_path.starts_with('/')
         && at(&f.kube_config_path).bytes().is_none()
     {
-        return Err(Error::new(
+        return Err(Error::not_found(
             Stage::Kubeadm,
             format!(
                 "{}: document {} (JoinConfiguration): discovery.file.kubeConfigPath",
@@ -396,14 +396,14 @@ fn load_config(
 ) -> Result<KubeadmConfig> {
     let src = file_at(plan, index, disk, &spec.config_path);
     let bytes = src.bytes().ok_or_else(|| {
-        Error::new(
+        Error::not_found(
             Stage::Kubeadm,
             spec.config_path.clone(),
             "kubeadm config file is neither written by write_files before the kubeadm step nor present on disk",
         )
     })?;
     let text = std::str::from_utf8(bytes).map_err(|_| {
-        Error::new(
+        Error::invalid(
             Stage::Kubeadm,
             spec.config_path.clone(),
             "kubeadm config is not UTF-8 text",
@@ -442,7 +442,7 @@ fn check_mode(cfg: &KubeadmConfig, spec: &KubeadmSpec) -> Result<()> {
     };
     ensure(has_own, Stage::Kubeadm, place, || missing)?;
     if let Some((index, kind, why)) = other {
-        return Err(Error::new(
+        return Err(Error::invalid(
             Stage::Kubeadm,
             format!("{place}: document {index} ({kind})"),
             why,

@@ -30,7 +30,7 @@ pub fn disk_growth(image: &ImageConfig, cfg: &CloudConfig) -> Result<Vec<Step>> 
         "auto" | "growpart" => true,
         "off" | "false" | "0" | "no" => false,
         _ => {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Plan,
                 mode.1,
                 format!(
@@ -42,7 +42,7 @@ pub fn disk_growth(image: &ImageConfig, cfg: &CloudConfig) -> Result<Vec<Step>> 
     };
     for (i, d) in devices.iter().enumerate() {
         if d.is_empty() || d.contains(|c: char| c.is_control()) || !d.starts_with('/') {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Plan,
                 format!("growpart.devices[{i}]"),
                 format!("{d:?} is not a mount point or device path"),
@@ -122,7 +122,7 @@ fn disk_spec(dev: &str, entry: &DiskEntry, device: &str) -> Result<DiskSpec> {
     let place = format!("disk_setup.{dev}");
     let table_type = entry.table_type.clone().unwrap_or_else(|| "mbr".into());
     if !matches!(table_type.as_str(), "mbr" | "gpt") {
-        return Err(Error::new(
+        return Err(Error::invalid(
             Stage::Plan,
             format!("{place}.table_type"),
             format!("'{table_type}' is not mbr or gpt"),
@@ -136,7 +136,7 @@ fn disk_spec(dev: &str, entry: &DiskEntry, device: &str) -> Result<DiskSpec> {
             .map(|p| layout_part(p, &place, &table_type))
             .collect::<Result<_>>()?,
         Some(other) => {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Plan,
                 format!("{place}.layout"),
                 crate::source::metadata::found("expected true, false or a list", other),
@@ -158,7 +158,7 @@ fn disk_spec(dev: &str, entry: &DiskEntry, device: &str) -> Result<DiskSpec> {
 fn fs_spec(place: &str, fs: &FsEntry, alias: &dyn Fn(&str) -> String) -> Result<FsSpec> {
     let need = |v: &Option<String>, f: &str| {
         v.clone().ok_or_else(|| {
-            Error::new(
+            Error::invalid(
                 Stage::Plan,
                 format!("{place}.{f}"),
                 format!("{f} is required"),
@@ -167,7 +167,7 @@ fn fs_spec(place: &str, fs: &FsEntry, alias: &dyn Fn(&str) -> String) -> Result<
     };
     let partition =
         crate::source::metadata::scalar_text(fs.partition.as_ref()).map_err(|other| {
-            Error::new(
+            Error::invalid(
                 Stage::Plan,
                 format!("{place}.partition"),
                 format!("unexpected {}", crate::source::metadata::kind(other)),
@@ -175,7 +175,7 @@ fn fs_spec(place: &str, fs: &FsEntry, alias: &dyn Fn(&str) -> String) -> Result<
         })?;
     let filesystem = need(&fs.filesystem, "filesystem")?;
     if filesystem.is_empty() || !filesystem.bytes().all(|c| c.is_ascii_alphanumeric()) {
-        return Err(Error::new(
+        return Err(Error::invalid(
             Stage::Plan,
             format!("{place}.filesystem"),
             format!("{filesystem:?} is not a filesystem type mkfs knows"),
@@ -214,7 +214,7 @@ pub(super) fn mounts(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
     for (i, m) in cfg.mounts.iter().enumerate() {
         let place = format!("mounts[{i}]");
         if m.len() > 6 {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Plan,
                 place,
                 "an fstab entry has at most 6 fields",
@@ -222,7 +222,7 @@ pub(super) fn mounts(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
         }
         let mut e: Vec<Option<String>> = m.iter().map(|f| f.0.clone()).collect();
         if e.first().cloned().flatten().is_none() {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Plan,
                 place,
                 "the first field (the device) is missing",
@@ -255,7 +255,7 @@ pub(super) fn mounts(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
             continue;
         }
         let Some(fields) = e.into_iter().collect::<Option<Vec<String>>>() else {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Plan,
                 format!("mounts[{i}]"),
                 "a field is null and mount_default_fields has no value for it",
@@ -266,7 +266,7 @@ pub(super) fn mounts(b: &mut Builder<'_>, cfg: &CloudConfig) -> Result<()> {
             .iter()
             .any(|f| f.is_empty() || f.contains(char::is_whitespace))
         {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Plan,
                 format!("mounts[{i}]"),
                 "fstab fields must be non-empty and free of spaces, tabs and newlines",
@@ -295,7 +295,7 @@ pub(super) fn layout_part(
             .map(|n| n as u32)
     };
     let bad = || {
-        Error::new(
+        Error::invalid(
             Stage::Plan,
             format!("{place}.layout"),
             format!("{p} is not a percentage or [percentage, type]"),
@@ -310,7 +310,7 @@ pub(super) fn layout_part(
                 _ => return Err(bad()),
             };
             let ty = partition_type(&ty, table_type).map_err(|m| {
-                Error::new(Stage::Plan, format!("{place}.layout"), format!("{p}: {m}"))
+                Error::invalid(Stage::Plan, format!("{place}.layout"), format!("{p}: {m}"))
             })?;
             pct(&a[0]).map(|n| (n, Some(ty))).ok_or_else(bad)
         }
@@ -333,14 +333,14 @@ pub(super) fn check_layout(
 ) -> Result<()> {
     let sum: u32 = layout.iter().map(|l| l.0).sum();
     if sum > 100 {
-        return Err(Error::new(
+        return Err(Error::invalid(
             Stage::Plan,
             format!("{place}.layout"),
             format!("partition sizes add up to {sum} %; at most 100"),
         ));
     }
     if table_type == "mbr" && layout.len() > 4 {
-        return Err(Error::new(
+        return Err(Error::invalid(
             Stage::Plan,
             format!("{place}.layout"),
             format!("{} partitions; an mbr table takes at most 4", layout.len()),

@@ -243,11 +243,15 @@ fn check_paths(plan: &Plan, view: &TargetView, seen: &Observed) -> Result<()> {
                 ));
             }
             PathState::Blocked(why) => {
-                return Err(Error::new(Stage::Plan, place, format!("{path}: {why}")));
+                return Err(Error::conflict(
+                    Stage::Plan,
+                    place,
+                    format!("{path}: {why}"),
+                ));
             }
         }
         if let Some(other) = dirs.get(path) {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Plan,
                 place,
                 format!(
@@ -261,7 +265,7 @@ fn check_paths(plan: &Plan, view: &TargetView, seen: &Observed) -> Result<()> {
                 break;
             }
             if let Some(other) = files.get(up) {
-                return Err(Error::new(
+                return Err(Error::invalid(
                     Stage::Plan,
                     place,
                     format!("{up} is a file ({other}); {path} cannot be under it"),
@@ -286,7 +290,7 @@ fn check_tools(plan: &Plan, view: &TargetView, host_tools: &BTreeSet<String>) ->
             ));
         }
         if !view.is_host && !host_tools.contains("chroot") {
-            return Err(Error::new(
+            return Err(Error::not_found(
                 Stage::Plan,
                 place,
                 "chroot is not on the agent's PATH; the target's tools cannot be run under --root",
@@ -456,13 +460,9 @@ mod tests {
             PathState::Special("FIFO"),
             PathState::Blocked("loop".into()),
         ] {
+            // A path the walk cannot pass (a loop, a link not followed) is the node's state too.
             let kind = check(&p, &view, &at(bad.clone())).unwrap_err().kind();
-            let want = if matches!(bad, PathState::Blocked(_)) {
-                ErrorKind::Invalid
-            } else {
-                ErrorKind::Conflict
-            };
-            assert_eq!(kind, want, "{bad:?}");
+            assert_eq!(kind, ErrorKind::Conflict, "{bad:?}");
         }
         let view = TargetView {
             root_len: PATH_MAX,
@@ -522,7 +522,7 @@ mod tests {
         )
         .unwrap();
         let e = with_line(
-            Error::new(Stage::Plan, "users[0].gecos", "bad"),
+            Error::invalid(Stage::Plan, "users[0].gecos", "bad"),
             Some((&doc, "userdata")),
         );
         assert_eq!(
@@ -530,7 +530,7 @@ mod tests {
             "users[0].gecos: bad (userdata line 4 column 10)"
         );
         let e = with_line(
-            Error::new(Stage::Plan, "write_files[3]:/x.owner", "bad"),
+            Error::invalid(Stage::Plan, "write_files[3]:/x.owner", "bad"),
             Some((&doc, "userdata")),
         );
         assert_eq!(

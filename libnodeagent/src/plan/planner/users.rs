@@ -32,7 +32,7 @@ pub(super) fn user(
         // cloud-init's add_user creates a missing primary group only when `groups` is given
         // too; alone, useradd fails and the user is never made. Refused here, before any write.
         if u.groups.0.is_empty() && b.input.users.known && !group_exists_before(b, g) {
-            return Err(Error::new(
+            return Err(Error::not_found(
                 Stage::Plan,
                 format!("{place}.primary_group"),
                 format!(
@@ -57,7 +57,7 @@ pub(super) fn user(
         Some(Value::String(s)) => vec![s.clone()],
         Some(Value::Array(items)) => crate::source::metadata::strings(items),
         Some(other) => {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Plan,
                 format!("{place}.sudo"),
                 crate::source::metadata::found("expected a rule string or a list", other),
@@ -67,7 +67,7 @@ pub(super) fn user(
     let (uid, inactive) = uid_and_inactive(u, &place)?;
     for (j, rule) in sudo.iter().enumerate() {
         if rule.trim().is_empty() || rule.chars().any(char::is_control) {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Plan,
                 format!("{place}.sudo[{j}]"),
                 "a sudo rule must be one non-empty line without control characters",
@@ -80,7 +80,7 @@ pub(super) fn user(
         ("ssh_import_id", !u.ssh_import_id.0.is_empty()),
     ] {
         if (u.no_create_home.0 || u.system.0) && set {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Plan,
                 format!("{place}.{key}"),
                 "a user without a home (system or no_create_home) cannot have authorized keys",
@@ -119,7 +119,7 @@ pub(super) fn user(
 /// One field of an /etc/passwd line (gecos, home, shell): no `:`, no control character.
 pub(super) fn check_passwd_field(v: &str, place: String) -> Result<()> {
     if v.contains(':') || v.chars().any(char::is_control) {
-        return Err(Error::new(
+        return Err(Error::invalid(
             Stage::Plan,
             place,
             "must not contain ':', a line break or another control character (it becomes a field of /etc/passwd)",
@@ -139,7 +139,7 @@ pub(super) fn check_user_fields(
     if let Some(h) = &u.homedir {
         check_passwd_field(h, format!("{place}.homedir"))?;
         if !h.starts_with('/') {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Plan,
                 format!("{place}.homedir"),
                 "must be an absolute path",
@@ -155,7 +155,7 @@ pub(super) fn check_user_fields(
             .is_some_and(|h| h.is_empty() || h.contains(':') || h.chars().any(char::is_control))
         {
             // The value is never shown: it is a password hash, or a password by mistake.
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Plan,
                 format!("{place}.{key}"),
                 "not a password hash (empty, or contains ':' or a control character; value not shown)",
@@ -165,7 +165,7 @@ pub(super) fn check_user_fields(
     if let Some(d) = &u.expiredate
         && !is_expiredate(d)
     {
-        return Err(Error::new(
+        return Err(Error::invalid(
             Stage::Plan,
             format!("{place}.expiredate"),
             "not a date: want YYYY-MM-DD (a calendar date from 1970-01-01) or a number of days since 1970 (-1: never); useradd refuses it only after earlier steps have written",
@@ -184,7 +184,7 @@ pub(super) fn check_user_fields(
 pub(super) fn check_key_line(k: &str, options: Option<&str>, place: String) -> Result<()> {
     let line = crate::apply::authkeys::parse(k, options);
     if line.is_key() && line.text().chars().any(|c| c.is_control() && c != '\t') {
-        return Err(Error::new(
+        return Err(Error::invalid(
             Stage::Plan,
             place,
             "a key must be one line (it would add lines to authorized_keys)",
@@ -209,14 +209,14 @@ fn other_user_keys(
         .filter(|v| !matches!(v, Value::Null | Value::Bool(false)))
     {
         if !matches!(v, Value::Bool(true)) && v.as_str() != Some("default") {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Plan,
                 format!("{place}.ssh_redirect_user"),
                 "expected true, default or false",
             ));
         }
         if !u.ssh_authorized_keys.0.is_empty() || !u.ssh_import_id.0.is_empty() {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Plan,
                 format!("{place}.ssh_redirect_user"),
                 "cannot be given with ssh_authorized_keys or ssh_import_id",
@@ -321,7 +321,7 @@ pub(super) fn check_new_user(
                     .map(|o| o.name.clone())
             });
         if let Some(other) = owner {
-            return Err(Error::new(
+            return Err(Error::conflict(
                 Stage::Plan,
                 format!("{place}.uid"),
                 format!("uid {uid} already belongs to user '{other}'"),
@@ -337,7 +337,7 @@ pub(super) fn check_new_user(
             (!db.known && g == "root") || group_exists_before(b, g) || !u.groups.0.is_empty()
         };
         if !exists {
-            return Err(Error::new(
+            return Err(Error::not_found(
                 Stage::Plan,
                 format!("{place}.primary_group"),
                 format!(
@@ -361,7 +361,7 @@ fn uid_and_inactive(
         Some(_) => None,
     };
     if u.uid.as_ref().is_some_and(|v| !v.is_null()) && uid.is_none() {
-        return Err(Error::new(
+        return Err(Error::invalid(
             Stage::Plan,
             format!("{place}.uid"),
             "not a valid numeric uid",
@@ -370,7 +370,7 @@ fn uid_and_inactive(
     // (uid_t)-1 means "no change" to chown: useradd refuses it, and a home chowned to it
     // stays root's.
     if uid == Some(u32::MAX) {
-        return Err(Error::new(
+        return Err(Error::invalid(
             Stage::Plan,
             format!("{place}.uid"),
             "4294967295 is (uid_t)-1, which chown reads as \"no change\" and useradd refuses (0 to 4294967294)",
@@ -385,7 +385,7 @@ fn uid_and_inactive(
         .as_deref()
         .is_some_and(|d| d.trim().parse::<i64>().map_or(true, |n| n < -1))
     {
-        return Err(Error::new(
+        return Err(Error::invalid(
             Stage::Plan,
             format!("{place}.inactive"),
             "not a number of days (-1 or more)",

@@ -238,7 +238,7 @@ fn from_node_all(root: &Node, source: &str, compat: bool) -> (Parsed, Vec<Error>
         Value::Null => return (parsed(CloudConfig::default(), warnings), errors),
         Value::Map(entries) => entries,
         _ => {
-            errors.push(Error::new(
+            errors.push(Error::invalid(
                 Stage::CloudConfig,
                 format!("{source} {}", root.place()),
                 "cloud-config must be a mapping of module keys",
@@ -458,7 +458,7 @@ fn typed_json<T: DeserializeOwned>(
         } else {
             format!("{key}.{path}")
         };
-        Error::new(
+        Error::invalid(
             Stage::CloudConfig,
             format!("{source} {}: {field}", at.place()),
             e.inner().to_string(),
@@ -499,7 +499,7 @@ fn check_permissions(
             if compat {
                 warnings.push(format!("{source} {}: write_files[{i}].{msg}", p.place()));
             } else {
-                return Err(Error::new(
+                return Err(Error::invalid(
                     Stage::CloudConfig,
                     format!("{source} {}: write_files[{i}].permissions", p.place()),
                     msg,

@@ -62,7 +62,7 @@ pub(super) fn syntax_error(e: &minijinja::Error, body: &str) -> Error {
         detail.to_string()
     };
     let msg = msg.as_str();
-    Error::new(
+    Error::invalid(
         Stage::Template,
         at_line(Some(line + 1)),
         syntax_message(msg, line),
@@ -80,7 +80,7 @@ pub(super) fn runtime_error(
     let line = e.line();
     let uline = line.map(|l| l + 1);
     if overflow || (e.kind() == ErrorKind::WriteFailure && e.detail() == Some(OUTPUT_TOO_LARGE)) {
-        return Error::new(
+        return Error::too_large(
             Stage::Template,
             at_line(uline),
             format!(
@@ -93,7 +93,7 @@ pub(super) fn runtime_error(
     let detail = e.detail().unwrap_or("");
     match e.kind() {
         ErrorKind::OutOfFuel => {
-            return Error::new(
+            return Error::too_large(
                 Stage::Template,
                 at_line(uline),
                 format!(
@@ -113,7 +113,7 @@ pub(super) fn runtime_error(
             // minijinja: "filter NAME is unknown"
             let name = detail.split_whitespace().nth(1).unwrap_or(detail);
             let l = line.unwrap_or(1);
-            return Error::new(
+            return Error::invalid(
                 Stage::Template,
                 at_line(Some(l + 1)),
                 syntax_message(&format!("No {what} named '{name}'."), l),
@@ -122,7 +122,7 @@ pub(super) fn runtime_error(
         _ => {}
     }
     if let Some(hint) = subtraction_hint(expr) {
-        return Error::new(Stage::Template, at_line(uline), hint);
+        return Error::invalid(Stage::Template, at_line(uline), hint);
     }
     if let Some(var) = undefined_name(detail) {
         // In compat mode a missing name is a placeholder object, so minijinja blames the
@@ -132,7 +132,7 @@ pub(super) fn runtime_error(
         } else {
             var
         };
-        return Error::new(
+        return Error::invalid(
             Stage::Template,
             at_line(uline),
             format!(
@@ -148,7 +148,7 @@ pub(super) fn runtime_error(
         } else {
             format!("`{expr}`")
         };
-        return Error::new(
+        return Error::invalid(
             Stage::Template,
             at_line(uline),
             format!("undefined variable in {var}: it is not in the instance data"),
@@ -164,7 +164,7 @@ pub(super) fn runtime_error(
     } else {
         format!("{msg} (in `{}`)", crate::base::redact::redact_text(expr))
     };
-    Error::new(Stage::Template, at_line(uline), msg)
+    Error::invalid(Stage::Template, at_line(uline), msg)
 }
 
 /// The name inside minijinja's "`ds.meta_data.foo` is undefined" detail.

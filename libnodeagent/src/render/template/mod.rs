@@ -67,13 +67,15 @@ pub fn render(userdata: &str, instance_data: &Json, compat: bool) -> Result<Rend
     match detect(userdata) {
         Header::Jinja => {}
         Header::NotTemplate => {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Template,
                 at_line(Some(1)),
                 "not a jinja template: the first line is not `## template: jinja`",
             ));
         }
-        Header::LikelyTypo(why) => return Err(Error::new(Stage::Template, at_line(Some(1)), why)),
+        Header::LikelyTypo(why) => {
+            return Err(Error::invalid(Stage::Template, at_line(Some(1)), why));
+        }
     }
     let body = userdata.split_once('\n').map_or("", |(_, rest)| rest);
     render_body(body, &jinja_variables(instance_data), compat)
@@ -116,7 +118,7 @@ fn render_forked(userdata: &str, instance_data: &Json, compat: bool) -> Result<R
                  the template does too much work (e.g. a costly filter on a large value, repeated)"
             ),
         )),
-        Ok(Outcome::Failed(why)) => Err(Error::new(
+        Ok(Outcome::Failed(why)) => Err(Error::internal(
             Stage::Template,
             at_line(None),
             format!("the template renderer failed: {why}"),
@@ -181,7 +183,7 @@ fn render_body(body: &str, vars: &Json, compat: bool) -> Result<Rendered> {
         return Err(runtime_error(&e, &source, out.overflow, vars, compat));
     }
     let mut text = String::from_utf8(out.buf).map_err(|_| {
-        Error::new(
+        Error::invalid(
             Stage::Template,
             at_line(None),
             "rendered output is not valid UTF-8",

@@ -68,7 +68,7 @@ impl Default for FwCfgTransport {
 /// (re-serialised compactly, at most MAX_STATUS_BYTES), else `{"key":K,"value":V}`.
 pub fn status_line(key: &str, value: &[u8]) -> Result<String> {
     let place = format!("guestinfo.{key}");
-    let err = |m: String| Error::new(Stage::Report, place.clone(), m);
+    let err = |m: String| Error::invalid(Stage::Report, place.clone(), m);
     let line = if key == STATUS_KEY {
         let v: serde_json::Value =
             serde_json::from_slice(value).map_err(|e| err(format!("status is not JSON: {e}")))?;

@@ -73,7 +73,7 @@ enum Spec {
 
 fn parse_spec(spec: &str) -> Result<Spec> {
     let bad = |why: &str| {
-        Error::new(
+        Error::invalid(
             Stage::Usage,
             "transport",
             format!("{why} {spec:?}; {VALID_SPECS}"),
@@ -230,7 +230,7 @@ pub fn detect_with_path(
             Err(e) => log.push(format!("{spec}: skipped: {e}")),
         }
     }
-    Err(Error::new(
+    Err(Error::unavailable(
         Stage::Transport,
         "transport detection",
         format!(
@@ -325,7 +325,7 @@ pub(crate) fn check_key(key: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::new(
+        Err(Error::invalid(
             Stage::Transport,
             format!("guestinfo.{key}"),
             "invalid key (allowed: letters, digits, '.', '_', '-')",
@@ -430,7 +430,7 @@ impl SeedDir {
             Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
                 Err(self.over_limit(name, place))
             }
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => Err(Error::new(
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => Err(Error::invalid(
                 Stage::Transport,
                 place,
                 format!("{}: {e}", shown()),

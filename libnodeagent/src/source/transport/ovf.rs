@@ -37,23 +37,32 @@ const PLACE: &str = "guestinfo.ovfEnv";
 /// The OVF properties in document order (`oe:key`, `oe:value`).
 pub fn properties(xml: &[u8]) -> Result<Vec<(String, String)>> {
     let text = std::str::from_utf8(xml)
-        .map_err(|e| Error::new(Stage::Transport, PLACE, format!("not UTF-8: {e}")))?;
+        .map_err(|e| Error::invalid(Stage::Transport, PLACE, format!("not UTF-8: {e}")))?;
     let opts = roxmltree::ParsingOptions {
         allow_dtd: false,
         nodes_limit: MAX_NODES,
         ..Default::default()
     };
-    let doc = roxmltree::Document::parse_with_options(text, opts)
-        .map_err(|e| Error::new(Stage::Transport, PLACE, format!("not an XML document: {e}")))?;
+    let doc = roxmltree::Document::parse_with_options(text, opts).map_err(|e| {
+        Error::invalid(Stage::Transport, PLACE, format!("not an XML document: {e}"))
+    })?;
     let env = doc.root_element();
     if env.tag_name().name() != "Environment" {
-        return Err(Error::new(Stage::Transport, PLACE, "no Environment node"));
+        return Err(Error::invalid(
+            Stage::Transport,
+            PLACE,
+            "no Environment node",
+        ));
     }
     let Some(section) = env
         .children()
         .find(|n| n.is_element() && n.tag_name().name() == "PropertySection")
     else {
-        return Err(Error::new(Stage::Transport, PLACE, "no PropertySection"));
+        return Err(Error::invalid(
+            Stage::Transport,
+            PLACE,
+            "no PropertySection",
+        ));
     };
     let mut props = Vec::new();
     for (i, p) in section
@@ -63,7 +72,7 @@ pub fn properties(xml: &[u8]) -> Result<Vec<(String, String)>> {
     {
         let attr = |name: &str| {
             p.attribute((OVF_ENV_NS, name)).ok_or_else(|| {
-                Error::new(
+                Error::invalid(
                     Stage::Transport,
                     format!("{PLACE}: Property {}", i + 1),
                     format!("no oe:{name} attribute"),
@@ -163,7 +172,7 @@ pub fn read_environment(xml: &[u8], root: &Path) -> Result<OvfData> {
     md.entry("instance-id")
         .or_insert_with(|| Value::from("iid-dsovf"));
     let metadata = crate::formats::goyaml::dump(&Value::Object(md))
-        .map_err(|e| Error::new(Stage::Transport, PLACE, e.to_string()))?
+        .map_err(|e| Error::internal(Stage::Transport, PLACE, e.to_string()))?
         .into_bytes();
     Ok(OvfData {
         metadata,

@@ -86,11 +86,11 @@ impl VmwareTransport {
                     self.use_vmtoolsd.store(true, Ordering::Relaxed);
                     failures.push(why);
                 }
-                Err(why) => return Err(Error::new(Stage::Transport, place, why)),
+                Err(why) => return Err(Error::unavailable(Stage::Transport, place, why)),
             }
         }
         let Some(vmtoolsd) = &self.vmtoolsd else {
-            return Err(Error::new(
+            return Err(Error::unavailable(
                 Stage::Transport,
                 place,
                 format!("neither {RPCTOOL} nor {VMTOOLSD} found on PATH"),
@@ -103,7 +103,7 @@ impl VmwareTransport {
             Ok(v) => Ok(v),
             Err(why) => {
                 failures.push(why);
-                Err(Error::new(
+                Err(Error::unavailable(
                     Stage::Transport,
                     place,
                     failures.join("; then "),
@@ -191,7 +191,7 @@ impl Transport for VmwareTransport {
         check_key(key)?;
         let place = format!("guestinfo.{key}");
         if value.contains(&0) {
-            return Err(Error::new(
+            return Err(Error::invalid(
                 Stage::Transport,
                 place,
                 "value contains a NUL byte, which guestinfo cannot carry",
