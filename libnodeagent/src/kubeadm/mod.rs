@@ -9,7 +9,7 @@
 //! - `validate`: real kubeadm's `config validate` in pre-flight, when the node has kubeadm
 //!   (a worker's join config: after a failed first join attempt instead).
 
-/// The documents' types, shared with the minter (`crate::kubeadm::api`).
+/// The documents' types: the one schema, read here and built by the minter.
 pub mod api;
 pub mod config;
 pub mod detect;
