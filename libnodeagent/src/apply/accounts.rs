@@ -5,9 +5,9 @@
 //!
 //! Semantics are shadow-utils 4.13's (Debian 12's, the conformance oracle): `lckpwdf`'s
 //! lock, uid/gid/subordinate-id allocation, the fields of new entries, the home from the
-//! skeleton. What this does not do is left to the tools: [`Accounts::add_user`] answers
-//! `None` for an account it would not make exactly as `useradd` does (system users,
-//! `no_user_group`, `expiredate`, a mail spool, a name or id the tool would refuse).
+//! skeleton, system accounts, `no_user_group`, `expiredate` and the mail spool included. It is
+//! the only way users and groups are made: no shadow tool runs; a user `useradd` would refuse
+//! is refused with useradd's message ([`Accounts::add_user`]).
 //!
 //! Crash order: every changed file is staged and synced first, then renamed in the order
 //! shadow, gshadow, subuid, subgid, group, passwd. A kill between two renames leaves entries
