@@ -257,10 +257,10 @@ pub fn commit(staged: Vec<Staged>) -> WriteResult<()> {
         discard(staged);
         return Err(e);
     }
+    // Each directory to sync once: the same descriptor, or the same directory (device and
+    // inode, looked up once per descriptor) reached by another.
     let mut dirs: Vec<(Arc<Dir>, PathBuf)> = Vec::new();
-    let same = |a: &Arc<Dir>, b: &Arc<Dir>| {
-        Arc::ptr_eq(a, b) || matches!((a.id(), b.id()), (Ok(x), Ok(y)) if x == y)
-    };
+    let mut ids: Vec<(u64, u64)> = Vec::new();
     let mut rest = staged.into_iter();
     while let Some(s) = rest.next() {
         let d = s.dir.as_ref();
@@ -273,9 +273,15 @@ pub fn commit(staged: Vec<Staged>) -> WriteResult<()> {
             continue;
         }
         for d in s.also_sync.iter().chain([&s.dir]) {
-            if !dirs.iter().any(|(x, _)| same(x, d)) {
-                dirs.push((d.clone(), s.path.clone()));
+            if dirs.iter().any(|(x, _)| Arc::ptr_eq(x, d)) {
+                continue;
             }
+            match d.id() {
+                Ok(id) if ids.contains(&id) => continue,
+                Ok(id) => ids.push(id),
+                Err(_) => {}
+            }
+            dirs.push((d.clone(), s.path.clone()));
         }
     }
     dirs.iter().try_for_each(|(d, path)| {
