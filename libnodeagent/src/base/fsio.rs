@@ -349,9 +349,18 @@ pub fn write_atomic(path: &Path, data: &[u8], opts: &Options) -> WriteResult<()>
 pub fn write_batch<'a>(
     files: impl IntoIterator<Item = (&'a Path, &'a [u8], Options)>,
 ) -> WriteResult<()> {
-    let mut staged = Vec::new();
+    let mut staged: Vec<Staged> = Vec::new();
     for (path, data, opts) in files {
-        match stage(path, data, &opts) {
+        // The files of one directory share its descriptor: opened once for the batch.
+        let shared = staged
+            .last()
+            .filter(|s| s.dir.path() == parent(path))
+            .map(|s| s.dir.clone());
+        let one = match (shared, path.file_name()) {
+            (Some(dir), Some(name)) => stage_in(&dir, &name.to_string_lossy(), data, &opts),
+            _ => stage(path, data, &opts),
+        };
+        match one {
             Ok(s) => staged.push(s),
             Err(e) => {
                 discard(staged);
