@@ -120,6 +120,13 @@ pub struct Staged {
 }
 
 impl Staged {
+    /// Whether [`commit`] syncs `dir` for this file (its directory, or the one it also syncs).
+    pub fn syncs(&self, dir: &Arc<Dir>) -> bool {
+        self.durable
+            && (Arc::ptr_eq(&self.dir, dir)
+                || self.also_sync.as_ref().is_some_and(|d| Arc::ptr_eq(d, dir)))
+    }
+
     /// The target path this temp file will replace.
     pub fn path(&self) -> &Path {
         &self.path
@@ -181,6 +188,21 @@ pub fn stage(path: &Path, data: &[u8], opts: &Options) -> WriteResult<Staged> {
         .ok_or_else(|| WriteError::new("temp file", path, io::ErrorKind::InvalidInput.into()))?;
     let dir = Dir::host(parent(path)).map_err(|e| WriteError::new("open directory", path, e))?;
     stage_in(&Arc::new(dir), &name, data, opts)
+}
+
+/// [`stage`], through the directory descriptor of `prev` when `path` is in the same
+/// directory: the files of one directory written one after another open it once.
+pub fn stage_beside(
+    prev: Option<&Staged>,
+    path: &Path,
+    data: &[u8],
+    opts: &Options,
+) -> WriteResult<Staged> {
+    let shared = prev.filter(|s| s.dir.path() == parent(path));
+    match (shared, path.file_name()) {
+        (Some(s), Some(name)) => stage_in(&s.dir, &name.to_string_lossy(), data, opts),
+        _ => stage(path, data, opts),
+    }
 }
 
 /// Create the temp file for the entry `name` of `dir` (`openat(O_CREAT | O_EXCL |
@@ -351,16 +373,7 @@ pub fn write_batch<'a>(
 ) -> WriteResult<()> {
     let mut staged: Vec<Staged> = Vec::new();
     for (path, data, opts) in files {
-        // The files of one directory share its descriptor: opened once for the batch.
-        let shared = staged
-            .last()
-            .filter(|s| s.dir.path() == parent(path))
-            .map(|s| s.dir.clone());
-        let one = match (shared, path.file_name()) {
-            (Some(dir), Some(name)) => stage_in(&dir, &name.to_string_lossy(), data, &opts),
-            _ => stage(path, data, &opts),
-        };
-        match one {
+        match stage_beside(staged.last(), path, data, &opts) {
             Ok(s) => staged.push(s),
             Err(e) => {
                 discard(staged);
