@@ -438,9 +438,21 @@ pub fn prepare_local(inputs: &Inputs) -> Result<Prepared> {
 
 /// [`prepare_local`], sharing `memo` with the run's other plans.
 pub fn prepare_local_with(inputs: &Inputs, memo: &Memo) -> Result<Prepared> {
+    let prepared = local_part(inputs, memo)?;
+    check_target(&prepared.plan, inputs)?;
+    Ok(prepared)
+}
+
+/// The local plan of `run --stage all`, whose steps open the whole plan `prepare_with`
+/// checked against the target already (`planner::steps` starts with `build_local`'s): not
+/// looked up again.
+pub fn prepare_local_of_all(inputs: &Inputs, memo: &Memo) -> Result<Prepared> {
+    local_part(inputs, memo)
+}
+
+fn local_part(inputs: &Inputs, memo: &Memo) -> Result<Prepared> {
     let (md, iid, tree) = instance(inputs, memo)?;
     let plan = planner::build_local(&iid, &md, &inputs.facts, inputs.compat)?;
-    check_target(&plan, inputs)?;
     let warnings = [inputs.raw.warnings(), plan.warnings.clone()].concat();
     Ok(Prepared {
         metadata: md,
@@ -462,6 +474,13 @@ pub fn prepare(inputs: &Inputs) -> Result<Prepared> {
 /// [`prepare`], sharing `memo` with the run's other plans: `run --stage all` plans again
 /// after the local stage changed the facts, and redoes only what the change reaches.
 pub fn prepare_with(inputs: &Inputs, memo: &Memo) -> Result<Prepared> {
+    prepare_after(inputs, memo, None)
+}
+
+/// [`prepare_with`] for the main half of `run --stage all`, once the local half changed the
+/// facts: a plan equal to `checked`, which kubeadm pre-flight and the target check passed
+/// before the local half wrote that same plan's own files, is not checked again.
+pub fn prepare_after(inputs: &Inputs, memo: &Memo, checked: Option<&Plan>) -> Result<Prepared> {
     let (md, iid, tree) = instance(inputs, memo)?;
     let mut warnings = inputs.raw.warnings();
     let userdata = inputs.raw.userdata.as_ref().map(|d| d.text.clone());
@@ -503,8 +522,13 @@ pub fn prepare_with(inputs: &Inputs, memo: &Memo) -> Result<Prepared> {
         disk: &inputs.disk,
         now: inputs.now,
     })
-    .and_then(|plan| preflight_reads(&plan, inputs, memo).map(|()| plan))
-    .and_then(|plan| check_target(&plan, inputs).map(|()| plan))
+    .and_then(|plan| {
+        if checked != Some(&plan) {
+            preflight_reads(&plan, inputs, memo)?;
+            check_target(&plan, inputs)?;
+        }
+        Ok(plan)
+    })
     .map_err(placed)?;
     warnings.extend(plan.warnings.iter().cloned());
     Ok(Prepared {

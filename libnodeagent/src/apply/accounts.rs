@@ -750,7 +750,7 @@ impl Accounts {
             let mut text = t.lines.join("\n");
             text.push('\n');
             let opts = fsio::Options::new(mode).owner(uid, gid);
-            match fsio::stage(&t.path, text.as_bytes(), &opts) {
+            match fsio::stage_beside(staged.last(), &t.path, text.as_bytes(), &opts) {
                 Ok(s) => staged.push(s),
                 Err(e) => {
                     fsio::discard(staged);

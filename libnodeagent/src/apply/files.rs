@@ -83,16 +83,20 @@ pub fn read_regular(dir: &Dir, name: &str, place: &str, max: u64) -> Result<Opti
 /// The in-target directory of `abs` and its file name: the directory open inside the root,
 /// reached by `confine::Dir::reach`; `None` while it does not exist.
 pub fn locate<'a>(t: &Target, abs: &'a str) -> Result<(Option<Dir>, &'a str)> {
+    let (d, missing, name) = walk_to(t, abs)?;
+    Ok((missing.is_empty().then_some(d), name))
+}
+
+/// The directory of `abs` as far as it is there (`confine::Dir::reach`), the components
+/// missing below it, and the file name.
+fn walk_to<'a>(t: &Target, abs: &'a str) -> Result<(Dir, Vec<String>, &'a str)> {
     Target::check(abs)?;
     let (parent, name) = abs
         .rsplit_once('/')
         .filter(|(_, n)| !n.is_empty() && *n != ".")
         .ok_or_else(|| Error::invalid(Stage::Apply, abs, "no file name"))?;
-    match Dir::reach(&t.root, parent) {
-        Ok((d, missing)) if missing.is_empty() => Ok((Some(d), name)),
-        Ok(_) => Ok((None, name)),
-        Err(e) => Err(reach_error(abs, e)),
-    }
+    let (d, missing) = Dir::reach(&t.root, parent).map_err(|e| reach_error(abs, e))?;
+    Ok((d, missing, name))
 }
 
 /// A walk's error at `place`: a link not followed says so, others are I/O errors.
@@ -193,11 +197,16 @@ fn owner_id(
 /// The directories of a set of entries, each opened (or made) once: the entries' temp files
 /// share its descriptor, so a set holds one per directory however many files it writes.
 #[derive(Default)]
-pub struct Dirs(Vec<(String, Arc<Dir>)>);
+pub struct Dirs {
+    open: Vec<(String, Arc<Dir>)>,
+    /// The last walk that ended short of its directory: where it ended and what is missing
+    /// below, for the `make` that follows it to go on from (any `make` uses it up).
+    short: Option<(String, Dir, Vec<String>)>,
+}
 
 impl Dirs {
     fn get(&self, parent: &str) -> Option<Arc<Dir>> {
-        self.0
+        self.open
             .iter()
             .find(|(p, _)| p == parent)
             .map(|(_, d)| d.clone())
@@ -210,12 +219,14 @@ impl Dirs {
             Target::check(abs)?;
             return Ok((Some(d), name));
         }
-        let (dir, name) = locate(t, abs)?;
-        let dir = dir.map(Arc::new);
-        if let Some(d) = &dir {
-            self.0.push((parent.to_string(), d.clone()));
+        let (d, missing, name) = walk_to(t, abs)?;
+        if !missing.is_empty() {
+            self.short = Some((parent.to_string(), d, missing));
+            return Ok((None, name));
         }
-        Ok((dir, name))
+        let d = Arc::new(d);
+        self.open.push((parent.to_string(), d.clone()));
+        Ok((Some(d), name))
     }
 
     /// The directory `parent`, its missing part made as cloud-init 23.1+'s write_file makes
@@ -231,7 +242,12 @@ impl Dirs {
         if let Some(d) = self.get(parent) {
             return Ok((d, None));
         }
-        let (dir, holder) = Dir::reach_or_make(&t.root, parent, 0o755, uid, gid).map_err(|e| {
+        // Only a walk to this very directory, with nothing made since.
+        let made = match self.short.take().filter(|(p, ..)| p == parent) {
+            Some((_, at, missing)) => at.make_missing(&missing, 0o755, uid, gid),
+            None => Dir::reach_or_make(&t.root, parent, 0o755, uid, gid),
+        };
+        let (dir, holder) = made.map_err(|e| {
             if crate::base::confine::is_untrusted_link(&e) {
                 Error::conflict(Stage::Apply, place, e.to_string())
             } else {
@@ -239,7 +255,7 @@ impl Dirs {
             }
         })?;
         let dir = Arc::new(dir);
-        self.0.push((parent.to_string(), dir.clone()));
+        self.open.push((parent.to_string(), dir.clone()));
         Ok((dir, holder.map(Arc::new)))
     }
 }

@@ -69,8 +69,13 @@ pub fn make_home(
         fsio::discard(staged);
         return Err(e.within(place));
     }
+    // The home's own entries (skeleton files, directories, links) durable: the commit syncs
+    // it when a file was staged in it, else it is synced here.
+    let synced = staged.iter().any(|s| s.syncs(&dir));
     fsio::commit(staged).map_err(|e| Error::caused(Stage::Apply, place, e))?;
-    dir.sync().map_err(io)?;
+    if !synced {
+        dir.sync().map_err(io)?;
+    }
     parent.rename_noreplace(&tmp, &parent, name).map_err(io)?;
     parent.sync().map_err(io)
 }

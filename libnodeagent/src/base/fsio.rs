@@ -120,6 +120,13 @@ pub struct Staged {
 }
 
 impl Staged {
+    /// Whether [`commit`] syncs `dir` for this file (its directory, or the one it also syncs).
+    pub fn syncs(&self, dir: &Arc<Dir>) -> bool {
+        self.durable
+            && (Arc::ptr_eq(&self.dir, dir)
+                || self.also_sync.as_ref().is_some_and(|d| Arc::ptr_eq(d, dir)))
+    }
+
     /// The target path this temp file will replace.
     pub fn path(&self) -> &Path {
         &self.path
@@ -181,6 +188,21 @@ pub fn stage(path: &Path, data: &[u8], opts: &Options) -> WriteResult<Staged> {
         .ok_or_else(|| WriteError::new("temp file", path, io::ErrorKind::InvalidInput.into()))?;
     let dir = Dir::host(parent(path)).map_err(|e| WriteError::new("open directory", path, e))?;
     stage_in(&Arc::new(dir), &name, data, opts)
+}
+
+/// [`stage`], through the directory descriptor of `prev` when `path` is in the same
+/// directory: the files of one directory written one after another open it once.
+pub fn stage_beside(
+    prev: Option<&Staged>,
+    path: &Path,
+    data: &[u8],
+    opts: &Options,
+) -> WriteResult<Staged> {
+    let shared = prev.filter(|s| s.dir.path() == parent(path));
+    match (shared, path.file_name()) {
+        (Some(s), Some(name)) => stage_in(&s.dir, &name.to_string_lossy(), data, opts),
+        _ => stage(path, data, opts),
+    }
 }
 
 /// Create the temp file for the entry `name` of `dir` (`openat(O_CREAT | O_EXCL |
@@ -257,10 +279,10 @@ pub fn commit(staged: Vec<Staged>) -> WriteResult<()> {
         discard(staged);
         return Err(e);
     }
+    // Each directory to sync once: the same descriptor, or the same directory (device and
+    // inode, looked up once per descriptor) reached by another.
     let mut dirs: Vec<(Arc<Dir>, PathBuf)> = Vec::new();
-    let same = |a: &Arc<Dir>, b: &Arc<Dir>| {
-        Arc::ptr_eq(a, b) || matches!((a.id(), b.id()), (Ok(x), Ok(y)) if x == y)
-    };
+    let mut ids: Vec<(u64, u64)> = Vec::new();
     let mut rest = staged.into_iter();
     while let Some(s) = rest.next() {
         let d = s.dir.as_ref();
@@ -273,9 +295,15 @@ pub fn commit(staged: Vec<Staged>) -> WriteResult<()> {
             continue;
         }
         for d in s.also_sync.iter().chain([&s.dir]) {
-            if !dirs.iter().any(|(x, _)| same(x, d)) {
-                dirs.push((d.clone(), s.path.clone()));
+            if dirs.iter().any(|(x, _)| Arc::ptr_eq(x, d)) {
+                continue;
             }
+            match d.id() {
+                Ok(id) if ids.contains(&id) => continue,
+                Ok(id) => ids.push(id),
+                Err(_) => {}
+            }
+            dirs.push((d.clone(), s.path.clone()));
         }
     }
     dirs.iter().try_for_each(|(d, path)| {
@@ -343,9 +371,9 @@ pub fn write_atomic(path: &Path, data: &[u8], opts: &Options) -> WriteResult<()>
 pub fn write_batch<'a>(
     files: impl IntoIterator<Item = (&'a Path, &'a [u8], Options)>,
 ) -> WriteResult<()> {
-    let mut staged = Vec::new();
+    let mut staged: Vec<Staged> = Vec::new();
     for (path, data, opts) in files {
-        match stage(path, data, &opts) {
+        match stage_beside(staged.last(), path, data, &opts) {
             Ok(s) => staged.push(s),
             Err(e) => {
                 discard(staged);

@@ -190,7 +190,7 @@ fn run_all(
         refuse_without_shell(&prepared.plan, &target.root)
             .map_err(|e| report_bad_input(inputs, &target, e, publish, RunStage::All))?;
     }
-    let local = pipeline::prepare_local_with(inputs, memo)
+    let local = pipeline::prepare_local_of_all(inputs, memo)
         .map_err(|e| report_bad_input(inputs, &target, e, publish, RunStage::All))?;
     let job = Job {
         args,
@@ -216,7 +216,7 @@ fn run_all(
             // not set on this host): the plan made from the first facts stands.
             prepared
         } else {
-            let again = pipeline::prepare_with(inputs, memo)
+            let again = pipeline::prepare_after(inputs, memo, Some(&prepared.plan))
                 .map_err(|e| report_bad_input(inputs, &target, e, publish, RunStage::All))?;
             // The facts feed the templates: a config that changed with them is judged again.
             let warning = real_kubeadm(&again.plan, inputs, args, &target)

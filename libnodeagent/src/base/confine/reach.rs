@@ -187,6 +187,19 @@ impl Dir {
         gid: u32,
     ) -> io::Result<(Dir, Option<Dir>)> {
         let (at, missing) = Dir::reach(root, rel)?;
+        at.make_missing(&missing, mode, uid, gid)
+    }
+
+    /// The `missing` directories of a [`Dir::reach`] made below `self`, the directory it
+    /// reached, as [`Dir::reach_or_make`] makes them.
+    pub fn make_missing(
+        self,
+        missing: &[String],
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> io::Result<(Dir, Option<Dir>)> {
+        let at = self;
         let Some(first) = missing.first() else {
             return Ok((at, None));
         };
