@@ -384,8 +384,9 @@ pub struct Journal {
     /// Last `begin` record per step.
     begun: HashMap<String, Record>,
     dirty: bool,
-    /// The file was empty when opened: its directory entry is synced with the first sync of
-    /// a record (nothing relies on an empty journal), once.
+    /// Its directory entry is synced with the first sync of a record, once per process: a
+    /// journal another process (or the local half of `--stage all`) created and appended to
+    /// without a sync may have no durable entry yet, and this process cannot tell.
     entry_unsynced: bool,
 }
 
@@ -450,7 +451,7 @@ impl Journal {
             done,
             begun,
             dirty: false,
-            entry_unsynced: raw.is_empty(),
+            entry_unsynced: true,
         })
     }
 
@@ -460,8 +461,8 @@ impl Journal {
         let path = self.path.clone();
         let entry_unsynced = self.entry_unsynced;
         *self = Journal::open(&path, self.boot.clone())?;
-        // Created by this process and not yet synced: still owed, whatever was appended since.
-        self.entry_unsynced |= entry_unsynced;
+        // This process's knowledge of the entry stands: synced once is enough.
+        self.entry_unsynced = entry_unsynced;
         Ok(())
     }
 
