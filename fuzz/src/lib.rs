@@ -1063,39 +1063,13 @@ pub fn yaml(v: &Value) -> String {
 
 // ---- the target root as the plan's checks see it ----------------------------------------
 
-/// A probed target with a fuzzer-chosen set of tools, NTP clients and `--root` prefix length.
+/// A probed target with fuzzer-chosen NTP clients and `--root` prefix length.
 pub fn target_view(u: &mut Unstructured) -> Result<libnodeagent::plan::planner::target::TargetView> {
-    const TOOLS: &[&str] = &[
-        "useradd",
-        "usermod",
-        "groupadd",
-        "chpasswd",
-        "sfdisk",
-        "sgdisk",
-        "mkfs.ext4",
-        "mkfs.xfs",
-        "mkswap",
-        "blkid",
-        "mount",
-        "systemctl",
-        "netplan",
-        "chroot",
-        "growpart",
-        "resize2fs",
-    ];
-    let mut tools = std::collections::BTreeSet::new();
-    for t in TOOLS {
-        if u.ratio(3, 4)? {
-            tools.insert((*t).to_string());
-        }
-    }
     Ok(libnodeagent::plan::planner::target::TargetView {
         probed: true,
-        target_tools: tools,
         chrony: bool::arbitrary(u)?,
         timesyncd: bool::arbitrary(u)?,
         root_len: u.int_in_range(0..=4000usize)?,
-        is_host: bool::arbitrary(u)?,
     })
 }
 

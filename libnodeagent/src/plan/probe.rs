@@ -5,19 +5,9 @@
 //! follows it, and refused where apply would refuse it. Nothing here writes.
 
 use crate::apply::Target;
-use crate::plan::planner::target::{Observed, PathState, TARGET_TOOLS, TargetView, Wanted};
+use crate::plan::planner::target::{Observed, PathState, TargetView, Wanted};
 use std::collections::HashMap;
 use std::path::Path;
-
-/// Directories of the target searched for its tools, as root's PATH would.
-const BIN_DIRS: &[&str] = &[
-    "/usr/local/sbin",
-    "/usr/local/bin",
-    "/usr/sbin",
-    "/usr/bin",
-    "/sbin",
-    "/bin",
-];
 
 /// The agent's own PATH, or root's default when it has none.
 fn host_path() -> std::ffi::OsString {
@@ -25,25 +15,12 @@ fn host_path() -> std::ffi::OsString {
         .unwrap_or_else(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into())
 }
 
-/// What the plan needs to know about the target's programs.
+/// What the plan needs to know about the target: its NTP clients and its root's length.
 pub fn view(root: &Path) -> TargetView {
     let t = Target::new(root);
-    // Every component resolved inside the root, the program's own name too (a tool installed
-    // as a symlink is followed as the chroot will follow it, never to the host's file).
-    let in_target = |name: &str| {
-        BIN_DIRS.iter().any(|d| {
-            crate::base::confine::metadata(&t.root, &format!("{d}/{name}"))
-                .is_ok_and(|m| m.is_file())
-        })
-    };
     let (chrony, timesyncd) = crate::apply::ntp::installed(&t);
     TargetView {
         probed: true,
-        target_tools: TARGET_TOOLS
-            .iter()
-            .filter(|n| in_target(n))
-            .map(|n| n.to_string())
-            .collect(),
         chrony,
         timesyncd,
         root_len: if t.is_host() {
@@ -51,7 +28,6 @@ pub fn view(root: &Path) -> TargetView {
         } else {
             t.root.as_os_str().len()
         },
-        is_host: t.is_host(),
     }
 }
 
@@ -149,26 +125,6 @@ pub fn observe(root: &Path, wanted: &Wanted) -> Observed {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_tool_linked_out_of_the_root_is_not_the_targets() {
-        let d = crate::base::confine::test_root(
-            &["usr/sbin", "usr/lib/shadow"],
-            &[
-                // absolute: means the root's own /bin/sh, which this root does not have
-                ("/bin/sh", "usr/sbin/useradd"),
-                ("../lib/shadow/groupadd", "usr/sbin/groupadd"),
-            ],
-        );
-        std::fs::write(d.path().join("usr/lib/shadow/groupadd"), "x").unwrap();
-        assert!(
-            Path::new("/bin/sh").is_file(),
-            "the host has the file the link names"
-        );
-        let v = view(d.path());
-        assert!(!v.target_tools.contains("useradd"), "{:?}", v.target_tools);
-        assert!(v.target_tools.contains("groupadd"), "{:?}", v.target_tools);
-    }
 
     #[test]
     fn states_under_a_root() {

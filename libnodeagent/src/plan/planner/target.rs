@@ -16,15 +16,11 @@ use std::collections::{BTreeSet, HashMap};
 pub struct TargetView {
     /// False when nothing was probed (fuzzing, hand-built inputs): tool checks are skipped.
     pub probed: bool,
-    /// Programs in the target's bin directories (`useradd`, `chpasswd`...), run in a chroot.
-    pub target_tools: BTreeSet<String>,
     /// NTP clients the image has installed.
     pub chrony: bool,
     pub timesyncd: bool,
     /// Bytes the `--root` prefix adds to every path handed to the kernel (0 on a node).
     pub root_len: usize,
-    /// Whether the target is `/` (no chroot needed for the target's tools).
-    pub is_host: bool,
 }
 
 /// What is at one planned path now.
@@ -128,30 +124,25 @@ pub fn wanted(plan: &Plan, view: &TargetView) -> Wanted {
         }
     }
     if view.probed {
-        w.host_tools = host_tools_used(plan, view);
+        w.host_tools = host_tools_used(plan);
     }
     w
 }
 
-/// The programs `plan` runs from the agent's own PATH (`chroot` for every program of the
-/// target under `--root`): named by [`tools_of`], not listed from the PATH's directories (a
-/// full listing of /usr/bin cost more than the rest of a plan).
-fn host_tools_used(plan: &Plan, view: &TargetView) -> BTreeSet<String> {
-    let mut tools = BTreeSet::new();
-    for need in plan.steps.iter().flat_map(|s| tools_of(&s.action)) {
-        if !need.in_target {
-            tools.insert(need.tool);
-        } else if !view.is_host {
-            tools.insert("chroot".to_string());
-        }
-    }
-    tools
+/// The programs `plan` runs from the agent's own PATH: named by [`tools_of`], not listed
+/// from the PATH's directories (a full listing of /usr/bin cost more than the rest of a plan).
+/// No step runs a program of the target's: users and groups are written natively.
+fn host_tools_used(plan: &Plan) -> BTreeSet<String> {
+    plan.steps
+        .iter()
+        .flat_map(|s| tools_of(&s.action))
+        .map(|need| need.tool)
+        .collect()
 }
 
-/// One program a step runs: in the target (chrooted under `--root`) or on the agent's PATH.
+/// One program a step runs on the agent's PATH (also under `--root`: device tools).
 struct Need {
     tool: String,
-    in_target: bool,
     /// The key path of the input that asks for it, for errors.
     place: String,
 }
@@ -159,9 +150,8 @@ struct Need {
 /// The programs `a` runs, in the order apply runs them: what `check_tools` checks and
 /// `host_tools_used` asks `probe::observe` to look up.
 fn tools_of(a: &Action) -> Vec<Need> {
-    let need = |tool: &str, in_target: bool, place: &str| Need {
+    let need = |tool: &str, place: &str| Need {
         tool: tool.to_string(),
-        in_target,
         place: place.to_string(),
     };
     let mut out = Vec::new();
@@ -169,8 +159,8 @@ fn tools_of(a: &Action) -> Vec<Need> {
         Action::DiskSetup(d) => {
             for disk in d.disks.iter().filter(|d| !d.layout.is_empty()) {
                 let place = format!("disk_setup.{}", disk.device);
-                out.push(need("sfdisk", false, &place));
-                out.push(need("blkid", false, &place));
+                out.push(need("sfdisk", &place));
+                out.push(need("blkid", &place));
             }
         }
         Action::FsSetup(f) => {
@@ -179,8 +169,8 @@ fn tools_of(a: &Action) -> Vec<Need> {
                 // udev, then warns, as cloud-init does).
                 let place = format!("fs_setup[{i}]");
                 let mkfs = format!("mkfs.{}", fs.filesystem);
-                out.push(need(&mkfs, false, &format!("{place}.filesystem")));
-                out.push(need("blkid", false, &place));
+                out.push(need(&mkfs, &format!("{place}.filesystem")));
+                out.push(need("blkid", &place));
             }
         }
         _ => {}
@@ -280,24 +270,6 @@ fn check_paths(plan: &Plan, view: &TargetView, seen: &Observed) -> Result<()> {
 }
 
 fn check_tools(plan: &Plan, view: &TargetView, host_tools: &BTreeSet<String>) -> Result<()> {
-    let in_target = |tool: &str, place: &str| -> Result<()> {
-        if !view.target_tools.contains(tool) {
-            return Err(Error::of(
-                ErrorKind::NotFound,
-                Stage::Plan,
-                place,
-                format!("the target has no {tool} (looked in /usr/sbin, /usr/bin, /sbin, /bin)"),
-            ));
-        }
-        if !view.is_host && !host_tools.contains("chroot") {
-            return Err(Error::not_found(
-                Stage::Plan,
-                place,
-                "chroot is not on the agent's PATH; the target's tools cannot be run under --root",
-            ));
-        }
-        Ok(())
-    };
     let on_host = |tool: &str, place: &str| -> Result<()> {
         if host_tools.contains(tool) {
             Ok(())
@@ -323,18 +295,11 @@ fn check_tools(plan: &Plan, view: &TargetView, host_tools: &BTreeSet<String>) ->
             })?;
         }
         for need in tools_of(&s.action) {
-            if need.in_target {
-                in_target(&need.tool, &need.place)?;
-            } else {
-                on_host(&need.tool, &need.place)?;
-            }
+            on_host(&need.tool, &need.place)?;
         }
     }
     Ok(())
 }
-
-/// Which tool names `probe::view` looks for in the target.
-pub const TARGET_TOOLS: &[&str] = &["useradd", "usermod", "groupadd", "chpasswd", "visudo"];
 
 /// A plan error's place with its input line: an error at `users[2].gecos` gets
 /// `(userdata line 7 column 5)` after its message when `doc` (the cloud-config) has that key.
@@ -499,7 +464,6 @@ mod tests {
         check(&p, &TargetView::default(), &seen).unwrap();
         let view = TargetView {
             probed: true,
-            is_host: true,
             ..Default::default()
         };
         let e = check(&p, &view, &seen).unwrap_err();
