@@ -911,6 +911,17 @@ def run_case(case, oracle, work, lowers, report_dir, detail):
     return ("identical" if not lines else "different"), lines
 
 
+def _driven(work, case, lowers, agent, label, detail):
+    """A root without cloud-init driven by `agent`, and its end state; the stages' exit codes
+    and the output go to `detail` under `label`."""
+    root = Root(work, f"{case.name}-{agent}", lowers, without_cloud_init=True)
+    root.drive(agent)
+    st = end_state(root)
+    detail.append(f"{label} stages: " + " ".join(st["stages"]).strip())
+    detail.append(f"{label} output:\n{st['log']}")
+    return root, st
+
+
 def refused_case(case, work, lowers, detail):
     """nodeagent must refuse in `plan` and in `run --stage all`, name the place, and leave the
     root as it was; booted as the two units (`--stage local`, then `--stage main`), the root
@@ -919,11 +930,7 @@ def refused_case(case, work, lowers, detail):
     pristine = Root(work, case.name + "-pristine", lowers, without_cloud_init=True)
     before = snapshot(pristine.m)
     pristine.drop()
-    na = Root(work, case.name + "-nodeagent-plan", lowers, without_cloud_init=True)
-    na.drive("nodeagent-plan")
-    st = end_state(na)
-    detail.append("nodeagent stages: " + " ".join(st["stages"]).strip())
-    detail.append(f"nodeagent output:\n{st['log']}")
+    na, st = _driven(work, case, lowers, "nodeagent-plan", "nodeagent", detail)
     problems = []
     codes = dict(s.split(" ") for s in st["stages"] if s)
     if codes.get("plan") != "1":
@@ -938,11 +945,7 @@ def refused_case(case, work, lowers, detail):
     na.drop()
     if problems:
         return "failed", problems
-    split = Root(work, case.name + "-nodeagent-split", lowers, without_cloud_init=True)
-    split.drive("nodeagent-split")
-    sst = end_state(split)
-    detail.append("nodeagent-split stages: " + " ".join(sst["stages"]).strip())
-    detail.append(f"nodeagent-split output:\n{sst['log']}")
+    split, sst = _driven(work, case, lowers, "nodeagent-split", "nodeagent-split", detail)
     diffs = []
     for p in sorted(set(before) | set(sst["tree"])):
         x, y = before.get(p), sst["tree"].get(p)

@@ -448,32 +448,37 @@ class VM:
                 time.sleep(0.02)
         return None
 
-    def _read_status(self, path):
+    def lines(self, path):
+        """Each line the guest writes to the chardev socket `path`, as (seconds since power-on,
+        bytes without the newline), until the guest closes it; nothing if it never opens."""
         s = self.connect(path)
         if not s:
             return
         buf = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                return
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                yield time.monotonic() - self.t0, line
+
+    def _read_status(self, path):
         with open(os.path.join(self.dir, "status.log"), "ab") as logf:
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    t = time.monotonic() - self.t0
-                    logf.write(f"{t:7.2f} ".encode() + line + b"\n")
-                    logf.flush()
-                    try:
-                        obj = json.loads(line)
-                    except ValueError:
-                        obj = {"unparsed": line.decode(errors="replace")}
-                    if isinstance(obj, dict) and "key" in obj and "phase" not in obj:
-                        self.sets.append((t, obj))  # another guestinfo `set` (local-ipv4, redaction)
-                        continue
-                    self.status.append((t, obj))
-                    for cb in self.listeners:
-                        cb(self, t, obj)
+            for t, line in self.lines(path):
+                logf.write(f"{t:7.2f} ".encode() + line + b"\n")
+                logf.flush()
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    obj = {"unparsed": line.decode(errors="replace")}
+                if isinstance(obj, dict) and "key" in obj and "phase" not in obj:
+                    self.sets.append((t, obj))  # another guestinfo `set` (local-ipv4, redaction)
+                    continue
+                self.status.append((t, obj))
+                for cb in self.listeners:
+                    cb(self, t, obj)
 
     def _read_report(self, path):
         s = self.connect(path)

@@ -277,18 +277,8 @@ class SystemdSession:
 
 
 def _read_marks(vm, path):
-    s = vm.connect(path)
-    if not s:
-        return
-    buf = b""
-    while True:
-        chunk = s.recv(4096)
-        if not chunk:
-            break
-        buf += chunk
-        while b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
-            vm.marks.append((time.monotonic() - vm.t0, line.decode(errors="replace").strip()))
+    for t, line in vm.lines(path):
+        vm.marks.append((t, line.decode(errors="replace").strip()))
 
 
 def mark_time(vm, event):
