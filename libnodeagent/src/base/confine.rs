@@ -132,6 +132,16 @@ fn forget() {
     if let Ok(mut m) = RESOLVED.lock() {
         *m = None;
     }
+    EPOCH.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Counts [`forget`]s: what a caller keeps open or resolved inside a root holds only while
+/// this is unchanged (no child process ran meanwhile).
+static EPOCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The current count of [`forget`]s ([`EPOCH`]).
+pub fn epoch() -> u64 {
+    EPOCH.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Host path of the in-target path `rel` (`/`-separated, leading `/` optional) for a file:

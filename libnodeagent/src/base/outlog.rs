@@ -11,10 +11,12 @@
 //! Bounded: a file past [`MAX_BYTES`] is rotated to `.1` (the older `.1` is dropped), so the
 //! logs never fill `/var/log`. Modes and groups as cloud-init makes its logs (0640, the log
 //! group `adm` where the image has it). Every file is opened relative to `/var/log` opened
-//! inside the root (`confine::Dir`): a link in its place is refused, never followed.
+//! inside the root (`confine::Dir`): a link in its place is refused, never followed. A file
+//! opened stays open for the next lines until a child process has run ([`OPEN`]).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 pub const PATH: &str = "var/log/nodeagent-output.log";
 pub const CLOUD_INIT_OUTPUT: &str = "var/log/cloud-init-output.log";
@@ -89,14 +91,19 @@ pub fn cloud_init_log(root: &Path, level: &str, message: &str) {
 
 /// Control characters escaped: a message cannot forge a log line.
 fn one_line(s: &str) -> String {
-    s.chars()
-        .map(|c| match c {
-            '\n' => "\\n".to_string(),
-            '\r' => "\\r".to_string(),
-            c if c.is_control() && c != '\t' => format!("\\x{:02x}", c as u32),
-            c => c.to_string(),
-        })
-        .collect()
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() && c != '\t' => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 fn write(root: &Path, sink: &Sink, text: &str) {
@@ -105,21 +112,70 @@ fn write(root: &Path, sink: &Sink, text: &str) {
     }
 }
 
+/// The log files open in this process, of the last root written to: each with its size. A log
+/// gets a line per status change (a dozen per run), and each line opened `/var/log` inside the
+/// root and the file again. Forgotten, like confine's resolved paths, whenever a child process
+/// has run (it may have moved or replaced a log): the file is then reached afresh by name.
+static OPEN: Mutex<Vec<OpenLog>> = Mutex::new(Vec::new());
+
+struct OpenLog {
+    root: PathBuf,
+    rel: &'static str,
+    file: std::fs::File,
+    size: u64,
+    epoch: u64,
+}
+
 fn try_write(root: &Path, sink: &Sink, text: &str) -> std::io::Result<()> {
+    let epoch = crate::base::confine::epoch();
+    let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+    // Only this root's files, and only while no child has run: at most one per sink.
+    open.retain(|o| o.epoch == epoch && o.root == root);
+    let len = text.len() as u64;
+    // A log this line would take past MAX_BYTES is reached by name again, and rotated.
+    open.retain(|o| o.rel != sink.rel || o.size + len <= MAX_BYTES);
+    let i = match open.iter().position(|o| o.rel == sink.rel) {
+        Some(i) => i,
+        None => {
+            let (file, size) = open_sink(root, sink, len)?;
+            open.push(OpenLog {
+                root: root.to_path_buf(),
+                rel: sink.rel,
+                file,
+                size,
+                epoch,
+            });
+            open.len() - 1
+        }
+    };
+    let written = open[i].file.write_all(text.as_bytes());
+    if written.is_ok() {
+        open[i].size += len;
+    } else {
+        // Reached afresh next time (a full disk may have been cleared meanwhile).
+        open.swap_remove(i);
+    }
+    written
+}
+
+/// `sink` opened inside the root to append `len` more bytes (rotated first when they would
+/// take it past [`MAX_BYTES`]), and its size.
+fn open_sink(root: &Path, sink: &Sink, len: u64) -> std::io::Result<(std::fs::File, u64)> {
     let (dir, name) = sink.rel.rsplit_once('/').unwrap_or(("", sink.rel));
     let (uid, gid) = crate::base::confine::own_ids();
     let dir = crate::base::confine::Dir::make(root, dir, 0o755, uid, gid)?.0;
     // Rotate before writing: a link is never followed nor rotated into place.
     if let Some(st) = dir.entry(name)?
-        && st.st_size as u64 + text.len() as u64 > MAX_BYTES
+        && st.st_size as u64 + len > MAX_BYTES
     {
         dir.rename(name, &format!("{name}.1"))?;
     }
-    let (mut f, made) = dir.open_append(name, sink.mode, uid, gid)?;
+    let (f, made) = dir.open_append(name, sink.mode, uid, gid)?;
     if made && let Some(g) = sink.group.and_then(|g| group_id(root, g)) {
         std::os::unix::fs::fchown(&f, None, Some(g))?;
     }
-    f.write_all(text.as_bytes())
+    let size = if made { 0 } else { f.metadata()?.len() };
+    Ok((f, size))
 }
 
 /// Open a log file of the agent's (this one, kubeadm.log, events.jsonl) to append to:
@@ -222,5 +278,30 @@ mod tests {
             .unwrap();
         cloud_init_output(d.path(), "banner");
         assert!(!outside.path().join("x").exists());
+    }
+
+    /// A log stays open between lines only until a child process runs: a link a command put in
+    /// its place is then met by name, and refused.
+    #[test]
+    fn a_log_is_reached_afresh_after_a_child_ran() {
+        let d = tempfile::tempdir().unwrap();
+        cloud_init_log(d.path(), "INFO", "one");
+        cloud_init_log(d.path(), "INFO", "two");
+        let log = d.path().join(CLOUD_INIT_LOG);
+        assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 2);
+        // What a runcmd could do: the log moved away, a link left in its place.
+        std::fs::rename(&log, d.path().join("moved")).unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path().join("x"), &log).unwrap();
+        let child = crate::base::confine::Forget::now();
+        drop(child);
+        cloud_init_log(d.path(), "INFO", "three");
+        assert!(!outside.path().join("x").exists(), "the link was followed");
+        let moved = std::fs::read_to_string(d.path().join("moved")).unwrap();
+        assert_eq!(
+            moved.lines().count(),
+            2,
+            "no line went to the moved file: {moved}"
+        );
     }
 }
