@@ -256,13 +256,20 @@ fn fill(s: &Staged, md: &std::fs::Metadata, data: &[u8], opts: &Options) -> Writ
     let Some(file) = &s.file else {
         return Err(err("write")(io::Error::other("closed")));
     };
+    let mut chowned = false;
     if let Some((uid, gid)) = opts.owner
         && (md.uid() != uid || md.gid() != gid)
     {
         std::os::unix::fs::fchown(file, Some(uid), Some(gid)).map_err(err("chown"))?;
+        chowned = true;
     }
-    file.set_permissions(std::fs::Permissions::from_mode(opts.mode & 0o7777))
-        .map_err(err("chmod"))?;
+    // The file was made now with the mode, narrowed by the umask only: set again where the
+    // umask took bits, a set-id bit is asked (`openat` leaves those out), or a chown may have
+    // cleared some.
+    if chowned || md.mode() & 0o7777 != opts.mode & 0o7777 {
+        file.set_permissions(std::fs::Permissions::from_mode(opts.mode & 0o7777))
+            .map_err(err("chmod"))?;
+    }
     (&*file).write_all(data).map_err(err("write"))
 }
 
