@@ -202,9 +202,15 @@ pub fn boot_id() -> String {
     if let Ok(b) = std::env::var("NODEAGENT_BOOT_ID") {
         return b;
     }
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
+    // Read once: it cannot change while this process lives.
+    static KERNEL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    KERNEL
+        .get_or_init(|| {
+            std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "unknown".into())
+        })
+        .clone()
 }
 
 pub fn now_rfc3339() -> String {
