@@ -235,9 +235,9 @@ pub fn redacted(tree: &Value) -> Value {
                         } else {
                             format!("{path}/{k}")
                         };
-                        let lk = k.to_ascii_lowercase();
-                        if SENSITIVE_KEYS.contains(&lk.as_str())
-                            || SENSITIVE_KEYS.contains(&p.to_ascii_lowercase().as_str())
+                        if SENSITIVE_KEYS
+                            .iter()
+                            .any(|s| s.eq_ignore_ascii_case(k) || s.eq_ignore_ascii_case(&p))
                         {
                             (k.clone(), Value::String(REDACTED.into()))
                         } else {

@@ -78,7 +78,7 @@ pub fn render(userdata: &str, instance_data: &Json, compat: bool) -> Result<Rend
         }
     }
     let body = userdata.split_once('\n').map_or("", |(_, rest)| rest);
-    render_body(body, &jinja_variables(instance_data), compat)
+    render_body(body, instance_data, compat)
 }
 
 /// [`render`] in a forked child limited to [`TEMPLATE_MEMORY_BYTES`]: fuel bounds the work
@@ -162,8 +162,9 @@ fn only_substitutes(userdata: &str) -> bool {
     true
 }
 
-/// Render a template body (header already removed) with an already converted variable tree.
-fn render_body(body: &str, vars: &Json, compat: bool) -> Result<Rendered> {
+/// Render a template body (header already removed) with the variables of `instance_data`
+/// (converted here: strict mode straight to values, the JSON tree only for an error's text).
+fn render_body(body: &str, instance_data: &Json, compat: bool) -> Result<Rendered> {
     // jinja normalises every \r\n and lone \r to \n before lexing (and counts lines that way).
     let source = normalize_newlines(body);
     let env = shared_environment(compat);
@@ -171,16 +172,17 @@ fn render_body(body: &str, vars: &Json, compat: bool) -> Result<Rendered> {
         .template_from_str(&source)
         .map_err(|e| syntax_error(&e, body))?;
     let ctx = if compat {
-        compat_root(vars, env)
+        compat_root(&jinja_variables(instance_data), env)
     } else {
-        plain_value(vars)
+        variables::plain_variables(instance_data)
     };
     let mut out = CappedWriter {
         buf: Vec::new(),
         overflow: false,
     };
     if let Err(e) = tmpl.render_captured_to(ctx, &mut out) {
-        return Err(runtime_error(&e, &source, out.overflow, vars, compat));
+        let vars = jinja_variables(instance_data);
+        return Err(runtime_error(&e, &source, out.overflow, &vars, compat));
     }
     let mut text = String::from_utf8(out.buf).map_err(|_| {
         Error::invalid(

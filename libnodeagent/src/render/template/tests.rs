@@ -92,7 +92,50 @@ fn alias_by_trying_every_operator(key: &str) -> Option<String> {
     changed.then_some(out)
 }
 
+/// JSON trees whose keys collide the ways cloud-init's conversion meets: operator characters
+/// (aliases), `v<digits>` keys (promoted children), and names that are both.
+fn arb_tree() -> impl proptest::strategy::Strategy<Value = Json> {
+    use proptest::prelude::*;
+    let key = proptest::sample::select(vec![
+        "a",
+        "a-b",
+        "a_b",
+        "a.b",
+        "v1",
+        "v2",
+        "v1\n",
+        "x",
+        "local-hostname",
+        "local_hostname",
+        "00:50",
+        "00_50",
+        "ds",
+    ])
+    .prop_map(String::from);
+    let leaf = prop_oneof![
+        Just(Json::Null),
+        any::<bool>().prop_map(Json::from),
+        any::<i64>().prop_map(Json::from),
+        "[a-z]{0,4}".prop_map(Json::from),
+    ];
+    leaf.prop_recursive(4, 48, 6, move |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..3).prop_map(Json::Array),
+            proptest::collection::vec((key.clone(), inner), 0..6)
+                .prop_map(|kv| Json::Object(kv.into_iter().collect())),
+        ]
+    })
+}
+
 proptest::proptest! {
+    /// The one-pass values strict mode renders with are the converted tree's, order included.
+    #[test]
+    fn plain_variables_are_the_converted_tree(tree in arb_tree()) {
+        let one_pass = serde_json::to_string(&super::variables::plain_variables(&tree)).unwrap();
+        let two_pass = serde_json::to_string(&plain_value(&jinja_variables(&tree))).unwrap();
+        proptest::prop_assert_eq!(one_pass, two_pass);
+    }
+
     #[test]
     fn aliases_match_trying_every_operator(key in "[-/*=!><+%~()\\[\\]{}.:|,;a1é ]{0,12}") {
         proptest::prop_assert_eq!(alias(&key), alias_by_trying_every_operator(&key));

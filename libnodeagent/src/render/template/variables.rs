@@ -49,6 +49,51 @@ pub(super) fn convert(m: &serde_json::Map<String, Json>) -> serde_json::Map<Stri
     out
 }
 
+/// [`jinja_variables`] as the minijinja value strict mode renders with, built in one pass:
+/// the same keys, aliases and promotions in the same order, but a subtree seen under two
+/// names (an alias, a promoted `v1` child) is one shared value, not a deep copy. Each render
+/// converted the tree twice before (to JSON with copies, then to values).
+pub(super) fn plain_variables(instance_data: &Json) -> Value {
+    match instance_data {
+        Json::Object(m) => Value::from_pairs(plain_pairs(m)),
+        _ => Value::from_pairs(Vec::<(String, Value)>::new()),
+    }
+}
+
+/// [`convert`]'s insertions, in its order, as (key, value) pairs: `Value::from_pairs` keeps a
+/// repeated key where it first came with the last value, as [`convert`]'s map inserts do.
+fn plain_pairs(m: &serde_json::Map<String, Json>) -> Vec<(String, Value)> {
+    let mut out = Vec::with_capacity(m.len());
+    let mut entries: Vec<(&String, &Json)> = m.iter().collect();
+    entries.sort_unstable_by_key(|(k, _)| *k);
+    for (key, value) in entries {
+        let value = match value {
+            Json::Object(child) => {
+                let pairs = plain_pairs(child);
+                if is_version_key(key) {
+                    // Kept under its name and its children promoted; a version key has no
+                    // operator character, so no alias follows.
+                    out.push((key.clone(), Value::from_pairs(pairs.clone())));
+                    out.extend(pairs);
+                    continue;
+                }
+                let whole = Value::from_pairs(pairs);
+                out.push((key.clone(), whole.clone()));
+                whole
+            }
+            other => {
+                let v = scalar(other);
+                out.push((key.clone(), v.clone()));
+                v
+            }
+        };
+        if let Some(alias) = alias(key) {
+            out.push((alias, value));
+        }
+    }
+    out
+}
+
 /// `re.match(r"v\d+$", key)`: `$` also matches before one final newline.
 pub(super) fn is_version_key(key: &str) -> bool {
     let k = key.strip_suffix('\n').unwrap_or(key);
@@ -63,7 +108,7 @@ pub(super) fn is_version_key(key: &str) -> bool {
 /// most keys with one, and trying all 26 at every character was most of the tree's cost.
 pub(super) fn alias(key: &str) -> Option<String> {
     const OP_CHARS: &str = "/*=!><+-%~[](){}.:|,;";
-    if !key.contains(|c| OP_CHARS.contains(c)) {
+    if !key.bytes().any(|b| OP_CHARS.as_bytes().contains(&b)) {
         return None;
     }
     let mut out = String::with_capacity(key.len());
