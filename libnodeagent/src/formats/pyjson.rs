@@ -20,23 +20,23 @@ pub fn to_python_json_indented(v: &Value, indent: usize) -> String {
 fn py_json(v: &Value, depth: usize, indent: usize, out: &mut String) {
     let pad = |d: usize, out: &mut String| {
         out.push('\n');
-        out.push_str(&" ".repeat(d * indent));
+        out.extend(std::iter::repeat_n(' ', d * indent));
     };
     match v {
         Value::Object(m) if m.is_empty() => out.push_str("{}"),
         Value::Array(a) if a.is_empty() => out.push_str("[]"),
         Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
+            let mut entries: Vec<(&String, &Value)> = m.iter().collect();
+            entries.sort_unstable_by_key(|(k, _)| *k);
             out.push('{');
-            for (i, k) in keys.iter().enumerate() {
+            for (i, (k, v)) in entries.into_iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
                 pad(depth + 1, out);
                 python_json_string(k, out);
                 out.push_str(": ");
-                py_json(&m[k.as_str()], depth + 1, indent, out);
+                py_json(v, depth + 1, indent, out);
             }
             pad(depth, out);
             out.push('}');
