@@ -382,9 +382,10 @@ fn discard(staged: Vec<Staged>) {
 }
 
 /// Write several entries, each with its own content, as one unit: every entry checked (owner,
-/// mode, what is at its path) before the first is written, then each staged and its temp file
-/// closed before the next is opened (a set holds one descriptor per directory, not one per
-/// file), then all committed together; none is in place if one fails.
+/// mode, what is at its path) before the first is written, then each staged (past
+/// `fsio::HELD_TEMPS` open ones, its temp file closed before the next is opened: a big set
+/// holds one descriptor per directory, not one per file), then all committed together; none
+/// is in place if one fails.
 pub fn write_all(t: &Target, entries: &[&FileWrite], db: &UserDb) -> Result<()> {
     let mut dirs = Dirs::default();
     let prepared = entries
@@ -395,7 +396,7 @@ pub fn write_all(t: &Target, entries: &[&FileWrite], db: &UserDb) -> Result<()> 
     for (f, p) in entries.iter().zip(prepared) {
         match stage_prepared(t, f, p, &f.content.0, &mut dirs) {
             Ok(mut s) => {
-                s.file.close();
+                s.file.close_past(staged.len());
                 staged.push(s);
             }
             Err(e) => {

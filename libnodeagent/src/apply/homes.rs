@@ -84,8 +84,8 @@ pub fn make_home(
 const SKEL_DEPTH: usize = 16;
 
 /// The skeleton `from` copied into `to`, the user's: every name relative to its directory's
-/// descriptor, none followed; each file's temp closed once written (a deep skeleton holds no
-/// descriptor per file).
+/// descriptor, none followed; past `fsio::HELD_TEMPS` files each temp closed once written (a
+/// deep skeleton holds no descriptor per file).
 fn copy_tree(
     from: &Dir,
     to: &Arc<Dir>,
@@ -124,7 +124,7 @@ fn copy_tree(
                 let opts = fsio::Options::new(mode).owner(uid, gid);
                 let mut s = fsio::stage_in(to, &name, &data, &opts)
                     .map_err(|e| Error::caused(Stage::Apply, &at, e))?;
-                s.close();
+                s.close_past(staged.len());
                 staged.push(s);
             }
             _ => {}

@@ -26,6 +26,9 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// Temp files a batch holds open until its commit ([`Staged::close_past`]).
+pub const HELD_TEMPS: usize = 16;
+
 /// Marks every temp file of this writer (crash tests look for leftovers by it).
 pub const TEMP_MARK: &str = "nodeagent-tmp";
 
@@ -144,6 +147,15 @@ impl Staged {
     pub fn close(&mut self) {
         if let Some(f) = self.file.take() {
             start_writeback(std::iter::once(&f));
+        }
+    }
+
+    /// [`close`](Self::close) when it is the batch's file number `nth` (from 0) and that is
+    /// past [`HELD_TEMPS`]: a batch keeps its first files open and syncs them through their
+    /// descriptors (a CABPK set of ten opened each again to sync it), the rest one at a time.
+    pub fn close_past(&mut self, nth: usize) {
+        if nth >= HELD_TEMPS {
+            self.close();
         }
     }
 
