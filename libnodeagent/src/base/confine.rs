@@ -200,10 +200,11 @@ pub fn open_read(root: &Path, rel: &str) -> io::Result<std::fs::File> {
 /// link (its other name may be outside the root). The file opened is checked to be the one
 /// examined. More than `max` bytes is refused (`FileTooLarge`) after reading `max + 1`.
 pub fn read_bounded(root: &Path, rel: &str, max: usize) -> io::Result<Vec<u8>> {
-    let mut buf = Vec::new();
-    open_regular(root, rel)?
-        .take(max as u64 + 1)
-        .read_to_end(&mut buf)?;
+    let (file, size) = open_regular(root, rel)?;
+    // Room for the size it had (and the byte that tells a longer file): read in one call,
+    // not in reads doubling from 32 bytes.
+    let mut buf = Vec::with_capacity(usize::try_from(size).unwrap_or(max).min(max) + 1);
+    file.take(max as u64 + 1).read_to_end(&mut buf)?;
     if buf.len() > max {
         return Err(io::Error::new(
             io::ErrorKind::FileTooLarge,
@@ -219,14 +220,15 @@ pub fn read_bounded(root: &Path, rel: &str, max: usize) -> io::Result<Vec<u8>> {
 pub fn read_prefix(root: &Path, rel: &str, len: usize) -> io::Result<Vec<u8>> {
     let mut buf = Vec::with_capacity(len);
     open_regular(root, rel)?
+        .0
         .take(len as u64)
         .read_to_end(&mut buf)?;
     Ok(buf)
 }
 
 /// `rel` opened for reading once it is known to be a regular file with one link (see
-/// [`read_bounded`]).
-fn open_regular(root: &Path, rel: &str) -> io::Result<std::fs::File> {
+/// [`read_bounded`]), and its size when opened.
+fn open_regular(root: &Path, rel: &str) -> io::Result<(std::fs::File, u64)> {
     use nix::fcntl::OFlag;
     let probe = match open_in_root(root, rel, OFlag::O_PATH | OFlag::O_CLOEXEC)? {
         Some(fd) => std::fs::File::from(fd),
@@ -245,7 +247,7 @@ fn open_regular(root: &Path, rel: &str) -> io::Result<std::fs::File> {
     if (opened.st_dev, opened.st_ino) != (seen.st_dev, seen.st_ino) {
         return Err(io::Error::other("replaced while it was opened"));
     }
-    Ok(file)
+    Ok((file, u64::try_from(opened.st_size).unwrap_or(0)))
 }
 
 /// The port `rel` (a virtio-serial device, a FIFO or file in tests) opened inside `root` for
@@ -269,9 +271,11 @@ pub fn open_port(root: &Path, rel: &str) -> io::Result<std::fs::File> {
 
 /// `InvalidInput` unless the open `file` is a regular file with one link: for a writer that
 /// opened a name itself (non-blocking, never through a final link) and must not append to a
-/// FIFO, a device, or a file whose other name is outside the root.
-pub fn ensure_regular(file: &std::fs::File) -> io::Result<()> {
-    refuse_unless_regular(&nix::sys::stat::fstat(file)?)
+/// FIFO, a device, or a file whose other name is outside the root. Its size when it is.
+pub fn ensure_regular(file: &std::fs::File) -> io::Result<u64> {
+    let st = nix::sys::stat::fstat(file)?;
+    refuse_unless_regular(&st)?;
+    Ok(u64::try_from(st.st_size).unwrap_or(0))
 }
 
 /// `InvalidInput` unless `st` is a regular file with one link.
@@ -428,7 +432,9 @@ impl UserDir {
         if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_nlink != 1 {
             return Ok(None);
         }
-        let mut out = Vec::new();
+        // Room for its size and one byte more: one read, not reads doubling from 32 bytes.
+        let room = u64::try_from(st.st_size).unwrap_or(max).min(max);
+        let mut out = Vec::with_capacity(usize::try_from(room).unwrap_or(0) + 1);
         std::fs::File::from(fd).take(max).read_to_end(&mut out)?;
         Ok(Some(out))
     }

@@ -658,7 +658,16 @@ fn pidfd_open(pid: i32) -> Option<OwnedFd> {
 /// Whether this process runs one thread only: [`run_forked`]'s condition (`/proc/self/stat`
 /// field 20; false when it cannot be read).
 pub fn single_threaded() -> bool {
-    std::fs::read_to_string("/proc/self/stat").is_ok_and(|stat| threads_in_stat(&stat) == Some(1))
+    read_proc("/proc/self/stat").is_ok_and(|stat| threads_in_stat(&stat) == Some(1))
+}
+
+/// A `/proc` text file. Its size reads as 0, so a plain read starts at 32 bytes and doubles
+/// (six to nine reads for `/proc/self/stat` or a routing table): a page is room at once.
+pub fn read_proc(path: &str) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::with_capacity(4096);
+    std::fs::File::open(path)?.read_to_string(&mut text)?;
+    Ok(text)
 }
 
 /// Field 20 (`num_threads`) of a `/proc/PID/stat` line.

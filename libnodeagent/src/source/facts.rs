@@ -115,8 +115,8 @@ impl Facts {
         f.network_renderer = Some(detect_renderer(root).into());
         f.ntp_client = detect_ntp_client(root).map(str::to_string);
         f.interfaces = interfaces();
-        let route4 = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
-        let route6 = std::fs::read_to_string("/proc/net/ipv6_route").unwrap_or_default();
+        let route4 = crate::base::process::read_proc("/proc/net/route").unwrap_or_default();
+        let route6 = crate::base::process::read_proc("/proc/net/ipv6_route").unwrap_or_default();
         let (v4, v6) = default_addresses(
             &f.interfaces,
             default_iface_v4(&route4),
