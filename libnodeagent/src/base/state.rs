@@ -226,6 +226,22 @@ pub fn now_rfc3339() -> String {
 /// the root): one found at `path` or its parent, which would lead the agent's files out of
 /// the root, is refused.
 pub fn ensure_private_dir(path: &Path, mode: u32) -> Result<()> {
+    // Made sure of once while no child process runs (the lock, the state, the journal and the
+    // command records of one run each asked for the same directories, every half again).
+    static ENSURED: std::sync::Mutex<Vec<(PathBuf, u32, u64)>> = std::sync::Mutex::new(Vec::new());
+    let epoch = crate::base::confine::epoch();
+    let mut ensured = ENSURED.lock().unwrap_or_else(|e| e.into_inner());
+    ensured.retain(|(_, _, e)| *e == epoch);
+    if ensured.iter().any(|(p, m, _)| p == path && *m == mode) {
+        return Ok(());
+    }
+    make_private_dir(path, mode)?;
+    ensured.push((path.to_path_buf(), mode, epoch));
+    Ok(())
+}
+
+/// [`ensure_private_dir`]'s work: made with `mode` where missing, no symlink at it or its parent.
+fn make_private_dir(path: &Path, mode: u32) -> Result<()> {
     let place = || path.display().to_string();
     let no_link = |p: &Path| match std::fs::symlink_metadata(p) {
         Ok(m) if m.file_type().is_symlink() => Err(Error::of(
@@ -265,9 +281,6 @@ fn replace(path: &Path, data: &[u8], mode: u32, durable: bool) -> Result<()> {
 /// The state directory of one root.
 pub struct State {
     pub dir: PathBuf,
-    /// Directories this value has made sure of (created, 0700, no symlink): each is checked
-    /// once, not again for every file written in it.
-    ensured: std::cell::RefCell<Vec<PathBuf>>,
 }
 
 impl State {
@@ -275,20 +288,12 @@ impl State {
     pub fn open(root: &Path) -> Result<State> {
         let dir = state_dir(root)?;
         ensure_private_dir(&dir, 0o700)?;
-        Ok(State {
-            ensured: std::cell::RefCell::new(vec![dir.clone()]),
-            dir,
-        })
+        Ok(State { dir })
     }
 
-    /// [`ensure_private_dir`] of `path` at 0700, once per `State`.
+    /// [`ensure_private_dir`] of `path` at 0700.
     fn ensure_dir(&self, path: &Path) -> Result<()> {
-        if self.ensured.borrow().iter().any(|d| d == path) {
-            return Ok(());
-        }
-        ensure_private_dir(path, 0o700)?;
-        self.ensured.borrow_mut().push(path.to_path_buf());
-        Ok(())
+        ensure_private_dir(path, 0o700)
     }
 
     pub fn instance_dir(&self, iid: &str) -> PathBuf {
@@ -423,11 +428,12 @@ impl Journal {
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(path)
             .map_err(|e| Error::io(Stage::State, &place, "", e))?;
-        crate::base::confine::ensure_regular(&file)
+        let size = crate::base::confine::ensure_regular(&file)
             .map_err(|e| Error::io(Stage::State, &place, "", e))?;
         let mut text = String::new();
-        let mut raw = Vec::new();
         let max = crate::base::limits::MAX_JOURNAL_BYTES;
+        // Room for what is there: one read, not reads doubling from 32 bytes.
+        let mut raw = Vec::with_capacity(usize::try_from(size).unwrap_or(max).min(max) + 1);
         (&mut file)
             .take(max as u64 + 1)
             .read_to_end(&mut raw)
