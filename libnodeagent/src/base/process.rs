@@ -670,6 +670,18 @@ pub fn read_proc(path: &str) -> std::io::Result<String> {
     Ok(text)
 }
 
+/// The kernel's boot id, read once: it cannot change while this process lives.
+pub fn kernel_boot_id() -> Option<&'static str> {
+    static KERNEL: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    KERNEL
+        .get_or_init(|| {
+            read_proc("/proc/sys/kernel/random/boot_id")
+                .ok()
+                .map(|s| s.trim().to_string())
+        })
+        .as_deref()
+}
+
 /// Field 20 (`num_threads`) of a `/proc/PID/stat` line.
 fn threads_in_stat(stat: &str) -> Option<u64> {
     // The fields after the command name, which is in parentheses and may hold anything.

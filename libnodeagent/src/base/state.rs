@@ -202,15 +202,9 @@ pub fn boot_id() -> String {
     if let Ok(b) = std::env::var("NODEAGENT_BOOT_ID") {
         return b;
     }
-    // Read once: it cannot change while this process lives.
-    static KERNEL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    KERNEL
-        .get_or_init(|| {
-            std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-                .map(|s| s.trim().to_string())
-                .unwrap_or_else(|_| "unknown".into())
-        })
-        .clone()
+    crate::base::process::kernel_boot_id()
+        .unwrap_or("unknown")
+        .to_string()
 }
 
 pub fn now_rfc3339() -> String {
@@ -291,11 +285,6 @@ impl State {
         Ok(State { dir })
     }
 
-    /// [`ensure_private_dir`] of `path` at 0700.
-    fn ensure_dir(&self, path: &Path) -> Result<()> {
-        ensure_private_dir(path, 0o700)
-    }
-
     pub fn instance_dir(&self, iid: &str) -> PathBuf {
         self.dir.join("instances").join(instance_dir_name(iid))
     }
@@ -341,11 +330,11 @@ impl State {
             if let Some(p) = prev.as_deref().filter(|p| !p.is_empty()) {
                 write_id("previous-instance-id", p)?;
             }
-            self.ensure_dir(&self.instance_dir(iid))?;
+            ensure_private_dir(&self.instance_dir(iid), 0o700)?;
             write_id("instance-id", iid)?;
         }
         let idir = self.instance_dir(iid);
-        self.ensure_dir(&idir)?;
+        ensure_private_dir(&idir, 0o700)?;
         Journal::open(&idir.join("journal.jsonl"), boot_id())
     }
 
@@ -360,7 +349,7 @@ impl State {
         durable: &[&str],
     ) -> Result<()> {
         let idir = self.instance_dir(iid);
-        self.ensure_dir(&idir)?;
+        ensure_private_dir(&idir, 0o700)?;
         let paths: Vec<PathBuf> = items.iter().map(|(name, ..)| idir.join(name)).collect();
         let files = items.iter().zip(&paths).map(|((name, data, mode), path)| {
             let opts = crate::base::fsio::Options::new(*mode);
@@ -380,7 +369,7 @@ impl State {
     /// Keep a copy of rendered userdata / instance data for `query`, `render`, `collect-logs`.
     pub fn save(&self, iid: &str, name: &str, data: &[u8], mode: u32) -> Result<()> {
         let idir = self.instance_dir(iid);
-        self.ensure_dir(&idir)?;
+        ensure_private_dir(&idir, 0o700)?;
         write_atomic(&idir.join(name), data, mode)
     }
 }

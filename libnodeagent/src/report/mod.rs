@@ -672,10 +672,11 @@ pub fn now_rfc3339() -> String {
         .unwrap_or_default()
 }
 
+/// The kernel's boot id as status shows it ("" when unreadable; no test override).
 fn boot_id() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .map(|s| s.trim().to_string())
+    crate::base::process::kernel_boot_id()
         .unwrap_or_default()
+        .to_string()
 }
 
 // ---- guestinfo helpers ---------------------------------------------------------------

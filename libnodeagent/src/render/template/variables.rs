@@ -12,47 +12,16 @@ pub(super) const OPERATORS: [&str; 26] = [
 
 /// cloud-init's variable tree for templates (B.4): every key kept, operator-character aliases
 /// (`local-hostname`→`local_hostname`, MACs, IPs...), `v<digits>` children promoted to the top level,
-/// sorted-order collision rule.
+/// sorted-order collision rule. As JSON (compat mode, `query`, an error's text): the values
+/// [`plain_variables`] builds, the one implementation of those rules.
 pub fn jinja_variables(instance_data: &Json) -> Json {
-    match instance_data {
-        Json::Object(m) => Json::Object(convert(m)),
-        _ => Json::Object(serde_json::Map::new()),
-    }
+    serde_json::to_value(plain_variables(instance_data))
+        .unwrap_or_else(|_| Json::Object(serde_json::Map::new()))
 }
 
-pub(super) fn convert(m: &serde_json::Map<String, Json>) -> serde_json::Map<String, Json> {
-    let mut out = serde_json::Map::new();
-    let mut keys: Vec<&String> = m.keys().collect();
-    // Python sorts str keys by code point; Rust's str order (UTF-8 bytes) is the same.
-    keys.sort();
-    for key in keys {
-        let value = &m[key];
-        if let Json::Object(child) = value {
-            let converted = convert(child);
-            if is_version_key(key) {
-                // Kept under its own name and its children promoted: the one copy needed.
-                out.insert(key.clone(), Json::Object(converted.clone()));
-                for (k, v) in converted {
-                    out.insert(k, v);
-                }
-            } else {
-                out.insert(key.clone(), Json::Object(converted));
-            }
-        } else {
-            out.insert(key.clone(), value.clone());
-        }
-        if let Some(alias) = alias(key) {
-            let v = out[key.as_str()].clone();
-            out.insert(alias, v);
-        }
-    }
-    out
-}
-
-/// [`jinja_variables`] as the minijinja value strict mode renders with, built in one pass:
-/// the same keys, aliases and promotions in the same order, but a subtree seen under two
-/// names (an alias, a promoted `v1` child) is one shared value, not a deep copy. Each render
-/// converted the tree twice before (to JSON with copies, then to values).
+/// cloud-init's variable tree as the minijinja value strict mode renders with, built in one
+/// pass: a subtree seen under two names (an alias, a promoted `v1` child) is one shared value,
+/// not a deep copy.
 pub(super) fn plain_variables(instance_data: &Json) -> Value {
     match instance_data {
         Json::Object(m) => Value::from_pairs(plain_pairs(m)),
@@ -60,8 +29,10 @@ pub(super) fn plain_variables(instance_data: &Json) -> Value {
     }
 }
 
-/// [`convert`]'s insertions, in its order, as (key, value) pairs: `Value::from_pairs` keeps a
-/// repeated key where it first came with the last value, as [`convert`]'s map inserts do.
+/// cloud-init's insertions into the converted dict, in its order (keys sorted; a version
+/// key's children after it; an alias after its key), as (key, value) pairs:
+/// `Value::from_pairs` keeps a repeated key where it first came with the last value, as the
+/// dict's assignments do.
 fn plain_pairs(m: &serde_json::Map<String, Json>) -> Vec<(String, Value)> {
     let mut out = Vec::with_capacity(m.len());
     let mut entries: Vec<(&String, &Json)> = m.iter().collect();
